@@ -1,0 +1,197 @@
+"""The ``mdmem`` command: a thin typer layer over the library.
+
+Only typer is imported at start-up; each command imports what it needs, so ``--help`` is
+instant. Exit codes: 0 done, 1 an mdmem error (message on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from mdmem.workspace import Workspace
+
+app = typer.Typer(
+    name="mdmem",
+    help="File-first memory for AI agents: Markdown you can edit, indexed for fast search.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+WorkspaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Workspace folder (default: $MDMEM_WORKSPACE, else the nearest folder upwards "
+        "with mdmem.toml or memory.md).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+
+
+@app.callback()
+def _main(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
+    ctx.obj = {"workspace": workspace}
+
+
+def _open(ctx: typer.Context) -> Workspace:
+    from mdmem.workspace import Workspace
+
+    return Workspace.open(ctx.obj.get("workspace"))
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"mdmem: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"mdmem: warning: {message}", err=True)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    path: Annotated[Path | None, typer.Argument(help="Folder to create (default: .)")] = None,
+    mode: Annotated[str, typer.Option(help="minimal or full")] = "full",
+    agent: Annotated[str, typer.Option(help="Default agent name.")] = "default",
+) -> None:
+    """Create a workspace from the templates. Never overwrites an existing file."""
+    from mdmem.workspace import TEMPLATES, Workspace
+
+    target = path or ctx.obj.get("workspace") or Path(".")
+    existed = {name for name in TEMPLATES.values() if (target / name).exists()}
+    if mode not in ("minimal", "full"):
+        _fail(f"--mode must be 'minimal' or 'full', got {mode!r}", 2)
+    ws = Workspace.init(target, mode=mode, agent=agent)  # type: ignore[arg-type]
+    for name in TEMPLATES.values():
+        state = "kept" if name in existed else "created"
+        typer.echo(f"  {state:8} {name}")
+    typer.echo(f"Workspace ready at {ws.root} (mode={ws.mode}, agent={ws.agent}).")
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The memory, in plain words.")],
+    type_: Annotated[
+        str, typer.Option("--type", "-t", help="preference, fact, pattern or skill")
+    ] = "fact",
+    importance: Annotated[float, typer.Option("--importance", "-i", help="0..1")] = 0.5,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Workspace file to write to.")
+    ] = None,
+    source: Annotated[str | None, typer.Option(help="Session id it came from.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember TEXT: append it under the right heading, touching nothing else."""
+    from mdmem.entries import MEMORY_TYPES
+
+    if type_ not in MEMORY_TYPES:
+        _fail(f"--type must be one of {', '.join(MEMORY_TYPES)}, got {type_!r}", 2)
+    if not 0 <= importance <= 1:
+        _fail(f"--importance must be between 0 and 1, got {importance}", 2)
+    ws = _open(ctx)
+    entry = ws.remember(text, type=type_, importance=importance, source=source, file=file)
+    if as_json:
+        _print_json(entry.to_dict())
+        return
+    typer.echo(f"{entry.path}:{entry.start_line}  [{entry.type}] {entry.text}  ({entry.id})")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    file: Annotated[str | None, typer.Argument(help="One file (default: all).")] = None,
+    archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the parsed entries: where each stands, its type, importance and text."""
+    from mdmem.markdown import Problem
+
+    ws = _open(ctx)
+    problems: list[Problem]
+    if file is not None:
+        entries = ws.entries(file, include_archived=archived)
+        problems = list(ws.read(file).problems)
+    else:
+        snap = ws.snapshot()
+        entries = list(snap.entries(include_archived=archived))
+        problems = list(snap.problems)
+    if as_json:
+        _print_json(
+            {
+                "workspace": str(ws.root),
+                "entries": [e.to_dict() for e in entries],
+                "problems": [
+                    {"path": p.path, "line": p.line, "message": p.message} for p in problems
+                ],
+            }
+        )
+    else:
+        _print_entries(entries)
+    for problem in problems:
+        _warn(str(problem))
+
+
+def _print_entries(entries: list[Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False, soft_wrap=True)
+    current = None
+    for entry in entries:
+        if entry.path != current:
+            current = entry.path
+            console.print(f"\n[bold]{escape(entry.path)}[/bold]")
+        where = (
+            f"{entry.start_line}-{entry.end_line}"
+            if entry.end_line > entry.start_line
+            else (f"{entry.start_line}")
+        )
+        flag = " [dim](archived)[/dim]" if entry.archived else ""
+        box = "" if entry.checked is None else ("[x] " if entry.checked else "[ ] ")
+        first = entry.text.split("\n", 1)[0]
+        console.print(
+            f"  [cyan]{where:>7}[/cyan] [magenta]{entry.type:10}[/magenta] "
+            f"{entry.importance:.2f}  {escape(box + first)}{flag} [dim]{entry.id}[/dim]"
+        )
+    if not entries:
+        console.print("(no entries)")
+
+
+def main() -> None:
+    """Console entry point: mdmem errors become one clear line on stderr and exit code 1."""
+    from click.exceptions import ClickException
+
+    try:
+        app(standalone_mode=False)
+    except ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted.", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        from mdmem.errors import MdmemError
+
+        if isinstance(exc, MdmemError | ValueError):
+            typer.echo(f"mdmem: error: {exc}", err=True)
+            sys.exit(1)
+        raise
+    sys.exit(0)

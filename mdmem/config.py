@@ -1,0 +1,144 @@
+"""mdmem.toml: schema, defaults, validation.
+
+The schema is the dataclasses below: every key, its type and its default. An unknown key or a
+value of the wrong type is a ConfigError naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from mdmem.errors import ConfigError
+
+CONFIG_NAME = "mdmem.toml"
+Mode = Literal["minimal", "full"]
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    include: tuple[str, ...] = ("**/*.md",)
+    """gitignore-style patterns of files to index."""
+    exclude: tuple[str, ...] = ()
+    """gitignore-style patterns to leave out (``.gitignore`` is respected as well)."""
+    max_file_mb: float = 10.0
+    """Files larger than this are reported and skipped, never read into memory."""
+
+
+@dataclass(frozen=True)
+class Config:
+    mode: Mode = "full"
+    """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
+    agent: str = "default"
+    """This workspace's default agent name (sessions and private notes are per agent)."""
+    files: FilesConfig = field(default_factory=FilesConfig)
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.files.max_file_mb * 1_000_000)
+
+
+def load_config(root: Path) -> Config:
+    path = root / CONFIG_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return config_from_dict(data, source=str(path))
+
+
+def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
+    config = _build(Config, data, prefix="", source=source)
+    check_name(config.agent, "agent", source=f"{source}: agent")
+    return config
+
+
+def with_overrides(config: Config, **values: Any) -> Config:
+    return replace(config, **{k: v for k, v in values.items() if v is not None})
+
+
+def check_name(name: str, what: str, source: str | None = None) -> str:
+    """Agent, session and similar names: no path separators, no ``..``, no surprises."""
+    if not NAME_RE.match(name) or ".." in name:
+        where = f"{source}: " if source else ""
+        raise ConfigError(
+            f"{where}invalid {what} name {name!r}: use letters, digits, '.', '_' or '-' "
+            "(at most 64, no '/' and no '..')"
+        )
+    return name
+
+
+def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: [{prefix.rstrip('.')}] must be a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = prefix + key
+        if key not in known:
+            allowed = ", ".join(prefix + k for k in known)
+            raise ConfigError(f"{source}: unknown key {name!r}; allowed here: {allowed}")
+        hint = hints[key]
+        if is_dataclass(hint):
+            values[key] = _build(hint, value, prefix=name + ".", source=source)
+        else:
+            values[key] = _coerce(name, hint, value, source)
+    for key, fld in known.items():
+        if key not in values and fld.default is MISSING and fld.default_factory is MISSING:
+            raise ConfigError(f"{source}: missing key {prefix + key!r}")
+    return cls(**values)
+
+
+def _coerce(name: str, hint: Any, value: Any, source: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            choices = " or ".join(repr(a) for a in allowed)
+            raise ConfigError(f"{source}: {name} must be {choices}, got {value!r}")
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or len(options) != 1:
+            raise ConfigError(f"{source}: {name}: unsupported value {value!r}")
+        return _coerce(name, options[0], value, source)
+    if origin is tuple:
+        item_type = typing.get_args(hint)[0]
+        if not isinstance(value, list) or not all(isinstance(v, item_type) for v in value):
+            raise ConfigError(
+                f"{source}: {name} must be a list of {item_type.__name__}, got {value!r}"
+            )
+        return tuple(value)
+    if origin is dict:
+        key_type, value_type = typing.get_args(hint)
+        if not isinstance(value, dict) or not all(
+            isinstance(k, key_type) and _is(v, value_type) for k, v in value.items()
+        ):
+            raise ConfigError(f"{source}: {name} must be a table of {value_type.__name__}")
+        return {k: float(v) if value_type is float else v for k, v in value.items()}
+    if not _is(value, hint):
+        raise ConfigError(f"{source}: {name} must be {hint.__name__}, got {value!r}")
+    return float(value) if hint is float else value
+
+
+def _is(value: Any, hint: type) -> bool:
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)

@@ -1,0 +1,194 @@
+"""Entries, memory types, and the metadata convention.
+
+Metadata the program adds lives in one HTML comment at the end of an entry's first line::
+
+    - User prefers dark mode <!-- mdmem id=m-3f9a2c71d0 type=preference importance=0.8 -->
+
+It is invisible in rendered Markdown, quiet in an editor, and survives a person rewriting the
+text before it. Entries with no comment at all are first-class and get defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MEMORY_TYPES = ("preference", "fact", "pattern", "skill")
+"""Types of lasting memory. Other entries are ``event`` (sessions) or ``note``."""
+
+ENTRY_TYPES = (*MEMORY_TYPES, "event", "note")
+DEFAULT_IMPORTANCE = 0.5
+
+# Heading words that give their entries a type (innermost matching heading wins).
+_HEADING_WORDS: dict[str, tuple[str, ...]] = {
+    "preference": ("preference", "preferences", "likes", "dislikes"),
+    "fact": ("fact", "facts"),
+    "pattern": ("pattern", "patterns"),
+    "skill": ("skill", "skills", "learnings", "learning", "how-to", "howto"),
+}
+SECTION_TITLES = {
+    "preference": "Preferences",
+    "fact": "Facts",
+    "pattern": "Patterns",
+    "skill": "Skills",
+}
+ARCHIVE_TITLE = "Archive"
+
+_META_RE = re.compile(r"[ \t]*<!--\s*mdmem\b(?P<body>.*?)-->")
+_PAIR_RE = re.compile(r'([A-Za-z_][\w-]*)=("(?:[^"\\]|\\.)*"|\S+)')
+_WORD_RE = re.compile(r"[\w-]+")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One memory entry: a list item or a paragraph, with where it stands in its file."""
+
+    path: str
+    """Workspace-relative POSIX path of the file."""
+    start_line: int
+    """First line, 1-based, inclusive."""
+    end_line: int
+    """Last line, 1-based, inclusive."""
+    text: str
+    """The entry's text: no list marker, no checkbox, no metadata comment."""
+    heading_path: tuple[str, ...]
+    kind: str
+    """``item`` (list item) or ``paragraph``."""
+    type: str
+    importance: float
+    id: str
+    created: str | None = None
+    source: str | None = None
+    archived: bool = False
+    checked: bool | None = None
+    """For task-list items (``- [x]``): whether the box is ticked; else None."""
+    meta: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Every key the metadata comment holds, as written."""
+
+    @property
+    def lines(self) -> tuple[int, int]:
+        return (self.start_line, self.end_line)
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.heading_path)
+
+    @property
+    def written_by_program(self) -> bool:
+        return "id" in self.meta
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "heading": self.heading,
+            "heading_path": list(self.heading_path),
+            "kind": self.kind,
+            "type": self.type,
+            "importance": self.importance,
+            "created": self.created,
+            "source": self.source,
+            "archived": self.archived,
+            "checked": self.checked,
+            "text": self.text,
+            "meta": dict(self.meta),
+        }
+
+
+def new_id() -> str:
+    """A fresh id for an entry the program writes: 40 random bits, ``m-`` + 10 hex."""
+    return "m-" + secrets.token_hex(5)
+
+
+def derived_id(path: str, text: str) -> str:
+    """A stable id for a hand-written entry with no metadata, from its file and text."""
+    digest = hashlib.sha1(f"{path}\0{' '.join(text.split())}".encode()).hexdigest()
+    return "h-" + digest[:10]
+
+
+def find_meta(line: str) -> re.Match[str] | None:
+    return _META_RE.search(line)
+
+
+def parse_meta(body: str) -> dict[str, str]:
+    """Parse ``key=value`` pairs; values with spaces are JSON-quoted strings."""
+    out: dict[str, str] = {}
+    for key, value in _PAIR_RE.findall(body):
+        if value.startswith('"'):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = value.strip('"')
+        out[key] = value
+    return out
+
+
+def format_meta(meta: Mapping[str, object]) -> str:
+    """Render metadata as the comment, in a stable key order, skipping empty values."""
+    order = ["id", "type", "importance", "created", "updated", "source"]
+    keys = [k for k in order if k in meta] + sorted(k for k in meta if k not in order)
+    parts = []
+    for key in keys:
+        value = meta[key]
+        if value is None or value == "":
+            continue
+        text = _format_value(value)
+        parts.append(f"{key}={text}")
+    return "<!-- mdmem " + " ".join(parts) + " -->"
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, float):
+        text = f"{value:.2f}".rstrip("0").rstrip(".")
+        return text if text else "0"
+    text = str(value)
+    if not text or any(c.isspace() for c in text) or '"' in text or "-->" in text:
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def type_from_heading(heading: str) -> str | None:
+    words = {w.lower() for w in _WORD_RE.findall(heading)}
+    for type_, keys in _HEADING_WORDS.items():
+        if words.intersection(keys):
+            return type_
+    return None
+
+
+def default_type_for_file(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    if name == "learnings.md":
+        return "skill"
+    if name == "memory.md":
+        return "fact"
+    if path.startswith(".sessions/"):
+        return "event"
+    return "note"
+
+
+def parse_importance(value: str | None, default: float = DEFAULT_IMPORTANCE) -> float:
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        return default
+    return min(1.0, max(0.0, number))
+
+
+def check_type(type_: str) -> str:
+    if type_ not in ENTRY_TYPES:
+        raise ValueError(f"unknown memory type {type_!r}: use one of {', '.join(MEMORY_TYPES)}")
+    return type_
+
+
+def check_importance(value: float) -> float:
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"importance must be between 0 and 1, got {value}")
+    return float(value)

@@ -1,0 +1,41 @@
+"""Errors mdmem raises. Every one names the file (and line) it is about when there is one."""
+
+from __future__ import annotations
+
+
+class MdmemError(Exception):
+    """Base class: anything mdmem raises on purpose."""
+
+
+class WorkspaceNotFoundError(MdmemError):
+    """No workspace at the given path, in MDMEM_WORKSPACE, or above the current folder."""
+
+
+class ConfigError(MdmemError):
+    """mdmem.toml is unreadable, or has an unknown key or a value of the wrong type."""
+
+
+class UnsafePathError(MdmemError):
+    """A name would read or write outside the workspace (``../``, absolute, symlink out)."""
+
+
+class FileProblem(MdmemError):
+    """A workspace file that cannot be read or parsed as it is. The file is left untouched."""
+
+    def __init__(self, path: str, message: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.reason = message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class EntryNotFoundError(MdmemError):
+    """No entry with that id in the workspace."""
+
+
+class ConflictError(MdmemError):
+    """A file changed under a program write in a way the write cannot be redone on.
+
+    Nothing was written: the person's version of the file is what is on disk.
+    """

@@ -1,0 +1,155 @@
+"""Reading workspace files safely, and writing them as a polite co-author.
+
+Every program write: take a file lock, read, edit, compare-and-swap against what was read,
+then replace atomically (temp file in the same folder, fsync, ``os.replace``, mode kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mdmem.errors import ConflictError, FileProblem, MdmemError
+
+BINARY_SNIFF_BYTES = 8192
+LOCK_TIMEOUT_S = 60.0
+MAX_WRITE_ATTEMPTS = 8
+TEMP_SUFFIX = ".mdmem-tmp"
+
+
+class EditNotApplicable(MdmemError):
+    """Raised by an edit function when the edit no longer makes sense on the current text."""
+
+
+def decode_markdown(path: str, data: bytes, max_bytes: int) -> str:
+    """Bytes of a workspace file → text, or a FileProblem naming the file and line."""
+    check_size(path, len(data), max_bytes)
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        raise FileProblem(path, "binary file (NUL bytes), not Markdown")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise FileProblem(
+            path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {col})", line
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def check_size(path: str, size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise FileProblem(
+            path,
+            f"too large ({size / 1e6:.1f} MB > {max_bytes / 1e6:.1f} MB); skipped. "
+            "Raise files.max_file_mb in mdmem.toml to include it",
+        )
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None if it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a reader or a crash sees the old or the new file."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: Path
+    text: str
+    """The text now on disk."""
+    attempts: int
+    """1 when nothing changed under us; more when the edit was redone on a person's save."""
+
+
+def edit_file(
+    path: Path,
+    lock_path: Path,
+    edit: Callable[[str], str],
+    *,
+    display: str,
+    initial: str = "",
+    max_bytes: int = 50_000_000,
+) -> WriteResult:
+    """Apply ``edit`` (old text → new text) to ``path`` under a lock, compare-and-swap.
+
+    If the file changes between our read and our write (a person saved it), the edit is redone
+    on the new content. If it no longer applies there, ConflictError: nothing is written.
+    """
+    from filelock import FileLock, Timeout
+
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
+            return _edit_locked(path, edit, display, initial, max_bytes)
+    except Timeout:
+        raise ConflictError(
+            f"{display}: another mdmem process held the write lock for {LOCK_TIMEOUT_S:.0f} s "
+            f"({lock_path}); nothing was written"
+        ) from None
+
+
+def _edit_locked(
+    path: Path, edit: Callable[[str], str], display: str, initial: str, max_bytes: int
+) -> WriteResult:
+    for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
+        before = read_bytes(path)
+        text = initial if before is None else decode_markdown(display, before, max_bytes)
+        try:
+            new_text = edit(text)
+        except EditNotApplicable as exc:
+            if attempt == 1:
+                raise
+            raise ConflictError(
+                f"{display} changed while mdmem was writing it, and the change cannot be redone "
+                f"on the new version: {exc}. Nothing was written; the file on disk is the "
+                "person's version."
+            ) from None
+        if read_bytes(path) != before:
+            continue  # someone saved in between: redo the edit on their version
+        if new_text != text or before is None:
+            bom = b"\xef\xbb\xbf" if before and before.startswith(b"\xef\xbb\xbf") else b""
+            atomic_write(path, bom + new_text.encode("utf-8"))
+        return WriteResult(path, new_text, attempt)
+    raise ConflictError(
+        f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} attempts); "
+        "nothing was written"
+    )

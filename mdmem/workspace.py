@@ -1,0 +1,368 @@
+"""Workspace: the one composition root. Finds the folder, reads config, wires the parts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from mdmem import edits
+from mdmem.config import CONFIG_NAME, Config, Mode, check_name, load_config
+from mdmem.entries import (
+    MEMORY_TYPES,
+    SECTION_TITLES,
+    Entry,
+    check_importance,
+    check_type,
+    new_id,
+)
+from mdmem.errors import EntryNotFoundError, FileProblem, WorkspaceNotFoundError
+from mdmem.files import EditNotApplicable, check_size, decode_markdown, edit_file
+from mdmem.markdown import Document, Problem, parse_document
+from mdmem.paths import workspace_path
+from mdmem.scan import ScanResult, scan
+
+ENV_VAR = "MDMEM_WORKSPACE"
+MARKERS = (CONFIG_NAME, "memory.md")
+STATE_DIR = ".mdmem"
+MEMORY_FILE = "memory.md"
+LEARNINGS_FILE = "learnings.md"
+
+# template file → workspace file, in the order `init` writes them
+TEMPLATES = {
+    "mdmem.toml": CONFIG_NAME,
+    "memory.md": MEMORY_FILE,
+    "learnings.md": LEARNINGS_FILE,
+    "task_process.md": "task_process.md",
+    "world_state.md": "world_state.md",
+    "compact_memory.md": ".compact_memory.md",
+    "gitignore": ".gitignore",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every readable document of the workspace, and what could not be read."""
+
+    documents: tuple[Document, ...]
+    problems: tuple[Problem, ...]
+
+    def entries(self, include_archived: bool = False) -> Iterator[Entry]:
+        for doc in self.documents:
+            for entry in doc.entries:
+                if include_archived or not entry.archived:
+                    yield entry
+
+
+class Workspace:
+    """A folder of Markdown memory. Construct with :meth:`open` or :meth:`init`."""
+
+    def __init__(self, root: str | os.PathLike[str], config: Config | None = None) -> None:
+        self.root = Path(root).absolute()
+        if not self.root.is_dir():
+            raise WorkspaceNotFoundError(f"{self.root} is not a folder")
+        self.config = config if config is not None else load_config(self.root)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
+
+    # ---- finding and creating -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Workspace:
+        """Open ``path``; else ``$MDMEM_WORKSPACE``; else the nearest folder upwards holding
+        ``mdmem.toml`` or ``memory.md`` (like git finds its repository)."""
+        return cls(find_root(path))
+
+    @classmethod
+    def init(
+        cls,
+        path: str | os.PathLike[str] = ".",
+        mode: Mode = "full",
+        agent: str = "default",
+    ) -> Workspace:
+        """Create a workspace from the templates. Existing files are never overwritten."""
+        if mode not in ("minimal", "full"):
+            raise ValueError(f"mode must be 'minimal' or 'full', got {mode!r}")
+        check_name(agent, "agent")
+        root = Path(path).absolute()
+        root.mkdir(parents=True, exist_ok=True)
+        for template, target in TEMPLATES.items():
+            text = (templates_dir() / template).read_text(encoding="utf-8")
+            if template == "mdmem.toml":
+                text = Template(text).substitute(mode=mode, agent=agent)
+            try:
+                with open(root / target, "x", encoding="utf-8", newline="") as handle:
+                    handle.write(text)
+            except FileExistsError:
+                continue
+        (root / ".sessions").mkdir(exist_ok=True)
+        return cls(root)
+
+    # ---- reading --------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return self.config.mode
+
+    @property
+    def agent(self) -> str:
+        return self.config.agent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    def scan(self) -> ScanResult:
+        return scan(self.root, self.config.files)
+
+    def resolve(self, name: str | os.PathLike[str], what: str = "file") -> tuple[str, Path]:
+        """A name given by a user or agent → (relative path, absolute path), inside only."""
+        return workspace_path(self.root, name, what)
+
+    def read(self, path: str | os.PathLike[str]) -> Document:
+        """Parse one file. Raises FileProblem (naming the file and line) if it can't be read."""
+        rel, absolute = self.resolve(path)
+        if not rel.endswith(".md"):
+            raise FileProblem(rel, "not a Markdown file (*.md)")
+        try:
+            check_size(rel, absolute.stat().st_size, self.config.max_file_bytes)
+            data = absolute.read_bytes()
+        except FileNotFoundError:
+            raise FileProblem(rel, "no such file") from None
+        except IsADirectoryError:
+            raise FileProblem(rel, "is a folder, not a file") from None
+        except PermissionError:
+            raise FileProblem(rel, "permission denied") from None
+        return parse_document(rel, decode_markdown(rel, data, self.config.max_file_bytes))
+
+    def snapshot(self) -> Snapshot:
+        """Parse every workspace file; unreadable ones become problems, not exceptions."""
+        result = self.scan()
+        documents: list[Document] = []
+        problems = list(result.problems)
+        for stat in result.files:
+            try:
+                doc = self.read(stat.path)
+            except FileProblem as exc:
+                problems.append(Problem(exc.path, exc.reason, exc.line))
+                continue
+            documents.append(doc)
+            problems.extend(doc.problems)
+        return Snapshot(tuple(documents), tuple(problems))
+
+    def entries(
+        self, path: str | os.PathLike[str] | None = None, *, include_archived: bool = False
+    ) -> list[Entry]:
+        """Entries of one file, or of the whole workspace (unreadable files are skipped)."""
+        if path is not None:
+            doc = self.read(path)
+            return [e for e in doc.entries if include_archived or not e.archived]
+        return list(self.snapshot().entries(include_archived))
+
+    def get(self, entry_id: str) -> Entry:
+        for entry in self.snapshot().entries(include_archived=True):
+            if entry.id == entry_id:
+                return entry
+        raise EntryNotFoundError(f"no entry with id {entry_id!r} in {self.root}")
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def remember(
+        self,
+        text: str,
+        type: str = "fact",
+        importance: float = 0.5,
+        source: str | None = None,
+        file: str | os.PathLike[str] | None = None,
+    ) -> Entry:
+        """Append a memory under the heading for its type (created if missing).
+
+        Skills go to ``learnings.md`` when it exists, everything else to ``memory.md``.
+        Remembering the exact text already in the file returns the existing entry.
+        """
+        check_type(type)
+        check_importance(importance)
+        text = edits.check_text(text)
+        if source is not None:
+            check_name(source, "source session")
+        rel, absolute = self.resolve(file or self._file_for(type))
+        if not rel.endswith(".md"):
+            raise FileProblem(rel, "memories are written to Markdown files (*.md)")
+        entry_id = new_id()
+        meta = {
+            "id": entry_id,
+            "type": type,
+            "importance": importance,
+            "created": _today(),
+            "source": source,
+        }
+        found: list[Entry] = []
+
+        def edit(current: str) -> str:
+            found.clear()
+            key = _normal(text)
+            for entry in parse_document(rel, current).entries:
+                if not entry.archived and _normal(entry.text) == key:
+                    found.append(entry)
+                    return current
+            block = edits.render_item(text, meta, _newline(current))
+            title = SECTION_TITLES.get(type, type.title())
+            return edits.insert_entry(current, rel, type, title, block)
+
+        result = self._write(rel, absolute, edit)
+        if found:
+            return found[0]
+        return _entry_by_id(parse_document(rel, result), entry_id)
+
+    def update(
+        self,
+        entry_id: str,
+        text: str | None = None,
+        *,
+        importance: float | None = None,
+        type: str | None = None,
+    ) -> Entry:
+        """Change an entry's text, importance or type in place. Other lines stay untouched.
+
+        If a person changed that entry between mdmem's read and its write, ConflictError.
+        """
+        entry = self.get(entry_id)
+        meta: dict[str, object] = {"id": entry.id, "updated": _today()}
+        if importance is not None:
+            meta["importance"] = check_importance(importance)
+        if type is not None:
+            meta["type"] = check_type(type)
+        if text is not None:
+            text = edits.check_text(text)
+        rel, absolute = self.resolve(entry.path)
+
+        def edit(current: str) -> str:
+            _same_entry(parse_document(rel, current), entry)
+            return edits.rewrite_entry(current, rel, entry.id, meta, text)
+
+        result = self._write(rel, absolute, edit)
+        return _entry_by_id(parse_document(rel, result), entry.id)
+
+    def supersede(self, entry_id: str, by: str) -> Entry:
+        """Replace an entry with a newer one, moving the old one to the file's ``## Archive``.
+
+        ``by`` is the id of an existing entry, or the text of a new one (same type and file).
+        Nothing is deleted: the archived entry records what superseded it and when.
+        """
+        old = self.get(entry_id)
+        if old.archived:
+            raise EditNotApplicable(f"{entry_id} is already archived in {old.path}")
+        rel, absolute = self.resolve(old.path)
+        try:
+            new = self.get(by)
+            new_id_ = new.id
+            new_text = None
+        except EntryNotFoundError:
+            new_text = edits.check_text(by)
+            new_id_ = new_id()
+        stamp = {"superseded_by": new_id_, "superseded": _today()}
+
+        def edit(current: str) -> str:
+            _same_entry(parse_document(rel, current), old)
+            text = current
+            if new_text is not None:
+                type_ = old.type if old.type in MEMORY_TYPES else "fact"
+                meta = {
+                    "id": new_id_,
+                    "type": type_,
+                    "importance": old.importance,
+                    "created": _today(),
+                    "supersedes": old.id,
+                }
+                block = edits.render_item(new_text, meta, _newline(text))
+                title = SECTION_TITLES.get(type_, type_.title())
+                text = edits.insert_entry(text, rel, type_, title, block)
+            return edits.archive_entry(text, rel, old.id, stamp)
+
+        result = self._write(rel, absolute, edit)
+        if new_text is None:
+            return self.get(new_id_)
+        return _entry_by_id(parse_document(rel, result), new_id_)
+
+    def _write(self, rel: str, absolute: Path, edit) -> str:
+        lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
+        result = edit_file(
+            absolute,
+            lock,
+            edit,
+            display=rel,
+            max_bytes=self.config.max_file_bytes,
+        )
+        return result.text
+
+    def _file_for(self, type_: str) -> str:
+        if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():
+            return LEARNINGS_FILE
+        return MEMORY_FILE
+
+
+def find_root(path: str | os.PathLike[str] | None = None) -> Path:
+    if path is not None:
+        root = Path(path).expanduser().absolute()
+        if not root.is_dir():
+            raise WorkspaceNotFoundError(f"workspace {root} does not exist or is not a folder")
+        return root
+    env = os.environ.get(ENV_VAR)
+    if env:
+        root = Path(env).expanduser().absolute()
+        if not root.is_dir():
+            raise WorkspaceNotFoundError(f"${ENV_VAR}={env} is not a folder")
+        return root
+    here = Path.cwd().absolute()
+    for folder in (here, *here.parents):
+        if any((folder / marker).is_file() for marker in MARKERS):
+            return folder
+    raise WorkspaceNotFoundError(
+        f"no mdmem workspace in {here} or any folder above it (looked for {' or '.join(MARKERS)}). "
+        f"Create one with `mdmem init`, or pass -w PATH or set ${ENV_VAR}."
+    )
+
+
+def templates_dir() -> Path:
+    """Templates ship inside the wheel as ``mdmem/templates``; a checkout has ``templates/``."""
+    packaged = Path(__file__).parent / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).parent.parent / "templates"
+
+
+def _today() -> str:
+    return dt.date.today().isoformat()
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _newline(text: str) -> str:
+    from mdmem.markdown import newline_of
+
+    return newline_of(text)
+
+
+def _entry_by_id(doc: Document, entry_id: str) -> Entry:
+    for entry in doc.entries:
+        if entry.id == entry_id:
+            return entry
+    raise EntryNotFoundError(f"entry {entry_id} not found in {doc.path} after writing it")
+
+
+def _same_entry(doc: Document, entry: Entry) -> None:
+    """The entry we read must still be there, with the same text, to be edited."""
+    for current in doc.entries:
+        if current.id == entry.id:
+            if current.text != entry.text:
+                raise EditNotApplicable(
+                    f"entry {entry.id} ({doc.path}:{current.start_line}) was edited by someone else"
+                )
+            return
+    raise EditNotApplicable(f"entry {entry.id} is no longer in {doc.path}")
