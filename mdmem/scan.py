@@ -33,8 +33,8 @@ class ScanResult:
 
 
 def scan(root: Path, config: FilesConfig) -> ScanResult:
-    include = pathspec.PathSpec.from_lines("gitwildmatch", config.include)
-    exclude = pathspec.PathSpec.from_lines("gitwildmatch", config.exclude)
+    include = pathspec.GitIgnoreSpec.from_lines(config.include)
+    exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
     real_root = root.resolve()
     files: list[FileStat] = []
     problems: list[Problem] = []
@@ -51,7 +51,7 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
         if gitignore.is_file():
             try:
                 lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
-                ignores.append((prefix, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+                ignores.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
             except OSError as exc:
                 problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
         keep = []

@@ -1,0 +1,31 @@
+# Two entry points: `make demo` and `make test`. Each creates .venv if missing and installs
+# everything it needs (CPU torch first, so no multi-GB CUDA build is pulled in).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO := .demo/workspace
+
+.PHONY: demo test clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(DEMO) && mkdir -p .demo && cp -r example_workspace $(DEMO)
+	$(BIN)/mdmem -w $(DEMO) add "User wants every CLI command to print --json on request" --type preference --importance 0.8
+	$(BIN)/mdmem -w $(DEMO) add "Integration tests need the db service: docker compose up -d db" --type skill
+	$(BIN)/mdmem -w $(DEMO) show memory.md
+	$(BIN)/mdmem -w $(DEMO) show learnings.md
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf .demo .pytest_cache .ruff_cache
