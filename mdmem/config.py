@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from mdmem.errors import ConfigError
+from mdmem.errors import ConfigError, InvalidNameError
 
 CONFIG_NAME = "mdmem.toml"
 Mode = Literal["minimal", "full"]
@@ -63,7 +63,10 @@ def load_config(root: Path) -> Config:
 
 def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
     config = _build(Config, data, prefix="", source=source)
-    check_name(config.agent, "agent", source=f"{source}: agent")
+    try:
+        check_name(config.agent, "agent")
+    except InvalidNameError as exc:
+        raise ConfigError(f"{source}: agent: {exc}") from None
     return config
 
 
@@ -71,12 +74,11 @@ def with_overrides(config: Config, **values: Any) -> Config:
     return replace(config, **{k: v for k, v in values.items() if v is not None})
 
 
-def check_name(name: str, what: str, source: str | None = None) -> str:
+def check_name(name: str, what: str) -> str:
     """Agent, session and similar names: no path separators, no ``..``, no surprises."""
-    if not NAME_RE.match(name) or ".." in name:
-        where = f"{source}: " if source else ""
-        raise ConfigError(
-            f"{where}invalid {what} name {name!r}: use letters, digits, '.', '_' or '-' "
+    if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:
+        raise InvalidNameError(
+            f"invalid {what} name {name!r}: use letters, digits, '.', '_' or '-' "
             "(at most 64, no '/' and no '..')"
         )
     return name

@@ -35,10 +35,10 @@ def render_item(text: str, meta: Mapping[str, object], newline: str, marker: str
     return newline.join(out) + newline
 
 
-def insert_entry(text: str, path: str, type_: str, title: str, block_text: str) -> str:
+def insert_entry(doc: Document, type_: str, title: str, block_text: str) -> str:
     """Append an item under the section for ``type_`` (a heading titled ``title`` if none)."""
-    doc = parse_document(path, text)
-    heading = _section_heading(doc, lambda h: type_from_heading(h.title) == type_)
+    exact = _section_heading(doc, lambda h: h.title.strip().lower() == title.lower())
+    heading = exact or _section_heading(doc, lambda h: type_from_heading(h.title) == type_)
     return _insert_under(doc, heading, title, block_text, before_archive=True)
 
 

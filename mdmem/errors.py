@@ -19,6 +19,10 @@ class UnsafePathError(MdmemError):
     """A name would read or write outside the workspace (``../``, absolute, symlink out)."""
 
 
+class InvalidNameError(MdmemError, ValueError):
+    """An agent, session or source name that is not a plain name."""
+
+
 class FileProblem(MdmemError):
     """A workspace file that cannot be read or parsed as it is. The file is left untouched."""
 

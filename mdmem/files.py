@@ -67,7 +67,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    prefix = f".{path.name}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -80,6 +81,25 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Delete temp files a killed writer of ``path`` left behind (its process is gone)."""
+    for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
+        pid = temp.name[len(path.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                temp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -119,6 +139,7 @@ def edit_file(
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
+            remove_stale_temps(path)
             return _edit_locked(path, edit, display, initial, max_bytes)
     except Timeout:
         raise ConflictError(

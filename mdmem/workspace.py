@@ -19,7 +19,12 @@ from mdmem.entries import (
     check_type,
     new_id,
 )
-from mdmem.errors import EntryNotFoundError, FileProblem, WorkspaceNotFoundError
+from mdmem.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    FileProblem,
+    WorkspaceNotFoundError,
+)
 from mdmem.files import EditNotApplicable, check_size, decode_markdown, edit_file
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
@@ -205,13 +210,14 @@ class Workspace:
         def edit(current: str) -> str:
             found.clear()
             key = _normal(text)
-            for entry in parse_document(rel, current).entries:
+            doc = parse_document(rel, current)
+            for entry in doc.entries:
                 if not entry.archived and _normal(entry.text) == key:
                     found.append(entry)
                     return current
-            block = edits.render_item(text, meta, _newline(current))
+            block = edits.render_item(text, meta, doc.newline)
             title = SECTION_TITLES.get(type, type.title())
-            return edits.insert_entry(current, rel, type, title, block)
+            return edits.insert_entry(doc, type, title, block)
 
         result = self._write(rel, absolute, edit)
         if found:
@@ -220,7 +226,7 @@ class Workspace:
 
     def update(
         self,
-        entry_id: str,
+        entry: str | Entry,
         text: str | None = None,
         *,
         importance: float | None = None,
@@ -228,9 +234,10 @@ class Workspace:
     ) -> Entry:
         """Change an entry's text, importance or type in place. Other lines stay untouched.
 
-        If a person changed that entry between mdmem's read and its write, ConflictError.
+        Pass the Entry you read (not just its id) to make the write conditional on it: if a
+        person changed that entry since, ConflictError, and their text stays.
         """
-        entry = self.get(entry_id)
+        entry = self._expected(entry)
         meta: dict[str, object] = {"id": entry.id, "updated": _today()}
         if importance is not None:
             meta["importance"] = check_importance(importance)
@@ -247,15 +254,15 @@ class Workspace:
         result = self._write(rel, absolute, edit)
         return _entry_by_id(parse_document(rel, result), entry.id)
 
-    def supersede(self, entry_id: str, by: str) -> Entry:
+    def supersede(self, entry: str | Entry, by: str) -> Entry:
         """Replace an entry with a newer one, moving the old one to the file's ``## Archive``.
 
         ``by`` is the id of an existing entry, or the text of a new one (same type and file).
         Nothing is deleted: the archived entry records what superseded it and when.
         """
-        old = self.get(entry_id)
+        old = self._expected(entry)
         if old.archived:
-            raise EditNotApplicable(f"{entry_id} is already archived in {old.path}")
+            raise EditNotApplicable(f"{old.id} is already archived in {old.path}")
         rel, absolute = self.resolve(old.path)
         try:
             new = self.get(by)
@@ -267,7 +274,8 @@ class Workspace:
         stamp = {"superseded_by": new_id_, "superseded": _today()}
 
         def edit(current: str) -> str:
-            _same_entry(parse_document(rel, current), old)
+            doc = parse_document(rel, current)
+            _same_entry(doc, old)
             text = current
             if new_text is not None:
                 type_ = old.type if old.type in MEMORY_TYPES else "fact"
@@ -278,15 +286,18 @@ class Workspace:
                     "created": _today(),
                     "supersedes": old.id,
                 }
-                block = edits.render_item(new_text, meta, _newline(text))
+                block = edits.render_item(new_text, meta, doc.newline)
                 title = SECTION_TITLES.get(type_, type_.title())
-                text = edits.insert_entry(text, rel, type_, title, block)
+                text = edits.insert_entry(doc, type_, title, block)
             return edits.archive_entry(text, rel, old.id, stamp)
 
         result = self._write(rel, absolute, edit)
         if new_text is None:
             return self.get(new_id_)
         return _entry_by_id(parse_document(rel, result), new_id_)
+
+    def _expected(self, entry: str | Entry) -> Entry:
+        return entry if isinstance(entry, Entry) else self.get(entry)
 
     def _write(self, rel: str, absolute: Path, edit) -> str:
         lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
@@ -343,12 +354,6 @@ def _normal(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _newline(text: str) -> str:
-    from mdmem.markdown import newline_of
-
-    return newline_of(text)
-
-
 def _entry_by_id(doc: Document, entry_id: str) -> Entry:
     for entry in doc.entries:
         if entry.id == entry_id:
@@ -357,12 +362,16 @@ def _entry_by_id(doc: Document, entry_id: str) -> Entry:
 
 
 def _same_entry(doc: Document, entry: Entry) -> None:
-    """The entry we read must still be there, with the same text, to be edited."""
+    """The entry as it was read must still be there, with the same text, to be edited."""
     for current in doc.entries:
         if current.id == entry.id:
             if current.text != entry.text:
-                raise EditNotApplicable(
-                    f"entry {entry.id} ({doc.path}:{current.start_line}) was edited by someone else"
+                raise ConflictError(
+                    f"{doc.path}:{current.start_line}: entry {entry.id} was changed by someone "
+                    f"else since it was read (now {current.text[:60]!r}); nothing was written"
                 )
             return
-    raise EditNotApplicable(f"entry {entry.id} is no longer in {doc.path}")
+    raise ConflictError(
+        f"{doc.path}: entry {entry.id} was removed or rewritten by someone else since it was "
+        "read; nothing was written"
+    )

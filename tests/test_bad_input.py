@@ -1,0 +1,111 @@
+"""Bad input gets a clear error naming the file (and line); the rest keeps working."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mdmem import FileProblem, InvalidNameError, UnsafePathError, Workspace
+
+
+def _problems(ws: Workspace) -> dict[str, str]:
+    return {p.path: str(p) for p in ws.snapshot().problems}
+
+
+def _paths(ws: Workspace) -> set[str]:
+    return {d.path for d in ws.snapshot().documents}
+
+
+def test_malformed_frontmatter_names_file_and_line(ws: Workspace) -> None:
+    (ws.root / "note.md").write_text("---\ntitle: x\nbad: [1, 2\n---\n- body survives\n")
+    problems = _problems(ws)
+    assert problems["note.md"].startswith("note.md:")
+    assert "malformed YAML frontmatter" in problems["note.md"]
+    line = int(problems["note.md"].split(":")[1])
+    assert line in (3, 4)
+    assert "body survives" in {e.text for e in ws.entries("note.md")}
+
+
+def test_non_utf8_bytes_name_the_line(ws: Workspace) -> None:
+    (ws.root / "latin1.md").write_bytes(b"# Notes\n- ok\n- caf\xe9 au lait\n")
+    with pytest.raises(FileProblem) as info:
+        ws.read("latin1.md")
+    assert info.value.line == 3 and "latin1.md:3: not valid UTF-8" in str(info.value)
+    assert "latin1.md" in _problems(ws)
+    assert "memory.md" in _paths(ws)  # the rest of the workspace still reads
+    with pytest.raises(FileProblem):  # and mdmem refuses to write into it
+        ws.remember("x", file="latin1.md")
+    assert (ws.root / "latin1.md").read_bytes() == b"# Notes\n- ok\n- caf\xe9 au lait\n"
+
+
+def test_binary_file_named_md(ws: Workspace) -> None:
+    (ws.root / "image.md").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)))
+    assert "binary" in _problems(ws)["image.md"]
+    assert "image.md" not in _paths(ws)
+
+
+def test_huge_file_is_skipped_without_reading_it(ws: Workspace) -> None:
+    with open(ws.root / "huge.md", "wb") as handle:
+        handle.truncate(50_000_000)  # 50 MB
+    message = _problems(ws)["huge.md"]
+    assert "too large (50.0 MB > 10.0 MB)" in message and "max_file_mb" in message
+    assert "memory.md" in _paths(ws)
+
+
+def test_symlink_out_of_the_workspace_is_neither_read_nor_written(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.md"
+    secret.write_text("- a secret outside the workspace\n")
+    os.symlink(secret, ws.root / "link.md")
+    os.symlink(outside, ws.root / "linkdir")
+    problems = _problems(ws)
+    assert "outside the workspace" in problems["link.md"]
+    assert "outside the workspace" in problems["linkdir"]
+    assert all("secret" not in e.text for e in ws.entries())
+    with pytest.raises(UnsafePathError):
+        ws.read("link.md")
+    with pytest.raises(UnsafePathError):
+        ws.remember("leak", file="linkdir/secret.md")
+    assert secret.read_text() == "- a secret outside the workspace\n"
+
+
+def test_symlink_inside_the_workspace_is_fine(ws: Workspace) -> None:
+    (ws.root / "notes").mkdir()
+    (ws.root / "notes" / "real.md").write_text("- linked note\n")
+    os.symlink(ws.root / "notes" / "real.md", ws.root / "alias.md")
+    assert "linked note" in {e.text for e in ws.entries("alias.md")}
+
+
+@pytest.mark.parametrize("name", ["../escape.md", "/etc/passwd.md", "a/../../b.md", "~/x.md"])
+def test_paths_outside_are_refused(ws: Workspace, tmp_path: Path, name: str) -> None:
+    with pytest.raises(UnsafePathError, match="inside the workspace"):
+        ws.remember("x", file=name)
+    with pytest.raises(UnsafePathError):
+        ws.read(name)
+    assert not (tmp_path / "escape.md").exists()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "/abs", "", "..", "x y"])
+def test_agent_and_session_names_must_be_plain(tmp_path: Path, ws: Workspace, name: str) -> None:
+    with pytest.raises(InvalidNameError):
+        Workspace.init(tmp_path / "n", agent=name)
+    with pytest.raises(InvalidNameError):
+        ws.remember("x", source=name)
+
+
+def test_gitignore_and_internal_folders_are_respected(ws: Workspace) -> None:
+    (ws.root / ".gitignore").write_text(".mdmem/\nprivate/\n*.draft.md\n")
+    for rel in ["private/a.md", "x.draft.md", ".git/y.md", ".mdmem/z.md", "sub/keep.md"]:
+        (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / rel).write_text("- " + rel + "\n")
+    (ws.root / "sub" / ".gitignore").write_text("skip.md\n")
+    (ws.root / "sub" / "skip.md").write_text("- nested ignore\n")
+    paths = _paths(ws)
+    assert "sub/keep.md" in paths
+    assert not {"private/a.md", "x.draft.md", ".git/y.md", ".mdmem/z.md", "sub/skip.md"} & paths
+    assert {".compact_memory.md", "memory.md"} <= paths  # dot-files are memory too
