@@ -175,18 +175,16 @@ def _print_entries(entries: list[Any]) -> None:
 
 def main() -> None:
     """Console entry point: mdmem errors become one clear line on stderr and exit code 1."""
-    from click.exceptions import ClickException
-
     try:
-        app(standalone_mode=False)
-    except ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         typer.echo("Aborted.", err=True)
         sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
     except Exception as exc:
         from mdmem.errors import MdmemError
 
@@ -194,4 +192,4 @@ def main() -> None:
             typer.echo(f"mdmem: error: {exc}", err=True)
             sys.exit(1)
         raise
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -38,7 +38,10 @@ def render_item(text: str, meta: Mapping[str, object], newline: str, marker: str
 def insert_entry(doc: Document, type_: str, title: str, block_text: str) -> str:
     """Append an item under the section for ``type_`` (a heading titled ``title`` if none)."""
     exact = _section_heading(doc, lambda h: h.title.strip().lower() == title.lower())
-    heading = exact or _section_heading(doc, lambda h: type_from_heading(h.title) == type_)
+    # A file's title (``# Learnings``) is not a section to append to; ``## Skills`` is.
+    heading = exact or _section_heading(
+        doc, lambda h: h.level > 1 and type_from_heading(h.title) == type_
+    )
     return _insert_under(doc, heading, title, block_text, before_archive=True)
 
 

@@ -300,6 +300,7 @@ class Workspace:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
     def _write(self, rel: str, absolute: Path, edit) -> str:
+        absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
         lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
         result = edit_file(
             absolute,

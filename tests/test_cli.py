@@ -1,0 +1,107 @@
+"""The CLI as a user runs it: a real `mdmem` process, real files, exit codes, --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent / "mdmem"
+
+
+def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("MDMEM_WORKSPACE", None) if env is None else None
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=60
+    )
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['mdmem', '--help']\n"
+        "from mdmem.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = {'torch', 'sentence_transformers', 'litellm', 'numpy', 'markdown_it', 'yaml'}\n"
+        "print(sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "Usage: mdmem" in result.stdout
+    assert result.stderr.strip() == "[]"
+
+
+def test_init_add_show_round_trip(tmp_path: Path) -> None:
+    ws = tmp_path / "agent"
+    result = run("init", str(ws), "--mode", "full", "--agent", "coder")
+    assert result.returncode == 0, result.stderr
+    assert "created  memory.md" in result.stdout
+    assert "kept" in run("init", str(ws)).stdout  # twice is safe
+
+    added = run("-w", str(ws), "add", "User prefers dark mode", "--type", "preference",
+                "--importance", "0.8", "--json")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    entry = json.loads(added.stdout)
+    assert entry["type"] == "preference" and entry["importance"] == 0.8
+    assert entry["path"] == "memory.md" and entry["id"].startswith("m-")
+
+    # A person edits the file by hand; `show` sees both.
+    memory = ws / "memory.md"
+    memory.write_text(memory.read_text() + "- Hand-written: the CI runs on GitHub Actions\n")
+    shown = run("show", "--json", cwd=ws)  # discovered from the current folder
+    assert shown.returncode == 0, shown.stderr
+    texts = {e["text"] for e in json.loads(shown.stdout)["entries"]}
+    assert {"User prefers dark mode", "Hand-written: the CI runs on GitHub Actions"} <= texts
+    human = run("show", "memory.md", cwd=ws)
+    assert "User prefers dark mode" in human.stdout and "preference" in human.stdout
+
+
+def test_add_to_a_named_file_and_skill_routing(tmp_path: Path) -> None:
+    ws = tmp_path / "w"
+    run("init", str(ws))
+    out = run("-w", str(ws), "add", "Use uv for installs", "-t", "skill")
+    assert out.returncode == 0 and out.stdout.startswith("learnings.md:")
+    out = run("-w", str(ws), "add", "Meeting moved to Friday", "--file", "notes/team.md")
+    assert out.returncode == 0, out.stderr
+    assert "Meeting moved to Friday" in (ws / "notes" / "team.md").read_text()
+
+
+def test_exit_codes_and_clear_errors(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    out = run("show", cwd=bare)
+    assert out.returncode == 1 and "no mdmem workspace" in out.stderr
+    assert "Traceback" not in out.stderr
+    ws = tmp_path / "w"
+    run("init", str(ws))
+    out = run("-w", str(ws), "add", "x", "--type", "opinion")
+    assert out.returncode == 2 and "--type must be one of" in out.stderr
+    out = run("-w", str(ws), "add", "x", "--file", "../escape.md")
+    assert out.returncode == 1 and "inside the workspace" in out.stderr
+    out = run("-w", str(ws), "show", "--nope")
+    assert out.returncode == 2
+
+
+def test_bad_files_warn_and_the_rest_still_shows(tmp_path: Path) -> None:
+    ws = tmp_path / "w"
+    run("init", str(ws))
+    (ws / "broken.md").write_bytes(b"# ok\n- fine\n- \xff\xfe bad\n")
+    (ws / "memory.md").write_text("## Facts\n- still works\n")
+    out = run("-w", str(ws), "show")
+    assert out.returncode == 0
+    assert "still works" in out.stdout
+    assert "broken.md:3: not valid UTF-8" in out.stderr
+    single = run("-w", str(ws), "show", "broken.md")
+    assert single.returncode == 1 and "broken.md:3" in single.stderr
+    data = json.loads(run("-w", str(ws), "show", "--json").stdout)
+    assert data["problems"][0]["path"] == "broken.md" and data["problems"][0]["line"] == 3
+
+
+def test_workspace_from_environment(tmp_path: Path) -> None:
+    ws = tmp_path / "envws"
+    run("init", str(ws))
+    out = run("add", "From the env var", env={"MDMEM_WORKSPACE": str(ws)}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "From the env var" in (ws / "memory.md").read_text()
