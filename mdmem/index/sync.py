@@ -1,0 +1,415 @@
+"""Keep the index equal to the files: cheap freshness check, incremental sync, embeddings.
+
+Per file: mtime + size, then a content hash, then re-parse. Per chunk: a content hash. Per
+embedding: (model id, hash of the embedded text), so unchanged, moved or renamed text is never
+embedded twice. An unreadable file keeps its last indexed chunks and is reported as stale: an
+unreadable file is not a deleted file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mdmem.config import FilesConfig
+from mdmem.errors import FileProblem
+from mdmem.files import check_size, decode_markdown
+from mdmem.index.chunks import CHUNKER_VERSION, Chunk, chunk_document, sha
+from mdmem.index.db import connect
+from mdmem.index.embed import Embedder
+from mdmem.index.text import segment
+from mdmem.markdown import Problem, parse_document
+from mdmem.scan import FileStat, scan
+
+BATCH_FILES = 200
+Progress = Callable[[str, int, int], None]
+"""progress(stage, done, total): stage is "files" or "embedding"."""
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks_written: int = 0
+    embedded: int = 0
+    """Texts sent to the embedding model (cache misses)."""
+    stale: list[str] = field(default_factory=list)
+    """Files that could not be read: their last indexed version is still served."""
+    problems: list[Problem] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.removed
+
+
+@dataclass(frozen=True)
+class Vectors:
+    rowids: np.ndarray
+    matrix: np.ndarray
+    archived: np.ndarray
+    """Boolean per row, so the default search needs no SQL to leave archived chunks out."""
+
+
+class Index:
+    """The SQLite index of one workspace. Parts it needs are passed in, nothing global."""
+
+    def __init__(
+        self,
+        root: Path,
+        db_path: Path,
+        files: FilesConfig,
+        embedder: Callable[[], Embedder | None],
+        on_message: Callable[[str], None] | None = None,
+        lock_path: Path | None = None,
+    ) -> None:
+        self.root = root
+        self.lock_path = lock_path or db_path.with_suffix(".lock")
+        self.db_path = db_path
+        self.files = files
+        self._embedder_factory = embedder
+        self._embedder: Embedder | None = None
+        self._on_message = on_message
+        self._conn: sqlite3.Connection | None = None
+        self._vectors: tuple[tuple[str, int], Vectors] | None = None
+        self._lock = threading.RLock()
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = connect(self.db_path, self._on_message)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def embedder(self) -> Embedder | None:
+        if self._embedder is None:
+            self._embedder = self._embedder_factory()
+        return self._embedder
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.files.max_file_mb * 1_000_000)
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def generation(self) -> int:
+        return int(self.meta("generation") or 0)
+
+    # ---- freshness -------------------------------------------------------------------------
+
+    def changed_files(self) -> tuple[list[FileStat], list[str], list[Problem]]:
+        """The cheap check: (new or modified files by mtime/size, removed paths, problems)."""
+        result = scan(self.root, self.files)
+        known = {
+            path: (size, mtime)
+            for path, size, mtime in self.conn.execute("SELECT path, size, mtime_ns FROM files")
+        }
+        changed = [f for f in result.files if known.get(f.path) != (f.size, f.mtime_ns)]
+        seen = {f.path for f in result.files}
+        unreadable = [p.path for p in result.problems]
+        removed = [path for path in known if path not in seen and not _under_any(path, unreadable)]
+        return changed, removed, list(result.problems)
+
+    # ---- syncing ---------------------------------------------------------------------------
+
+    def sync(
+        self,
+        *,
+        full: bool = False,
+        embed: bool = True,
+        progress: Progress | None = None,
+        paths: Iterable[str] | None = None,
+    ) -> SyncReport:
+        """Bring the index up to date with the files; embed what is missing when ``embed``."""
+        from filelock import FileLock
+
+        started = time.perf_counter()
+        report = SyncReport()
+        # one writer at a time, across threads and processes; readers never wait for it
+        with self._lock, FileLock(str(self.lock_path), timeout=600):
+            embedder = self.embedder() if embed else None
+            if self.meta("chunker_version") != str(CHUNKER_VERSION):
+                full = True
+            changed, removed, problems = self.changed_files()
+            report.problems = problems
+            if full:
+                changed = list(scan(self.root, self.files).files)
+            known = dict(self.conn.execute("SELECT path, hash FROM files").fetchall())
+            if paths is not None:
+                wanted = set(paths)
+                changed = [f for f in changed if f.path in wanted]
+                removed = [p for p in removed if p in wanted]
+            total = len(changed)
+            for start in range(0, total, BATCH_FILES):
+                batch = changed[start : start + BATCH_FILES]
+                self._sync_batch(batch, known, full, report)
+                if progress:
+                    progress("files", min(start + BATCH_FILES, total), total)
+            if removed:
+                with _transaction(self.conn):
+                    for path in removed:
+                        self._delete_path(path)
+                report.removed = len(removed)
+            if embedder is not None:
+                report.embedded = self._embed_missing(embedder, progress)
+                self._set_meta("embed_model", embedder.model_id)
+            if report.changed or report.embedded or full:
+                with _transaction(self.conn):
+                    self._set_meta("generation", str(self.generation() + 1))
+            self._set_meta("chunker_version", str(CHUNKER_VERSION))
+            self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _sync_batch(
+        self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
+    ) -> None:
+        parsed: list[tuple[FileStat, str, list[Chunk]]] = []
+        touched: list[FileStat] = []
+        for stat in batch:
+            try:
+                check_size(stat.path, stat.size, self.max_bytes)
+                data = (self.root / stat.path).read_bytes()
+                digest = hashlib.sha256(data).hexdigest()
+                if not full and known.get(stat.path) == digest:
+                    touched.append(stat)  # same bytes, new mtime
+                    continue
+                doc = parse_document(stat.path, decode_markdown(stat.path, data, self.max_bytes))
+            except FileProblem as exc:
+                report.problems.append(Problem(exc.path, exc.reason, exc.line))
+                report.stale.append(stat.path)
+                continue
+            except OSError as exc:  # vanished or unreadable right now: keep what we had
+                report.problems.append(Problem(stat.path, f"cannot read: {exc.strerror}"))
+                report.stale.append(stat.path)
+                continue
+            report.problems.extend(doc.problems)
+            parsed.append((stat, digest, chunk_document(doc)))
+        now = dt.datetime.now().isoformat(timespec="seconds")
+        with _transaction(self.conn):
+            for stat in touched:
+                self.conn.execute(
+                    "UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
+                    (stat.size, stat.mtime_ns, stat.path),
+                )
+                report.unchanged += 1
+            for stat, digest, chunks in parsed:
+                if stat.path in known:
+                    report.updated += 1
+                else:
+                    report.added += 1
+                report.chunks_written += self._replace_chunks(stat.path, chunks)
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO files(path, size, mtime_ns, hash, indexed_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (stat.path, stat.size, stat.mtime_ns, digest, now),
+                )
+
+    def _replace_chunks(self, path: str, chunks: list[Chunk]) -> int:
+        """Swap a file's chunks, keeping rows whose content did not change."""
+        existing = {
+            cid: rowid
+            for rowid, cid in self.conn.execute(
+                "SELECT rowid, id FROM chunks WHERE path = ?", (path,)
+            )
+        }
+        wanted = {c.id for c in chunks}
+        for cid, rowid in existing.items():
+            if cid not in wanted:
+                self.conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
+        today = dt.date.today().isoformat()
+        written = 0
+        for chunk in chunks:
+            if chunk.id in existing:
+                continue
+            plain = sha(chunk.text)
+            self.conn.execute(
+                "INSERT OR IGNORE INTO first_seen(text_hash, seen) VALUES (?, ?)", (plain, today)
+            )
+            created = (
+                chunk.created
+                or self.conn.execute(
+                    "SELECT seen FROM first_seen WHERE text_hash = ?", (plain,)
+                ).fetchone()[0]
+            )
+            cursor = self.conn.execute(
+                "INSERT INTO chunks(id, path, start_line, end_line, heading, text, embed_text, "
+                "text_hash, kind, type, importance, created, entry_id, agent, session, archived) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    chunk.id,
+                    path,
+                    chunk.start_line,
+                    chunk.end_line,
+                    chunk.heading,
+                    chunk.text,
+                    chunk.embed_text,
+                    chunk.text_hash,
+                    chunk.kind,
+                    chunk.type,
+                    chunk.importance,
+                    created,
+                    chunk.entry_id,
+                    chunk.agent,
+                    chunk.session,
+                    int(chunk.archived),
+                ),
+            )
+            self.conn.execute(
+                "INSERT INTO chunks_fts(rowid, text, heading) VALUES (?, ?, ?)",
+                (cursor.lastrowid, segment(chunk.text), segment(chunk.heading)),
+            )
+            written += 1
+        return written
+
+    def _delete_path(self, path: str) -> None:
+        self.conn.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
+            (path,),
+        )
+        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
+        missing = self.conn.execute(
+            "SELECT text_hash, min(embed_text) FROM chunks WHERE text_hash NOT IN "
+            "(SELECT text_hash FROM embeddings WHERE model = ?) GROUP BY text_hash",
+            (embedder.model_id,),
+        ).fetchall()
+        if not missing:
+            return 0
+        done = 0
+        step = 256
+        for start in range(0, len(missing), step):
+            part = missing[start : start + step]
+            vectors = embedder.embed([text for _, text in part])
+            with _transaction(self.conn):
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO embeddings(model, text_hash, dim, vector) "
+                    "VALUES (?, ?, ?, ?)",
+                    [
+                        (embedder.model_id, h, int(v.shape[0]), v.astype(np.float32).tobytes())
+                        for (h, _), v in zip(part, vectors, strict=True)
+                    ],
+                )
+            done += len(part)
+            if progress:
+                progress("embedding", done, len(missing))
+        return done
+
+    # ---- reading for search ----------------------------------------------------------------
+
+    def searching(self) -> threading.RLock:
+        """Held while one thread syncs and searches, so threads share one connection safely."""
+        return self._lock
+
+    def vectors(self, model_id: str) -> Vectors:
+        """All chunk vectors of ``model_id``, cached in memory until the index changes."""
+        key = (model_id, self.generation())
+        if self._vectors is not None and self._vectors[0] == key:
+            return self._vectors[1]
+        rows = self.conn.execute(
+            "SELECT c.rowid, c.archived, e.vector FROM chunks c JOIN embeddings e "
+            "ON e.model = ? AND e.text_hash = c.text_hash",
+            (model_id,),
+        ).fetchall()
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        archived = np.fromiter((bool(r[1]) for r in rows), dtype=bool, count=len(rows))
+        if rows:
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(
+                len(rows), -1
+            )
+        else:
+            matrix = np.zeros((0, 1), dtype=np.float32)
+        vectors = Vectors(rowids, matrix, archived)
+        self._vectors = (key, vectors)
+        return vectors
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    files: int
+    chunks: int
+    embedded: int
+    """Chunks with a vector of ``model``."""
+    model: str | None
+    index_bytes: int
+    stale: list[str]
+    """Files changed on disk since the last sync (the next search re-indexes them)."""
+    removed: list[str]
+    problems: list[str]
+    last_sync: str | None
+    db_path: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def index_status(index: Index, model_id: str | None) -> IndexStatus:
+    conn = index.conn
+    files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    embedded = 0
+    if model_id:
+        embedded = conn.execute(
+            "SELECT count(*) FROM chunks c WHERE EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.model = ? AND e.text_hash = c.text_hash)",
+            (model_id,),
+        ).fetchone()[0]
+    changed, removed, problems = index.changed_files()
+    size = sum(
+        p.stat().st_size for p in index.db_path.parent.glob(index.db_path.name + "*") if p.is_file()
+    )
+    return IndexStatus(
+        files=files,
+        chunks=chunks,
+        embedded=embedded,
+        model=model_id,
+        index_bytes=size,
+        stale=[f.path for f in changed],
+        removed=removed,
+        problems=[str(p) for p in problems],
+        last_sync=index.meta("last_sync"),
+        db_path=str(index.db_path),
+    )
+
+
+class _transaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _under_any(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
