@@ -147,6 +147,194 @@ def show(
         _warn(str(problem))
 
 
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    k: Annotated[int | None, typer.Option("-k", help="How many hits (default: search.k).")] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="hybrid, keyword or vector (default: search.mode).")
+    ] = None,
+    type_: Annotated[str | None, typer.Option("--type", "-t", help="Only this type.")] = None,
+    path: Annotated[str | None, typer.Option(help="Only files matching this glob.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's files.")] = None,
+    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+    since: Annotated[str | None, typer.Option(help="Created on or after (YYYY-MM-DD).")] = None,
+    until: Annotated[str | None, typer.Option(help="Created on or before (YYYY-MM-DD).")] = None,
+    archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
+    explain: Annotated[bool, typer.Option(help="Show every part of each score.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the workspace: ranked passages cited as path:start-end."""
+    if mode is not None and mode not in ("hybrid", "keyword", "vector"):
+        _fail(f"--mode must be hybrid, keyword or vector, got {mode!r}", 2)
+    if k is not None and k < 1:
+        _fail("-k must be at least 1", 2)
+    _log_to_stderr()
+    ws = _open(ctx)
+    results = ws.search(
+        query,
+        k,
+        mode=mode,
+        type=type_,
+        path=path,
+        agent=agent,
+        session=session,
+        since=since,
+        until=until,
+        include_archived=archived,
+    )
+    if as_json:
+        _print_json(
+            {
+                "query": query,
+                "mode": results.mode,
+                "fresh": results.fresh,
+                "stale": results.stale,
+                "hits": [hit.to_dict() for hit in results],
+            }
+        )
+    else:
+        _print_hits(results, query, explain)
+    for path_ in results.stale:
+        _warn(f"{path_} changed but cannot be read; its last indexed version was searched")
+
+
+def _print_hits(results: list[Any], query: str, explain: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from mdmem.search import highlight
+
+    console = Console(highlight=False, soft_wrap=True)
+    if not results:
+        console.print("No results.")
+        return
+    for n, hit in enumerate(results, start=1):
+        heading = f"  [dim]{escape(hit.heading)}[/dim]" if hit.heading else ""
+        console.print(
+            f"[bold]{n:>2}.[/bold] [cyan]{escape(hit.citation)}[/cyan]  "
+            f"[magenta]{hit.type}[/magenta]{heading}  [green]{hit.score:.3f}[/green]"
+        )
+        text = _snippet(hit.text, query)
+        out, last = [], 0
+        for start, end in highlight(text, query):
+            out.append(escape(text[last:start]) + f"[bold yellow]{escape(text[start:end])}[/]")
+            last = end
+        out.append(escape(text[last:]))
+        console.print("    " + "".join(out).replace("\n", "\n    "))
+        if explain:
+            s = hit.scores
+            kw = "-" if s.keyword is None else f"{s.keyword:.3f}"
+            vec = "-" if s.vector is None else f"{s.vector:.3f}"
+            console.print(
+                f"    [dim]keyword(bm25)={kw} vector(cos)={vec} relevance={s.relevance:.3f} "
+                f"recency={s.recency:.3f} importance={s.importance:.2f} "
+                f"frequency={s.frequency:.3f}[/dim]"
+            )
+
+
+def _snippet(text: str, query: str, width: int = 300) -> str:
+    from mdmem.search import highlight
+
+    if len(text) <= width:
+        return text
+    spans = highlight(text, query)
+    start = max(0, spans[0][0] - width // 3) if spans else 0
+    piece = text[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+@app.command()
+def index(
+    ctx: typer.Context,
+    full: Annotated[bool, typer.Option(help="Re-read and re-chunk every file.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring the index up to date with the files (incremental unless --full)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    _log_to_stderr()
+    ws = _open(ctx)
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeRemainingColumn(), transient=True, disable=as_json) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                label = "Reading files" if stage == "files" else "Embedding chunks"
+                tasks[stage] = bar.add_task(label, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        report = ws.sync(full=full, progress=progress)
+    data = {
+        "added": report.added,
+        "updated": report.updated,
+        "removed": report.removed,
+        "unchanged": report.unchanged,
+        "chunks_written": report.chunks_written,
+        "embedded": report.embedded,
+        "stale": report.stale,
+        "problems": [str(p) for p in report.problems],
+        "seconds": round(report.seconds, 3),
+    }
+    if as_json:
+        _print_json(data)
+    else:
+        typer.echo(
+            f"Indexed in {report.seconds:.2f} s: {report.added} added, {report.updated} updated, "
+            f"{report.removed} removed files; {report.chunks_written} chunks written, "
+            f"{report.embedded} embedded."
+        )
+    for problem in report.problems:
+        _warn(str(problem))
+
+
+@app.command()
+def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """What the index holds, whether it is fresh, and where it lives."""
+    _log_to_stderr()
+    ws = _open(ctx)
+    st = ws.status()
+    if as_json:
+        _print_json({"workspace": str(ws.root), "mode": ws.mode, **st.to_dict()})
+        return
+    fresh = (
+        "fresh"
+        if not (st.stale or st.removed)
+        else (
+            f"{len(st.stale) + len(st.removed)} file(s) changed since the last sync "
+            "(the next search re-indexes them)"
+        )
+    )
+    rows = [
+        ("workspace", f"{ws.root} (mode {ws.mode}, agent {ws.agent})"),
+        ("files", str(st.files)),
+        ("chunks", f"{st.chunks} ({st.embedded} embedded)"),
+        ("model", st.model or "none (keyword search only)"),
+        ("index", f"{st.db_path} ({st.index_bytes / 1e6:.1f} MB)"),
+        ("last sync", st.last_sync or "never"),
+        ("freshness", fresh),
+    ]
+    for name, value in rows:
+        typer.echo(f"{name:>10}  {value}")
+    for path in [*st.stale, *st.removed]:
+        typer.echo(f"{'':>10}  changed: {path}")
+    for problem in st.problems:
+        _warn(problem)
+
+
+def _log_to_stderr() -> None:
+    import logging
+
+    logger = logging.getLogger("mdmem")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("mdmem: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def _print_entries(entries: list[Any]) -> None:
     from rich.console import Console
     from rich.markup import escape

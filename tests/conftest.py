@@ -23,3 +23,31 @@ def example(tmp_path: Path) -> Workspace:
     target = tmp_path / "example"
     shutil.copytree(EXAMPLE, target)
     return Workspace.open(target)
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real default model, loaded once per test session (offline, from its PyPI package)."""
+    from mdmem.index.embed import SentenceTransformerEmbedder
+
+    model = SentenceTransformerEmbedder()
+    model.embed(["warm up"])
+    return model
+
+
+@pytest.fixture(scope="session")
+def indexed_template(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
+    """example_workspace/ indexed once with the real model; tests get copies of it."""
+    target = tmp_path_factory.mktemp("template") / "indexed"
+    shutil.copytree(EXAMPLE, target)
+    with Workspace.open(target, embedder=embedder) as ws:
+        ws.sync()
+    return target
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, indexed_template: Path, embedder) -> Workspace:
+    """A private copy of example_workspace/ with its index, ready to search."""
+    target = tmp_path / "indexed"
+    shutil.copytree(indexed_template, target)  # copy2 keeps mtimes: the index is fresh
+    return Workspace.open(target, embedder=embedder)

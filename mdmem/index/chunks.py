@@ -24,7 +24,7 @@ _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
 @dataclass(frozen=True)
 class Chunk:
     id: str
-    """Content hash of (path, lines, text): unchanged chunks keep their id across syncs."""
+    """Hash of (chunker version, path, lines, embedded text): unchanged chunks keep their id."""
     path: str
     start_line: int
     end_line: int
@@ -72,7 +72,9 @@ class _FileContext:
     def of(cls, doc: Document) -> _FileContext:
         fm = doc.frontmatter
         stem = doc.path.rsplit("/", 1)[-1].removesuffix(".md")
-        title = str(fm.get("title") or stem.lstrip("."))
+        # The file's own title, not its name, so renaming a file re-embeds nothing.
+        h1 = next((h.title for h in doc.headings if h.level == 1), None)
+        title = str(fm.get("title") or h1 or stem.lstrip("."))
         session = stem if doc.path.startswith(".sessions/") else None
         date = _date(fm.get("started") or fm.get("date") or fm.get("created"))
         if date is None and session and (m := _SESSION_NAME.match(stem)):
@@ -97,7 +99,7 @@ class _FileContext:
             header = " > ".join([self.title, *heading_path])
         embed_text = f"{header}{f' ({created})' if created else ''}\n{text}"
         return Chunk(
-            id=sha(f"{self.path}\0{start}\0{end}\0{text}")[:16],
+            id=sha(f"{CHUNKER_VERSION}\0{self.path}\0{start}\0{end}\0{embed_text}")[:16],
             path=self.path,
             start_line=start,
             end_line=end,

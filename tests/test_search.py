@@ -1,0 +1,250 @@
+"""Index and hybrid search on real files with the real embedding model."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdmem import Workspace
+from mdmem.index.embed import normalize
+
+pytestmark = pytest.mark.slow
+
+
+class HashEmbedder:
+    """A second, different embedding model (feature hashing of words), to test model changes."""
+
+    model_id = "test/hash-64"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts, progress=None):
+        self.calls += len(texts)
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, hash(word) % 64] += 1.0
+        return normalize(out + 1e-6)
+
+
+def _texts(results) -> list[str]:
+    return [h.text for h in results]
+
+
+def test_sync_is_incremental_and_a_noop_when_nothing_changed(indexed: Workspace) -> None:
+    assert indexed.sync().changed == 0  # a copied workspace with its index is still fresh
+    status = indexed.status()
+    assert status.files == 10 and status.chunks > 100 and status.embedded == status.chunks
+    assert status.stale == [] and status.removed == []
+    again = indexed.sync()
+    assert (again.added, again.updated, again.removed, again.embedded) == (0, 0, 0, 0)
+
+
+def test_search_cites_file_and_lines_with_every_score_part(indexed: Workspace) -> None:
+    results = indexed.search("which port does the compose postgres use", k=5)
+    assert results.fresh and len(results) == 5
+    top = results[0]
+    lines = (indexed.root / top.path).read_text().splitlines()[top.start_line - 1 : top.end_line]
+    assert top.text.split("\n")[0][:40] in "\n".join(lines)  # the citation points at the text
+    assert any("5433" in h.text for h in results[:3])
+    assert top.citation.startswith(top.path + ":")
+    data = top.to_dict()
+    assert set(data) >= {"path", "start_line", "end_line", "heading", "text", "score", "scores",
+                         "type", "importance", "created", "id"}  # fmt: skip
+    assert set(data["scores"]) >= {"keyword", "vector", "recency", "importance", "frequency"}
+    assert [h.score for h in results] == sorted((h.score for h in results), reverse=True)
+
+
+def test_a_hand_edit_is_found_by_the_next_search_and_the_old_text_is_not(
+    indexed: Workspace,
+) -> None:
+    memory = indexed.root / "memory.md"
+    text = memory.read_text()
+    assert "Fly.io" in text
+    memory.write_text(text.replace("Fly.io", "Hetzner Cloud"))
+    results = indexed.search("where do deploys go", k=10, type="fact")
+    joined = " ".join(_texts(results))
+    assert "Hetzner Cloud" in joined
+    assert not [h for h in results if h.path == "memory.md" and "Fly.io" in h.text]
+
+
+def test_new_and_deleted_files_and_renames_reuse_embeddings(indexed: Workspace) -> None:
+    notes = indexed.root / "notes"
+    (notes / "new.md").write_text("# Runbook\n- Rotate the Stripe webhook secret every quarter\n")
+    report = indexed.sync()
+    assert report.added == 1 and report.embedded >= 1
+    assert indexed.search("stripe webhook secret rotation", k=1)[0].path == "notes/new.md"
+    # a rename: same text, same headings → no text is embedded again
+    (notes / "new.md").rename(notes / "renamed.md")
+    report = indexed.sync()
+    assert report.added == 1 and report.removed == 1 and report.embedded == 0
+    assert indexed.search("stripe webhook secret rotation", k=1)[0].path == "notes/renamed.md"
+    (notes / "renamed.md").unlink()
+    indexed.sync()
+    assert all(h.path != "notes/renamed.md" for h in indexed.search("stripe webhook", k=20))
+
+
+def test_deleting_the_index_loses_nothing(indexed: Workspace, embedder) -> None:
+    before = [(h.path, h.start_line) for h in indexed.search("WeasyPrint fonts", k=5)]
+    indexed.close()
+    shutil.rmtree(indexed.root / ".mdmem")
+    fresh = Workspace.open(indexed.root, embedder=embedder)
+    assert [(h.path, h.start_line) for h in fresh.search("WeasyPrint fonts", k=5)] == before
+
+
+def test_a_corrupt_or_foreign_index_is_rebuilt_with_a_message(
+    indexed: Workspace, embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    indexed.close()
+    db = indexed.root / ".mdmem" / "index.db"
+    for junk in (b"this is not a database" * 100, None):
+        for suffix in ("-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        if junk is None:  # a real SQLite file, but someone else's
+            db.unlink()
+            other = sqlite3.connect(db)
+            other.execute("CREATE TABLE people(name TEXT)")
+            other.commit()
+            other.close()
+        else:
+            db.write_bytes(junk)
+        ws = Workspace.open(indexed.root, embedder=embedder)
+        with caplog.at_level("WARNING", logger="mdmem"):
+            results = ws.search("alembic enum", k=3, mode="keyword")
+        assert results and "rebuilding" in caplog.text
+        caplog.clear()
+        ws.close()
+
+
+def test_model_change_re_embeds_and_never_mixes_vectors(indexed: Workspace) -> None:
+    other = HashEmbedder()
+    ws = Workspace.open(indexed.root, embedder=other)
+    report = ws.sync()
+    assert report.embedded == ws.status().chunks  # everything re-embedded with the new model
+    results = ws.search("alembic enum type", k=3, mode="vector")
+    assert results and all(h.scores.vector is not None for h in results)
+    conn = ws.index.conn
+    models = {m for (m,) in conn.execute("SELECT DISTINCT model FROM embeddings")}
+    assert models == {"test/hash-64", indexed.embedder().model_id}
+    vectors = ws.index.vectors("test/hash-64")
+    assert vectors.matrix.shape[1] == 64  # only the new model's vectors are searched
+    # and switching back costs nothing: the cache is keyed by (model, text)
+    assert indexed.sync().embedded == 0
+
+
+def test_chinese_two_character_words_match(indexed: Workspace) -> None:
+    (indexed.root / "notes" / "ops.md").write_text("- 生产数据库每天凌晨三点备份到对象存储\n")
+    results = indexed.search("数据库", k=3, mode="keyword")
+    assert results and "生产数据库" in results[0].text
+    assert indexed.search("备份", k=3, mode="keyword")[0].text.startswith("生产数据库")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced', "AND", "OR NOT", "a*", "-x", "NEAR(a b)", "🎉", "", "   ", "col:val",
+     "(((", "'; DROP TABLE chunks; --", "^start", "x AND \"y\" OR -z*"],
+)  # fmt: skip
+def test_any_query_is_safe(indexed: Workspace, query: str) -> None:
+    for mode in ("keyword", "hybrid"):
+        results = indexed.search(query, k=3, mode=mode)
+        assert isinstance(results, list)
+
+
+def test_english_stemming(indexed: Workspace) -> None:
+    results = indexed.search("deploying", k=5, mode="keyword")
+    assert any("deploy" in h.text.lower() for h in results)
+
+
+def test_filters(indexed: Workspace) -> None:
+    assert {h.type for h in indexed.search("tests", k=20, type="skill")} == {"skill"}
+    assert {h.path for h in indexed.search("tests", k=20, path=".sessions/")} <= {
+        p.relative_to(indexed.root).as_posix() for p in (indexed.root / ".sessions").iterdir()
+    }
+    by_session = indexed.search("error", k=20, session="20261119_142210_invoice-status-enum-ci")
+    assert by_session and all(
+        h.path == ".sessions/20261119_142210_invoice-status-enum-ci.md" or
+        h.session == "20261119_142210_invoice-status-enum-ci" for h in by_session
+    )  # fmt: skip
+    reviewer = indexed.search("review", k=20, agent="reviewer")
+    assert reviewer and {h.agent for h in reviewer} == {"reviewer"}
+    since = indexed.search("invoice", k=50, since="2026-11-20")
+    assert since and all(h.created >= "2026-11-20" for h in since)
+    until = indexed.search("invoice", k=50, until="2026-11-17")
+    assert until and all(h.created[:10] <= "2026-11-17" for h in until)
+    with pytest.raises(ValueError, match="date"):
+        indexed.search("x", since="last tuesday")
+
+
+def test_archived_entries_are_left_out_unless_asked(indexed: Workspace) -> None:
+    assert all(
+        not h.text.startswith("Deploys go to Heroku") for h in indexed.search("Heroku", k=20)
+    )
+    archived = indexed.search("Heroku", k=20, include_archived=True)
+    assert any(h.text.startswith("Deploys go to Heroku") for h in archived)
+
+
+def test_access_counts_bump_and_survive_reindexing(indexed: Workspace) -> None:
+    first = indexed.search("gh run watch", k=1)[0]
+    for _ in range(4):
+        indexed.search("gh run watch", k=1)
+    again = indexed.search("gh run watch", k=1, track_access=False)[0]
+    assert again.id == first.id and again.scores.frequency > first.scores.frequency
+    indexed.close()
+    shutil.rmtree(indexed.root / ".mdmem" / "index.db", ignore_errors=True)
+    indexed.sync(full=True)
+    assert indexed.search("gh run watch", k=1)[0].scores.frequency == again.scores.frequency
+
+
+def test_recency_decays_except_for_evergreen_files(indexed: Workspace) -> None:
+    old = (dt.date.today() - dt.timedelta(days=60)).isoformat()
+    note = indexed.root / "notes" / "old.md"
+    note.write_text(
+        f"- Kafka consumer lag alert fired <!-- mdmem id=m-00000000ff created={old} -->\n"
+    )
+    memory = indexed.root / "memory.md"
+    memory.write_text(
+        memory.read_text().replace(
+            "## Facts\n",
+            f"## Facts\n- Kafka topic retention is 7 days <!-- mdmem id=m-00000000fe created={old} -->\n",
+            1,
+        )
+    )
+    hits = {h.id: h for h in indexed.search("kafka", k=5, mode="keyword")}
+    assert hits["m-00000000ff"].scores.recency == pytest.approx(np.exp(-2), rel=1e-3)
+    assert hits["m-00000000fe"].scores.recency == 1.0
+
+
+def test_unreadable_changed_file_is_reported_stale_and_its_last_version_served(
+    indexed: Workspace,
+) -> None:
+    world = indexed.root / "world_state.md"
+    world.write_bytes(world.read_bytes() + b"\n- broken \xff save\n")
+    results = indexed.search("Homebrew PostgreSQL 14", k=5)
+    assert results.stale == ["world_state.md"] and not results.fresh
+    assert any(h.path == "world_state.md" for h in results)
+
+
+def test_asearch_for_async_agents(indexed: Workspace) -> None:
+    async def main():
+        return await asyncio.gather(
+            indexed.asearch("pdf export", k=2), indexed.asearch("ci postgres", k=2)
+        )
+
+    one, two = asyncio.run(main())
+    assert len(one) == 2 and len(two) == 2
+
+
+def test_keyword_mode_needs_no_model(tmp_path: Path) -> None:
+    (tmp_path / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
+    (tmp_path / "memory.md").write_text("## Facts\n- The staging database is on port 6543\n")
+    ws = Workspace.open(tmp_path)
+    results = ws.search("staging database port")
+    assert results.mode == "hybrid" and results[0].scores.vector is None
+    assert ws.status().model is None and ws.status().embedded == 0
