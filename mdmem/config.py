@@ -52,13 +52,18 @@ class SearchConfig:
     """recency = exp(-age_days / recency_days)."""
     evergreen: tuple[str, ...] = ("memory.md", "learnings.md")
     """gitignore-style patterns of files whose entries never decay (recency 1)."""
-    keyword_weight: float = 1.0
-    """Weight of the keyword ranking in the reciprocal-rank fusion."""
-    vector_weight: float = 1.0
-    """Weight of the vector ranking in the reciprocal-rank fusion."""
-    rrf_k: int = 60
+    keyword_weight: float = 0.4
+    """Weight of the keyword (BM25) score, scaled by the best one, in the fusion."""
+    vector_weight: float = 0.6
+    """Weight of the vector (cosine) score, scaled by the best one, in the fusion."""
+    neighbour_weight: float = 0.3
+    """Session files: share of the best neighbouring entry's score an entry gains."""
+    session_weight: float = 0.4
+    """Session files: share of the best score in the same session an entry gains."""
     candidates: int = 100
-    """How many candidates each ranking contributes before fusion."""
+    """How many fused candidates are reranked."""
+    keyword_candidates: int = 1000
+    """At most this many keyword matches are scored."""
 
 
 @dataclass(frozen=True)

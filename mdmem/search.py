@@ -1,10 +1,16 @@
-"""Hybrid search: keyword (FTS5 BM25) and vector candidates, fused, then reranked.
+"""Hybrid search: keyword (FTS5 BM25) and vector scores, fused, then reranked.
 
-Fusion is weighted reciprocal-rank fusion: a chunk's relevance is
-``sum(weight / (rrf_k + rank))`` over the rankings it appears in, scaled so the best candidate
-is 1. The final score is ``relevance_weight·relevance + recency_weight·recency +
-importance_weight·importance + frequency_weight·frequency`` with recency = exp(-age/recency_days)
-(1 for evergreen files) and frequency = log(1 + hits)/log(1 + 20), capped at 1.
+Fusion: each ranking is scaled by its best score (BM25 / best BM25, cosine / best cosine) and
+the two are summed with ``keyword_weight`` and ``vector_weight``, over every chunk of the index.
+In event streams (session files) a chunk then gains ``neighbour_weight`` times its best
+neighbour's score and ``session_weight`` times the best score in its file. Relevance is that,
+scaled so the best candidate is 1. The final score is
+
+    relevance_weight·relevance + recency_weight·recency
+    + importance_weight·importance + frequency_weight·frequency
+
+with recency = exp(-age_days / recency_days) (1 for evergreen files) and frequency =
+log(1 + hits) / log(1 + 20), capped at 1.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import pathspec
 from mdmem.config import SearchConfig
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
-from mdmem.index.sync import Index
+from mdmem.index.sync import Index, Layout
 from mdmem.index.text import fts_query, query_terms
 
 FREQUENCY_SATURATION = 20
@@ -174,54 +180,40 @@ def search(
     """Rank the index's chunks for ``query``. The caller makes sure the index is fresh."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode != "keyword" and embedder is None:
-        mode = "keyword"  # no embedding model configured
-    conn = index.conn
-    where, args = filters.sql()
-    pool = max(config.candidates, k * 3)
-
-    keyword: dict[int, float] = {}
-    if mode in ("hybrid", "keyword"):
-        match = fts_query(query)
-        if match is not None:
-            rows = conn.execute(
-                "SELECT c.rowid, c.path, -bm25(chunks_fts, 1.0, 0.3) AS score "
-                "FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-                f"WHERE chunks_fts MATCH ? AND {where} ORDER BY bm25(chunks_fts, 1.0, 0.3) "
-                "LIMIT ?",
-                [match, *args, pool * 4 if filters.path else pool],
-            ).fetchall()
-            keyword = {r[0]: r[2] for r in rows if filters.path_ok(r[1])}
-
-    vector: dict[int, float] = {}
-    if mode in ("hybrid", "vector") and embedder is not None and query.strip():
-        vectors = index.vectors(embedder.model_id)
-        if len(vectors.rowids):
-            q = embedder.embed([query])[0]
-            sims = vectors.matrix @ q
-            if filters.only_archived_flag():
-                if not filters.include_archived:
-                    sims = np.where(vectors.archived, -np.inf, sims)
-            else:
-                allowed = _allowed_rowids(conn, where, args, filters)
-                sims = np.where(np.isin(vectors.rowids, allowed), sims, -np.inf)
-            top = min(pool, len(sims))
-            best = np.argpartition(-sims, top - 1)[:top]
-            vector = {int(vectors.rowids[i]): float(sims[i]) for i in best if np.isfinite(sims[i])}
-
-    fused = _rrf([(keyword, config.keyword_weight), (vector, config.vector_weight)], config.rrf_k)
-    if not fused:
+    layout = index.layout()
+    n = len(layout.rowids)
+    if n == 0 or not query.strip():
         return []
-    top_fused = max(fused.values())
-    candidates = sorted(fused, key=fused.__getitem__, reverse=True)[:pool]
-    rows = _chunk_rows(conn, candidates)
-    access = _access_counts(conn, [_access_key(r) for r in rows.values()])
+    allowed = _allowed(index, layout, filters)
+    keyword = np.zeros(n)
+    if mode in ("hybrid", "keyword"):
+        keyword = _keyword_scores(index, layout, query, config.keyword_candidates)
+        keyword[~allowed] = 0.0
+    vector: np.ndarray | None = None
+    if mode in ("hybrid", "vector") and embedder is not None:
+        matrix = index.vectors(embedder.model_id)
+        q = embedder.embed([query])[0]
+        if matrix.shape[1] == q.shape[0]:
+            vector = matrix @ q
+    fused = _fuse(keyword, vector, allowed, mode, config)
+    fused = _with_context(fused, layout, config)
+    fused[~allowed] = 0.0
+    top = int(np.count_nonzero(fused > 0))
+    if top == 0:
+        return []
+    pool = min(top, max(config.candidates, k * 3))
+    best = np.argpartition(-fused, pool - 1)[:pool]
+    best = best[np.argsort(-fused[best], kind="stable")]
+    top_score = float(fused[best[0]])
+    rowids = [int(layout.rowids[i]) for i in best]
+    rows = _chunk_rows(index.conn, rowids)
+    access = _access_counts(index.conn, [_access_key(r) for r in rows.values()])
     evergreen = _glob_spec(config.evergreen)
     today = today or dt.date.today()
     hits: list[Hit] = []
-    for rowid in candidates:
+    for i, rowid in zip(best, rowids, strict=True):
         row = rows[rowid]
-        relevance = fused[rowid] / top_fused
+        relevance = float(fused[i]) / top_score
         recency = (
             1.0 if evergreen.match_file(row["path"]) else _recency(row["created"], today, config)
         )
@@ -244,8 +236,8 @@ def search(
                 text=row["text"],
                 score=score,
                 scores=Scores(
-                    keyword=keyword.get(rowid),
-                    vector=vector.get(rowid),
+                    keyword=float(keyword[i]) if keyword[i] > 0 else None,
+                    vector=float(vector[i]) if vector is not None else None,
                     relevance=relevance,
                     recency=recency,
                     importance=row["importance"],
@@ -263,8 +255,78 @@ def search(
     hits.sort(key=lambda h: h.score, reverse=True)
     hits = hits[:k]
     if track_access and hits:
-        _bump_access(conn, [_access_key(rows_by_hit) for rows_by_hit in _rows_for(hits, rows)])
+        keys = {(r["path"], r["start_line"], r["end_line"]): _access_key(r) for r in rows.values()}
+        _bump_access(index.conn, [keys[(h.path, h.start_line, h.end_line)] for h in hits])
     return hits
+
+
+def _keyword_scores(index: Index, layout: Layout, query: str, limit: int) -> np.ndarray:
+    scores = np.zeros(len(layout.rowids))
+    match = fts_query(query)
+    if match is None:
+        return scores
+    rows = index.conn.execute(
+        "SELECT rowid, -bm25(chunks_fts, 1.0, 0.3) FROM chunks_fts WHERE chunks_fts MATCH ? "
+        "ORDER BY bm25(chunks_fts, 1.0, 0.3) LIMIT ?",
+        (match, limit),
+    ).fetchall()
+    if rows:
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        scores[layout.positions(ids)] = [max(r[1], 1e-9) for r in rows]
+    return scores
+
+
+def _fuse(
+    keyword: np.ndarray,
+    vector: np.ndarray | None,
+    allowed: np.ndarray,
+    mode: str,
+    config: SearchConfig,
+) -> np.ndarray:
+    """Each ranking scaled by its best allowed score, then a weighted sum."""
+    kw_top = float(keyword.max()) if keyword.size else 0.0
+    kw = keyword / kw_top if kw_top > 0 else keyword
+    if vector is None:
+        return kw.copy()
+    allowed_vec = vector[allowed]
+    vec_top = float(allowed_vec.max()) if allowed_vec.size else 0.0
+    vec = vector / vec_top if vec_top > 0 else np.zeros_like(vector)
+    if mode == "vector":
+        return vec.astype(np.float64)
+    return config.keyword_weight * kw + config.vector_weight * vec
+
+
+def _with_context(fused: np.ndarray, layout: Layout, config: SearchConfig) -> np.ndarray:
+    """Event streams (sessions) have locality: a turn next to a relevant turn, or in a session
+    that is about the question, is more likely relevant. Knowledge files are left alone."""
+    if not layout.stream.any() or (config.neighbour_weight <= 0 and config.session_weight <= 0):
+        return fused
+    base = np.clip(fused, 0.0, None)
+    out = fused.copy()
+    if config.neighbour_weight > 0:
+        prev = np.where(layout.prev >= 0, base[layout.prev], 0.0)
+        nxt = np.where(layout.next >= 0, base[layout.next], 0.0)
+        out += config.neighbour_weight * np.maximum(prev, nxt) * layout.stream
+    if config.session_weight > 0 and len(layout.file_starts):
+        best = np.maximum.reduceat(np.clip(out, 0.0, None), layout.file_starts)
+        out += config.session_weight * best[layout.file_of] * layout.stream
+    return out
+
+
+def _allowed(index: Index, layout: Layout, filters: Filters) -> np.ndarray:
+    if filters.only_archived_flag():
+        return (
+            np.ones(len(layout.rowids), dtype=bool)
+            if filters.include_archived
+            else (~layout.archived)
+        )
+    where, args = filters.sql()
+    rows = index.conn.execute(f"SELECT c.rowid, c.path FROM chunks c WHERE {where}", args)
+    ids = np.fromiter((r[0] for r in rows if filters.path_ok(r[1])), dtype=np.int64)
+    mask = np.zeros(len(layout.rowids), dtype=bool)
+    if ids.size:
+        mask[layout.positions(ids)] = True
+    return mask
 
 
 def highlight(text: str, query: str) -> list[tuple[int, int]]:
@@ -274,17 +336,6 @@ def highlight(text: str, query: str) -> list[tuple[int, int]]:
         return []
     pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
     return [(m.start(), m.end()) for m in pattern.finditer(text)]
-
-
-def _rrf(rankings: list[tuple[dict[int, float], float]], k: int) -> dict[int, float]:
-    fused: dict[int, float] = {}
-    for scores, weight in rankings:
-        if weight <= 0:
-            continue
-        ordered = sorted(scores, key=scores.__getitem__, reverse=True)
-        for rank, rowid in enumerate(ordered, start=1):
-            fused[rowid] = fused.get(rowid, 0.0) + weight / (k + rank)
-    return fused
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:
@@ -314,18 +365,8 @@ def _chunk_rows(conn: Any, rowids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _allowed_rowids(conn: Any, where: str, args: list[Any], filters: Filters) -> np.ndarray:
-    rows = conn.execute(f"SELECT c.rowid, c.path FROM chunks c WHERE {where}", args).fetchall()
-    return np.fromiter((r[0] for r in rows if filters.path_ok(r[1])), dtype=np.int64)
-
-
 def _access_key(row: dict[str, Any]) -> str:
     return row["entry_id"] or sha(row["text"])
-
-
-def _rows_for(hits: list[Hit], rows: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    by_place = {(r["path"], r["start_line"], r["end_line"]): r for r in rows.values()}
-    return [by_place[(h.path, h.start_line, h.end_line)] for h in hits]
 
 
 def _access_counts(conn: Any, keys: list[str]) -> dict[str, int]:

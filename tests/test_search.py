@@ -134,7 +134,7 @@ def test_model_change_re_embeds_and_never_mixes_vectors(indexed: Workspace) -> N
     models = {m for (m,) in conn.execute("SELECT DISTINCT model FROM embeddings")}
     assert models == {"test/hash-64", indexed.embedder().model_id}
     vectors = ws.index.vectors("test/hash-64")
-    assert vectors.matrix.shape[1] == 64  # only the new model's vectors are searched
+    assert vectors.shape == (ws.status().chunks, 64)  # only the new model's vectors
     # and switching back costs nothing: the cache is keyed by (model, text)
     assert indexed.sync().embedded == 0
 
@@ -248,3 +248,25 @@ def test_keyword_mode_needs_no_model(tmp_path: Path) -> None:
     results = ws.search("staging database port")
     assert results.mode == "hybrid" and results[0].scores.vector is None
     assert ws.status().model is None and ws.status().embedded == 0
+
+
+def test_session_neighbours_share_relevance_but_knowledge_files_do_not(tmp_path: Path) -> None:
+    (tmp_path / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
+    (tmp_path / ".sessions").mkdir()
+    (tmp_path / ".sessions" / "20260101_100000_trip.md").write_text(
+        "# Session\n\n## Talk\n- Ana: where did you travel over the holidays?\n"
+        "- Ben: Lisbon, and the tram rides were the best part\n- Ana: nice\n"
+    )
+    (tmp_path / "memory.md").write_text(
+        "## Facts\n- Ana asked about holidays travel plans\n- Ben owns a bicycle\n"
+    )
+    ws = Workspace.open(tmp_path)
+    hits = {h.text: h for h in ws.search("holidays travel", k=10, mode="keyword")}
+    answer = hits["Ben: Lisbon, and the tram rides were the best part"]
+    assert answer.scores.keyword is None and answer.scores.relevance > 0  # found via its neighbour
+    assert "Ben owns a bicycle" not in hits  # knowledge entries don't borrow relevance
+    config = ws.config.search.__class__(neighbour_weight=0, session_weight=0)
+    plain = Workspace(tmp_path, ws.config.__class__(search=config, embedding=ws.config.embedding))
+    assert "Ben: Lisbon, and the tram rides were the best part" not in {
+        h.text for h in plain.search("holidays travel", k=10, mode="keyword")
+    }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mdmem.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown import Document, Heading
 
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 MAX_CHARS = 1500
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
 
@@ -97,7 +97,9 @@ class _FileContext:
         header = " > ".join([self.title, *heading_path[1:]] if heading_path else [self.title])
         if heading_path and heading_path[0].lower() != self.title.lower():
             header = " > ".join([self.title, *heading_path])
-        embed_text = f"{header}{f' ({created})' if created else ''}\n{text}"
+        if created and created[:4] not in header:  # the date, unless a heading already has it
+            header += f" ({created[:10]})"
+        embed_text = f"{header}\n{text}"
         return Chunk(
             id=sha(f"{CHUNKER_VERSION}\0{self.path}\0{start}\0{end}\0{embed_text}")[:16],
             path=self.path,

@@ -54,11 +54,28 @@ class SyncReport:
 
 
 @dataclass(frozen=True)
-class Vectors:
+class Layout:
+    """Every chunk in file order, as arrays: what whole-index scoring needs, without SQL."""
+
     rowids: np.ndarray
-    matrix: np.ndarray
+    """Chunk rowids ordered by (path, start_line)."""
+    file_starts: np.ndarray
+    """Index of the first chunk of each file (for per-file maxima with ``reduceat``)."""
+    file_of: np.ndarray
+    """For each chunk, the number of its file in ``file_starts``."""
+    prev: np.ndarray
+    """Index of the previous chunk in the same file, or -1."""
+    next: np.ndarray
+    """Index of the next chunk in the same file, or -1."""
+    stream: np.ndarray
+    """True for chunks of event streams (session files), where neighbours share a topic."""
     archived: np.ndarray
-    """Boolean per row, so the default search needs no SQL to leave archived chunks out."""
+    by_rowid: np.ndarray
+    """argsort of ``rowids``: with ``np.searchsorted`` it maps rowids to positions."""
+
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        sorted_ids = self.rowids[self.by_rowid]
+        return self.by_rowid[np.searchsorted(sorted_ids, rowids)]
 
 
 class Index:
@@ -81,7 +98,8 @@ class Index:
         self._embedder: Embedder | None = None
         self._on_message = on_message
         self._conn: sqlite3.Connection | None = None
-        self._vectors: tuple[tuple[str, int], Vectors] | None = None
+        self._layout: tuple[int, Layout] | None = None
+        self._vectors: tuple[tuple[str, int], np.ndarray] | None = None
         self._lock = threading.RLock()
 
     # ---- plumbing --------------------------------------------------------------------------
@@ -329,27 +347,61 @@ class Index:
         """Held while one thread syncs and searches, so threads share one connection safely."""
         return self._lock
 
-    def vectors(self, model_id: str) -> Vectors:
-        """All chunk vectors of ``model_id``, cached in memory until the index changes."""
+    def layout(self) -> Layout:
+        """The chunk layout, cached in memory until the index changes."""
+        key = self.generation()
+        if self._layout is not None and self._layout[0] == key:
+            return self._layout[1]
+        rows = self.conn.execute(
+            "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived "
+            "FROM chunks ORDER BY path, start_line, end_line, rowid"
+        ).fetchall()
+        n = len(rows)
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+        paths = [r[1] for r in rows]
+        new_file = np.array([i == 0 or paths[i] != paths[i - 1] for i in range(n)], dtype=bool)
+        file_starts = np.flatnonzero(new_file)
+        file_of = np.cumsum(new_file) - 1
+        index = np.arange(n)
+        prev = np.where(new_file, -1, index - 1)
+        last = np.append(new_file[1:], True) if n else new_file
+        nxt = np.where(last, -1, index + 1)
+        layout = Layout(
+            rowids=rowids,
+            file_starts=file_starts,
+            file_of=file_of,
+            prev=prev,
+            next=nxt,
+            stream=np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n),
+            archived=np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n),
+            by_rowid=np.argsort(rowids, kind="stable"),
+        )
+        self._layout = (key, layout)
+        return layout
+
+    def vectors(self, model_id: str) -> np.ndarray:
+        """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none),
+        cached in memory until the index changes."""
         key = (model_id, self.generation())
         if self._vectors is not None and self._vectors[0] == key:
             return self._vectors[1]
+        layout = self.layout()
         rows = self.conn.execute(
-            "SELECT c.rowid, c.archived, e.vector FROM chunks c JOIN embeddings e "
+            "SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
             "ON e.model = ? AND e.text_hash = c.text_hash",
             (model_id,),
         ).fetchall()
-        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        archived = np.fromiter((bool(r[1]) for r in rows), dtype=bool, count=len(rows))
-        if rows:
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(
+        if not rows:
+            matrix = np.zeros((len(layout.rowids), 1), dtype=np.float32)
+        else:
+            found = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(
                 len(rows), -1
             )
-        else:
-            matrix = np.zeros((0, 1), dtype=np.float32)
-        vectors = Vectors(rowids, matrix, archived)
-        self._vectors = (key, vectors)
-        return vectors
+            matrix = np.zeros((len(layout.rowids), found.shape[1]), dtype=np.float32)
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            matrix[layout.positions(ids)] = found
+        self._vectors = (key, matrix)
+        return matrix
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ STOPWORDS = frozenset(
     over own same she should so some such than that the their theirs them themselves then there
     these they this those through to too under until up very was we were what when where which
     while who whom why will with would you your yours yourself yourselves s t don didn doesn
-    isn wasn weren won wouldn shouldn couldn""".split()  # noqa: SIM905
+    isn wasn weren won wouldn shouldn couldn d ll m re ve done get got go going also like
+    likely""".split()  # noqa: SIM905
 )
 
 
