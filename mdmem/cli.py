@@ -163,83 +163,131 @@ def search(
     until: Annotated[str | None, typer.Option(help="Created on or before (YYYY-MM-DD).")] = None,
     archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every part of each score.")] = False,
+    no_server: Annotated[
+        bool, typer.Option("--no-server", help="Search in-process even if a server runs.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Say who answered and how fast.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the workspace: ranked passages cited as path:start-end."""
+    """Search the workspace: ranked passages cited as path:start-end.
+
+    Uses the warm server of a running `mdmem watch` when there is one, else works in-process.
+    """
     if mode is not None and mode not in ("hybrid", "keyword", "vector"):
         _fail(f"--mode must be hybrid, keyword or vector, got {mode!r}", 2)
     if k is not None and k < 1:
         _fail("-k must be at least 1", 2)
-    _log_to_stderr()
-    ws = _open(ctx)
-    results = ws.search(
-        query,
-        k,
-        mode=mode,
-        type=type_,
-        path=path,
-        agent=agent,
-        session=session,
-        since=since,
-        until=until,
-        include_archived=archived,
-    )
+    params = {
+        "k": k,
+        "mode": mode,
+        "type": type_,
+        "path": path,
+        "agent": agent,
+        "session": session,
+        "since": since,
+        "until": until,
+        "include_archived": archived,
+    }
+    data = None if no_server else _ask_server(ctx, query, params, verbose)
+    if data is None:
+        _log_to_stderr()
+        ws = _open(ctx)
+        results = ws.search(query, **params)  # type: ignore[arg-type]
+        data = {
+            "mode": results.mode,
+            "fresh": results.fresh,
+            "stale": results.stale,
+            "hits": [hit.to_dict() for hit in results],
+        }
+        if verbose:
+            _warn("no warm server running (start one with `mdmem watch`); searched in-process")
     if as_json:
-        _print_json(
-            {
-                "query": query,
-                "mode": results.mode,
-                "fresh": results.fresh,
-                "stale": results.stale,
-                "hits": [hit.to_dict() for hit in results],
-            }
-        )
+        _print_json({"query": query, **data})
     else:
-        _print_hits(results, query, explain)
-    for path_ in results.stale:
+        _print_hits(data["hits"], query, explain)
+    for path_ in data["stale"]:
         _warn(f"{path_} changed but cannot be read; its last indexed version was searched")
 
 
-def _print_hits(results: list[Any], query: str, explain: bool) -> None:
+def _ask_server(
+    ctx: typer.Context, query: str, params: dict[str, Any], verbose: bool
+) -> dict[str, Any] | None:
+    """The fast path: a running `mdmem watch` answers with its warm model and index."""
+    import time
+
+    from mdmem.discovery import find_root, socket_path
+    from mdmem.server import request
+
+    started = time.perf_counter()
+    root = find_root(ctx.obj.get("workspace"))
+    try:
+        reply = request(socket_path(root), {"op": "search", "query": query, "params": params})
+    except (OSError, ValueError) as exc:
+        if verbose:
+            _warn(f"warm server did not answer ({exc}); searching in-process")
+        return None
+    if reply is None:
+        return None
+    if not reply.get("ok"):
+        _fail(str(reply.get("error")), 2 if reply.get("kind") == "ValueError" else 1)
+    if verbose:
+        ms = (time.perf_counter() - started) * 1000
+        _warn(f"answered by the warm server (pid {reply.get('pid')}) in {ms:.0f} ms")
+    return reply
+
+
+def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mdmem.search import highlight
-
     console = Console(highlight=False, soft_wrap=True)
-    if not results:
+    if not hits:
         console.print("No results.")
         return
-    for n, hit in enumerate(results, start=1):
-        heading = f"  [dim]{escape(hit.heading)}[/dim]" if hit.heading else ""
+    for n, hit in enumerate(hits, start=1):
+        where = f"{hit['path']}:{hit['start_line']}"
+        if hit["end_line"] > hit["start_line"]:
+            where += f"-{hit['end_line']}"
+        heading = f"  [dim]{escape(hit['heading'])}[/dim]" if hit["heading"] else ""
         console.print(
-            f"[bold]{n:>2}.[/bold] [cyan]{escape(hit.citation)}[/cyan]  "
-            f"[magenta]{hit.type}[/magenta]{heading}  [green]{hit.score:.3f}[/green]"
+            f"[bold]{n:>2}.[/bold] [cyan]{escape(where)}[/cyan]  "
+            f"[magenta]{hit['type']}[/magenta]{heading}  [green]{hit['score']:.3f}[/green]"
         )
-        text = _snippet(hit.text, query)
+        text = _snippet(hit["text"], query)
         out, last = [], 0
-        for start, end in highlight(text, query):
+        for start, end in _highlight(text, query):
             out.append(escape(text[last:start]) + f"[bold yellow]{escape(text[start:end])}[/]")
             last = end
         out.append(escape(text[last:]))
         console.print("    " + "".join(out).replace("\n", "\n    "))
         if explain:
-            s = hit.scores
-            kw = "-" if s.keyword is None else f"{s.keyword:.3f}"
-            vec = "-" if s.vector is None else f"{s.vector:.3f}"
+            s = hit["scores"]
+            kw = "-" if s["keyword"] is None else f"{s['keyword']:.3f}"
+            vec = "-" if s["vector"] is None else f"{s['vector']:.3f}"
             console.print(
-                f"    [dim]keyword(bm25)={kw} vector(cos)={vec} relevance={s.relevance:.3f} "
-                f"recency={s.recency:.3f} importance={s.importance:.2f} "
-                f"frequency={s.frequency:.3f}[/dim]"
+                f"    [dim]keyword(bm25)={kw} vector(cos)={vec} "
+                f"relevance={s['relevance']:.3f} recency={s['recency']:.3f} "
+                f"importance={s['importance']:.2f} frequency={s['frequency']:.3f}[/dim]"
             )
 
 
-def _snippet(text: str, query: str, width: int = 300) -> str:
-    from mdmem.search import highlight
+def _highlight(text: str, query: str) -> list[tuple[int, int]]:
+    """Spans of query words in text (a light copy of the index's tokenizing: no jieba here)."""
+    import re
 
+    words = {w.lower() for w in re.findall(r"[^\W_]{2,}", query)}
+    if not words:
+        return []
+    pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.I)
+    return [(m.start(), m.end()) for m in pattern.finditer(text)]
+
+
+def _snippet(text: str, query: str, width: int = 300) -> str:
     if len(text) <= width:
         return text
-    spans = highlight(text, query)
+    spans = _highlight(text, query)
     start = max(0, spans[0][0] - width // 3) if spans else 0
     piece = text[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
@@ -291,6 +339,35 @@ def index(
 
 
 @app.command()
+def watch(
+    ctx: typer.Context,
+    serve: Annotated[
+        bool, typer.Option(help="Also answer `mdmem search` over a local socket (warm model).")
+    ] = True,
+) -> None:
+    """Watch the workspace and re-index every change as it happens, until Ctrl-C."""
+    import signal
+    import threading
+
+    _log_to_stderr()
+    ws = _open(ctx)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    typer.echo(f"mdmem: indexing {ws.root} ...", err=True)
+    watcher = ws.watch(serve=serve)
+    where = f"; answering searches on {watcher.server.path}" if watcher.server else ""
+    typer.echo(f"mdmem: watching {ws.root}{where}. Ctrl-C stops.", err=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+        typer.echo("mdmem: watcher stopped.", err=True)
+
+
+@app.command()
 def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """What the index holds, whether it is fresh, and where it lives."""
     _log_to_stderr()
@@ -315,6 +392,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         ("index", f"{st.db_path} ({st.index_bytes / 1e6:.1f} MB)"),
         ("last sync", st.last_sync or "never"),
         ("freshness", fresh),
+        ("watcher", _watcher_line(st.watcher)),
     ]
     for name, value in rows:
         typer.echo(f"{name:>10}  {value}")
@@ -322,6 +400,16 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         typer.echo(f"{'':>10}  changed: {path}")
     for problem in st.problems:
         _warn(problem)
+
+
+def _watcher_line(info: dict[str, Any] | None) -> str:
+    if not info:
+        return "not running (start one with `mdmem watch`)"
+    beat = f"last heartbeat {info['heartbeat_age']:.0f} s ago"
+    if not info["running"]:
+        return f"not running (pid {info['pid']} stopped; {beat})"
+    served = f", serving {info['socket']}" if info.get("socket") else ""
+    return f"running (pid {info['pid']}, {beat}{served})"
 
 
 def _log_to_stderr() -> None:

@@ -67,6 +67,15 @@ class SearchConfig:
 
 
 @dataclass(frozen=True)
+class WatchConfig:
+    debounce_ms: int = 50
+    """Quiet time after a change before re-indexing (editors write in bursts)."""
+    reconcile_seconds: float = 30.0
+    """Full cheap scan this often, to repair events the OS dropped."""
+    heartbeat_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
@@ -75,6 +84,7 @@ class Config:
     files: FilesConfig = field(default_factory=FilesConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
 
     @property
     def max_file_bytes(self) -> int:

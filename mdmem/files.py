@@ -87,12 +87,15 @@ def remove_stale_temps(path: Path) -> None:
     """Delete temp files a killed writer of ``path`` left behind (its process is gone)."""
     for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
         pid = temp.name[len(path.name) + 2 :].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             with contextlib.suppress(OSError):
                 temp.unlink()
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (on this machine)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from mdmem.config import SearchConfig
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.sync import Index, Layout
-from mdmem.index.text import fts_query, query_terms
+from mdmem.index.text import fts_query
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
@@ -327,15 +326,6 @@ def _allowed(index: Index, layout: Layout, filters: Filters) -> np.ndarray:
     if ids.size:
         mask[layout.positions(ids)] = True
     return mask
-
-
-def highlight(text: str, query: str) -> list[tuple[int, int]]:
-    """Character spans of ``text`` that match a query term (for snippets)."""
-    terms = [t for t in query_terms(query) if len(t) > 1]
-    if not terms:
-        return []
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
-    return [(m.start(), m.end()) for m in pattern.finditer(text)]
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:

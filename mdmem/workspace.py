@@ -6,13 +6,14 @@ import datetime as dt
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
 from mdmem import edits
 from mdmem.config import CONFIG_NAME, Config, Mode, check_name, load_config
+from mdmem.discovery import STATE_DIR, find_root
 from mdmem.entries import (
     MEMORY_TYPES,
     SECTION_TITLES,
@@ -36,11 +37,9 @@ if TYPE_CHECKING:
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
     from mdmem.search import SearchResults
+    from mdmem.watch import Watcher
 
 log = logging.getLogger("mdmem")
-ENV_VAR = "MDMEM_WORKSPACE"
-MARKERS = (CONFIG_NAME, "memory.md")
-STATE_DIR = ".mdmem"
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
 
@@ -277,7 +276,26 @@ class Workspace:
         model = None
         if self.config.embedding.model or self._embedder is not None:
             model = self._embedder.model_id if self._embedder else _model_id(self.config)
-        return index_status(self.index, model)
+        from mdmem.watch import watcher_info
+
+        return replace(index_status(self.index, model), watcher=watcher_info(self.root))
+
+    def watch(self, *, serve: bool = False) -> Watcher:
+        """Start watching in a background thread; re-indexes hand edits as they happen.
+
+        Use as ``with ws.watch():`` or keep the returned Watcher and call ``stop()``. With
+        ``serve``, it also answers ``mdmem search`` over a local socket (warm model).
+        """
+        from mdmem.watch import Watcher
+
+        cfg = self.config.watch
+        return Watcher(
+            self,
+            debounce=cfg.debounce_ms / 1000,
+            reconcile=cfg.reconcile_seconds,
+            heartbeat=cfg.heartbeat_seconds,
+            serve=serve,
+        ).start()
 
     def close(self) -> None:
         if self._index is not None:
@@ -436,28 +454,6 @@ def _model_id(config: Config) -> str:
     from mdmem.index.embed import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(config.embedding.model).model_id
-
-
-def find_root(path: str | os.PathLike[str] | None = None) -> Path:
-    if path is not None:
-        root = Path(path).expanduser().absolute()
-        if not root.is_dir():
-            raise WorkspaceNotFoundError(f"workspace {root} does not exist or is not a folder")
-        return root
-    env = os.environ.get(ENV_VAR)
-    if env:
-        root = Path(env).expanduser().absolute()
-        if not root.is_dir():
-            raise WorkspaceNotFoundError(f"${ENV_VAR}={env} is not a folder")
-        return root
-    here = Path.cwd().absolute()
-    for folder in (here, *here.parents):
-        if any((folder / marker).is_file() for marker in MARKERS):
-            return folder
-    raise WorkspaceNotFoundError(
-        f"no mdmem workspace in {here} or any folder above it (looked for {' or '.join(MARKERS)}). "
-        f"Create one with `mdmem init`, or pass -w PATH or set ${ENV_VAR}."
-    )
 
 
 def templates_dir() -> Path:

@@ -47,6 +47,8 @@ class SyncReport:
     """Files that could not be read: their last indexed version is still served."""
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
+    paths: list[str] = field(default_factory=list)
+    """Files whose chunks were re-indexed or removed."""
 
     @property
     def changed(self) -> int:
@@ -193,6 +195,7 @@ class Index:
                     for path in removed:
                         self._delete_path(path)
                 report.removed = len(removed)
+                report.paths.extend(removed)
             if embedder is not None:
                 report.embedded = self._embed_missing(embedder, progress)
                 self._set_meta("embed_model", embedder.model_id)
@@ -242,6 +245,7 @@ class Index:
                 else:
                     report.added += 1
                 report.chunks_written += self._replace_chunks(stat.path, chunks)
+                report.paths.append(stat.path)
                 self.conn.execute(
                     "INSERT OR REPLACE INTO files(path, size, mtime_ns, hash, indexed_at) "
                     "VALUES (?, ?, ?, ?, ?)",
@@ -418,6 +422,8 @@ class IndexStatus:
     problems: list[str]
     last_sync: str | None
     db_path: str
+    watcher: dict[str, object] | None = None
+    """The watcher's heartbeat (pid, age, running), or None when none has run."""
 
     def to_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
