@@ -22,7 +22,7 @@ STOPWORDS = frozenset(
     these they this those through to too under until up very was we were what when where which
     while who whom why will with would you your yours yourself yourselves s t don didn doesn
     isn wasn weren won wouldn shouldn couldn d ll m re ve done get got go going also like
-    likely""".split()  # noqa: SIM905
+    likely""".split()
 )
 
 
