@@ -20,7 +20,14 @@ demo: $(STAMP)
 	$(BIN)/mdmem -w $(DEMO) add "User wants every CLI command to print --json on request" --type preference --importance 0.8
 	$(BIN)/mdmem -w $(DEMO) add "Integration tests need the db service: docker compose up -d db" --type skill
 	$(BIN)/mdmem -w $(DEMO) show memory.md
-	$(BIN)/mdmem -w $(DEMO) show learnings.md
+	$(BIN)/mdmem -w $(DEMO) index
+	$(BIN)/mdmem -w $(DEMO) search "which port does the test database use" -k 3
+	@echo "--- a person edits world_state.md by hand (5433 -> 6543); the next search sees it:"
+	$(BIN)/python -c "import pathlib; p = pathlib.Path('$(DEMO)/world_state.md'); \
+		p.write_text(p.read_text().replace('host port 5433', 'host port 6543'))"
+	$(BIN)/mdmem -w $(DEMO) search "which port does the test database use" -k 3 --explain
+	$(BIN)/mdmem -w $(DEMO) search "中文" -k 2 --mode keyword
+	$(BIN)/mdmem -w $(DEMO) status
 
 test: $(STAMP)
 	$(BIN)/ruff check .

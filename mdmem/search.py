@@ -297,18 +297,20 @@ def _fuse(
 
 def _with_context(fused: np.ndarray, layout: Layout, config: SearchConfig) -> np.ndarray:
     """Event streams (sessions) have locality: a turn next to a relevant turn, or in a session
-    that is about the question, is more likely relevant. Knowledge files are left alone."""
-    if not layout.stream.any() or (config.neighbour_weight <= 0 and config.session_weight <= 0):
+    that is about the question, is more likely relevant. An entry of a knowledge file stands
+    alone: it is its own neighbour and its own session, so both kinds stay on one scale."""
+    if config.neighbour_weight <= 0 and config.session_weight <= 0:
         return fused
     base = np.clip(fused, 0.0, None)
+    stream = layout.stream
     out = fused.copy()
     if config.neighbour_weight > 0:
         prev = np.where(layout.prev >= 0, base[layout.prev], 0.0)
         nxt = np.where(layout.next >= 0, base[layout.next], 0.0)
-        out += config.neighbour_weight * np.maximum(prev, nxt) * layout.stream
+        out += config.neighbour_weight * np.where(stream, np.maximum(prev, nxt), base)
     if config.session_weight > 0 and len(layout.file_starts):
         best = np.maximum.reduceat(np.clip(out, 0.0, None), layout.file_starts)
-        out += config.session_weight * best[layout.file_of] * layout.stream
+        out += config.session_weight * np.where(stream, best[layout.file_of], base)
     return out
 
 
