@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=130)
     samples = json.loads(args.data.read_text())
     if args.limit:
         samples = samples[: args.limit]

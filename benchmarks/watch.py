@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--edits", type=int, default=200)
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=130)
     rng = random.Random(7)
     root = WORK / "ws"
     make_workspace(root, args.files, rng)
