@@ -105,3 +105,23 @@ def test_workspace_from_environment(tmp_path: Path) -> None:
     out = run("add", "From the env var", env={"MDMEM_WORKSPACE": str(ws)}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "From the env var" in (ws / "memory.md").read_text()
+
+
+def test_search_sees_a_hand_edit_at_once(tmp_path: Path) -> None:
+    ws = tmp_path / "w"
+    run("init", str(ws))
+    (ws / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')  # keyword only: fast
+    (ws / "memory.md").write_text("## Facts\n- The deploy target is Heroku\n")
+    first = json.loads(run("-w", str(ws), "search", "deploy target", "--json").stdout)
+    assert first["hits"][0]["text"] == "The deploy target is Heroku"
+    (ws / "memory.md").write_text("## Facts\n- The deploy target is Fly.io\n")
+    out = run("-w", str(ws), "search", "deploy target", "--json")
+    hits = json.loads(out.stdout)["hits"]
+    assert [h["text"] for h in hits] == ["The deploy target is Fly.io"]
+    assert hits[0]["path"] == "memory.md" and hits[0]["start_line"] == 2
+    human = run("-w", str(ws), "search", "deploy", "--explain")
+    assert "memory.md:2" in human.stdout and "keyword(bm25)=" in human.stdout
+    status = json.loads(run("-w", str(ws), "status", "--json").stdout)
+    assert status["files"] >= 1 and status["stale"] == [] and status["watcher"] is None
+    bad = run("-w", str(ws), "search", "x", "--mode", "fuzzy")
+    assert bad.returncode == 2

@@ -270,3 +270,16 @@ def test_session_neighbours_share_relevance_but_knowledge_files_do_not(tmp_path:
     assert "Ben: Lisbon, and the tram rides were the best part" not in {
         h.text for h in plain.search("holidays travel", k=10, mode="keyword")
     }
+
+
+def test_chunker_version_change_rechunks_without_re_embedding(indexed: Workspace) -> None:
+    conn = indexed.index.conn
+    conn.execute("UPDATE meta SET value = '0' WHERE key = 'chunker_version'")
+    report = indexed.sync()
+    assert report.updated == indexed.status().files  # every file re-read and re-chunked
+    assert report.embedded == 0  # same embedded text: the cache answers
+
+
+def test_japanese_keyword_search(indexed: Workspace) -> None:
+    (indexed.root / "notes" / "jp.md").write_text("- 毎晩データベースのバックアップを取る\n")
+    assert indexed.search("バックアップ", k=1, mode="keyword")[0].path == "notes/jp.md"

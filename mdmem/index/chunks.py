@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mdmem.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown import Document, Heading
 
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 MAX_CHARS = 1500
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
 

@@ -2,7 +2,8 @@
 
 SQLite's unicode61 tokenizer keeps a run of Chinese characters as one token, so two-character
 words never match. Runs of CJK text are segmented with jieba (loaded lazily, only for text that
-has CJK in it) and the words joined by spaces, both when indexing and when querying.
+has CJK in it) and the words joined by spaces, both when indexing and when querying. Japanese
+katakana words and hiragana runs are kept whole; their kanji go through jieba.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from functools import lru_cache
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+")
+# Japanese: jieba knows Chinese words, so katakana words and hiragana runs are kept whole.
+_KANA_RUN = re.compile(r"([\u30a0-\u30ff\uff66-\uff9f]+|[\u3040-\u309f]+)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
 STOPWORDS = frozenset(
@@ -48,7 +51,14 @@ def segment(text: str) -> str:
     jieba = _jieba()
 
     def cut(match: re.Match[str]) -> str:
-        words = [w for w in jieba.cut_for_search(match.group(0)) if w.strip()]
+        words: list[str] = []
+        for piece in _KANA_RUN.split(match.group(0)):
+            if not piece:
+                continue
+            if _KANA_RUN.fullmatch(piece):  # a katakana word or a run of hiragana: keep whole
+                words.append(piece)
+            else:
+                words.extend(w for w in jieba.cut_for_search(piece) if w.strip())
         return " " + " ".join(words) + " "
 
     return _CJK.sub(cut, text)
