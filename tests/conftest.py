@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import os
+
+# Tests never touch the network: set before anything imports litellm or transformers.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import shutil
 from pathlib import Path
 

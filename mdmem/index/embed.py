@@ -87,6 +87,58 @@ class SentenceTransformerEmbedder:
         return np.vstack(out)
 
 
+class LiteLLMEmbedder:
+    """An API (or local server) embedding model through ``litellm.embedding``: any provider
+    litellm knows, e.g. ``openai/text-embedding-3-small`` or ``ollama/nomic-embed-text``."""
+
+    def __init__(
+        self,
+        model: str,
+        batch_size: int = 64,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+    ) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self.api_base = api_base or None
+        self.api_key_env = api_key_env or None
+        self.model_id = f"litellm/{model}"
+
+    def embed(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        api_key = None
+        if self.api_key_env:
+            api_key = os.environ.get(self.api_key_env)
+            if not api_key:
+                raise EmbeddingError(
+                    f"embedding.api_key_env names ${self.api_key_env}, which is not set"
+                )
+        out: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            batch = list(texts[i : i + self.batch_size])
+            try:
+                response = litellm.embedding(
+                    model=self.model, input=batch, api_base=self.api_base, api_key=api_key
+                )
+            except Exception as exc:
+                raise EmbeddingError(f"embedding with {self.model!r} failed: {exc}") from None
+            rows = sorted(response.data, key=lambda d: _field(d, "index"))
+            out.extend(_field(d, "embedding") for d in rows)
+            if progress:
+                progress(len(batch))
+        if not out:
+            return np.zeros((0, 0), dtype=np.float32)
+        return normalize(np.asarray(out, dtype=np.float32))
+
+
+def _field(item: Any, name: str) -> Any:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
 def _model_source(model: str) -> str:
     if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         try:
