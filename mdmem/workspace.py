@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mdmem.watch import Watcher
 
 log = logging.getLogger("mdmem")
+SEARCH_LOCK_WAIT_S = 5.0
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
 
@@ -245,7 +246,9 @@ class Workspace:
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
         with self.index.searching():
-            report = self.sync(embed=mode != "keyword")
+            # readers never wait long for a writer: past a few seconds the index is searched
+            # as it is, and the files not yet indexed are reported as stale
+            report = self.index.sync(embed=mode != "keyword", lock_timeout=SEARCH_LOCK_WAIT_S)
             hits = search(
                 self.index,
                 self.index.embedder() if mode != "keyword" else None,

@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -283,3 +284,33 @@ def test_chunker_version_change_rechunks_without_re_embedding(indexed: Workspace
 def test_japanese_keyword_search(indexed: Workspace) -> None:
     (indexed.root / "notes" / "jp.md").write_text("- 毎晩データベースのバックアップを取る\n")
     assert indexed.search("バックアップ", k=1, mode="keyword")[0].path == "notes/jp.md"
+
+
+def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> None:
+    """Another process holds the index (a watcher embedding a big change): the search answers
+    from the index as it is and names the files it could not index yet."""
+    import subprocess
+    import sys
+
+    lock = indexed.index.lock_path
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\nfrom filelock import FileLock\n"
+            "with FileLock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(30)\n"
+        ), str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        (indexed.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
+        report = indexed.index.sync(lock_timeout=0.2)
+        assert report.busy and report.stale == ["notes/late.md"]
+        started = time.monotonic()
+        results = indexed.search("quarterly audit", k=3)
+        assert time.monotonic() - started < 15
+        assert results.stale == ["notes/late.md"] and not results.fresh
+    finally:
+        holder.kill()
+        holder.wait()
+    results = indexed.search("quarterly audit", k=3)
+    assert results.fresh and results[0].path == "notes/late.md"

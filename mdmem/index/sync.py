@@ -13,7 +13,7 @@ import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,8 @@ class SyncReport:
     seconds: float = 0.0
     paths: list[str] = field(default_factory=list)
     """Files whose chunks were re-indexed or removed."""
+    busy: bool = False
+    """Another process held the index too long; nothing was synced (see ``stale``)."""
 
     @property
     def changed(self) -> int:
@@ -78,6 +80,15 @@ class Layout:
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         sorted_ids = self.rowids[self.by_rowid]
         return self.by_rowid[np.searchsorted(sorted_ids, rowids)]
+
+
+@dataclass(frozen=True)
+class Freshness:
+    files: list[FileStat]
+    changed: list[FileStat]
+    """New or modified (mtime or size differ from the index)."""
+    removed: list[str]
+    problems: list[Problem]
 
 
 class Index:
@@ -142,8 +153,8 @@ class Index:
 
     # ---- freshness -------------------------------------------------------------------------
 
-    def changed_files(self) -> tuple[list[FileStat], list[str], list[Problem]]:
-        """The cheap check: (new or modified files by mtime/size, removed paths, problems)."""
+    def freshness(self) -> Freshness:
+        """The cheap check: every file's mtime and size against what the index holds."""
         result = scan(self.root, self.files)
         known = {
             path: (size, mtime)
@@ -153,7 +164,12 @@ class Index:
         seen = {f.path for f in result.files}
         unreadable = [p.path for p in result.problems]
         removed = [path for path in known if path not in seen and not _under_any(path, unreadable)]
-        return changed, removed, list(result.problems)
+        return Freshness(list(result.files), changed, removed, list(result.problems))
+
+    def changed_files(self) -> tuple[list[FileStat], list[str], list[Problem]]:
+        """(new or modified files by mtime/size, removed paths, problems)."""
+        fresh = self.freshness()
+        return fresh.changed, fresh.removed, fresh.problems
 
     # ---- syncing ---------------------------------------------------------------------------
 
@@ -163,49 +179,63 @@ class Index:
         full: bool = False,
         embed: bool = True,
         progress: Progress | None = None,
-        paths: Iterable[str] | None = None,
+        lock_timeout: float = 600.0,
     ) -> SyncReport:
-        """Bring the index up to date with the files; embed what is missing when ``embed``."""
-        from filelock import FileLock
+        """Bring the index up to date with the files; embed what is missing when ``embed``.
+
+        One writer at a time, across threads and processes. If another process holds the
+        index for longer than ``lock_timeout`` (a watcher embedding a big change), nothing is
+        written: the report is ``busy`` and lists the files not yet indexed as ``stale``.
+        """
+        from filelock import FileLock, Timeout
 
         started = time.perf_counter()
         report = SyncReport()
-        # one writer at a time, across threads and processes; readers never wait for it
-        with self._lock, FileLock(str(self.lock_path), timeout=600):
-            embedder = self.embedder() if embed else None
-            if self.meta("chunker_version") != str(CHUNKER_VERSION):
-                full = True
-            changed, removed, problems = self.changed_files()
-            report.problems = problems
-            if full:
-                changed = list(scan(self.root, self.files).files)
-            known = dict(self.conn.execute("SELECT path, hash FROM files").fetchall())
-            if paths is not None:
-                wanted = set(paths)
-                changed = [f for f in changed if f.path in wanted]
-                removed = [p for p in removed if p in wanted]
-            total = len(changed)
-            for start in range(0, total, BATCH_FILES):
-                batch = changed[start : start + BATCH_FILES]
-                self._sync_batch(batch, known, full, report)
-                if progress:
-                    progress("files", min(start + BATCH_FILES, total), total)
-            if removed:
-                with _transaction(self.conn):
-                    for path in removed:
-                        self._delete_path(path)
-                report.removed = len(removed)
-                report.paths.extend(removed)
-            if embedder is not None:
-                report.embedded = self._embed_missing(embedder, progress)
-                self._set_meta("embed_model", embedder.model_id)
-            if report.changed or report.embedded or full:
-                with _transaction(self.conn):
-                    self._set_meta("generation", str(self.generation() + 1))
-            self._set_meta("chunker_version", str(CHUNKER_VERSION))
-            self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
+        with self._lock:
+            try:
+                with FileLock(str(self.lock_path), timeout=lock_timeout):
+                    self._sync_locked(full, embed, progress, report)
+            except Timeout:
+                fresh = self.freshness()
+                report.busy = True
+                report.stale = [f.path for f in fresh.changed] + fresh.removed
+                report.problems = fresh.problems
         report.seconds = time.perf_counter() - started
         return report
+
+    def _sync_locked(
+        self, full: bool, embed: bool, progress: Progress | None, report: SyncReport
+    ) -> None:
+        embedder = self.embedder() if embed else None
+        if self.meta("chunker_version") != str(CHUNKER_VERSION):
+            full = True
+        fresh = self.freshness()
+        report.problems = fresh.problems
+        changed, removed = (fresh.files if full else fresh.changed), fresh.removed
+        known = dict(self.conn.execute("SELECT path, hash FROM files").fetchall())
+        total = len(changed)
+        for start in range(0, total, BATCH_FILES):
+            batch = changed[start : start + BATCH_FILES]
+            self._sync_batch(batch, known, full, report)
+            if progress:
+                progress("files", min(start + BATCH_FILES, total), total)
+        if removed:
+            with _transaction(self.conn):
+                for path in removed:
+                    self._delete_path(path)
+            report.removed = len(removed)
+            report.paths.extend(removed)
+        if embedder is not None:
+            report.embedded = self._embed_missing(embedder, progress)
+        new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
+        if report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
+            # a search that finds nothing to do writes nothing
+            with _transaction(self.conn):
+                if embedder is not None:
+                    self._set_meta("embed_model", embedder.model_id)
+                self._set_meta("generation", str(self.generation() + 1))
+                self._set_meta("chunker_version", str(CHUNKER_VERSION))
+                self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
 
     def _sync_batch(
         self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
