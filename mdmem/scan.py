@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,66 +35,69 @@ class ScanResult:
 
 
 def scan(root: Path, config: FilesConfig) -> ScanResult:
-    include = pathspec.GitIgnoreSpec.from_lines(config.include)
-    exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
+    """Walk the workspace with ``os.scandir``: one ``stat`` per Markdown file, nothing else."""
+    include = (
+        None if tuple(config.include) == ("**/*.md",) else _spec(config.include)
+    )  # the default matches every .md: no pattern work at all
+    exclude = _spec(config.exclude) if config.exclude else None
     real_root = root.resolve()
     files: list[FileStat] = []
     problems: list[Problem] = []
     ignores: list[tuple[str, pathspec.PathSpec]] = []
 
-    def on_error(exc: OSError) -> None:
-        rel = _rel(root, exc.filename) if exc.filename else "."
-        problems.append(Problem(rel, f"cannot read folder: {exc.strerror}"))
+    def skipped(rel: str) -> bool:
+        return bool(exclude and exclude.match_file(rel)) or _ignored(ignores, rel)
 
-    for folder, dirs, names in os.walk(root, onerror=on_error, followlinks=False):
-        rel_folder = _rel(root, folder)
-        prefix = "" if rel_folder == "." else rel_folder + "/"
-        gitignore = Path(folder) / ".gitignore"
-        if gitignore.is_file():
-            try:
-                lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
-                ignores.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
-            except OSError as exc:
-                problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
-        keep = []
-        for name in sorted(dirs):
-            rel = prefix + name
-            if (
-                name in ALWAYS_SKIPPED
-                or _ignored(ignores, rel + "/")
-                or exclude.match_file(rel + "/")
-            ):
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(
+                Problem(prefix.rstrip("/") or ".", f"cannot read folder: {exc.strerror}")
+            )
+            continue
+        for entry in entries:
+            if entry.name == ".gitignore" and entry.is_file():
+                try:
+                    with open(entry.path, encoding="utf-8", errors="replace") as handle:
+                        ignores.append((prefix, _spec(handle.read().splitlines())))
+                except OSError as exc:
+                    problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
+        folders = []
+        for entry in entries:
+            name, rel = entry.name, prefix + entry.name
+            is_link = entry.is_symlink()
+            if entry.is_dir(follow_symlinks=False):
+                if name not in ALWAYS_SKIPPED and not skipped(rel + "/"):
+                    folders.append((entry.path, rel + "/"))
                 continue
-            full = Path(folder, name)
-            if full.is_symlink():
-                if not _inside(real_root, full):
+            if is_link and entry.is_dir():
+                if not _inside(real_root, Path(entry.path)):
                     problems.append(Problem(rel, "symlink leads outside the workspace; skipped"))
                 continue  # symlinked folders inside the workspace are reached directly
-            keep.append(name)
-        dirs[:] = keep
-        for name in sorted(names):
-            rel = prefix + name
-            if not name.endswith(".md") or not include.match_file(rel):
+            if not name.endswith(".md") or (include and not include.match_file(rel)):
                 continue
-            if exclude.match_file(rel) or _ignored(ignores, rel):
+            if skipped(rel):
                 continue
-            full = Path(folder, name)
-            if full.is_symlink() and not _inside(real_root, full):
+            if is_link and not _inside(real_root, Path(entry.path)):
                 problems.append(Problem(rel, "symlink leads outside the workspace; skipped"))
                 continue
             try:
-                st = full.stat()
+                st = entry.stat()
             except OSError as exc:
                 problems.append(Problem(rel, f"cannot stat: {exc.strerror}"))
                 continue
-            if not os.path.isfile(full):
-                continue
-            files.append(FileStat(rel, st.st_size, st.st_mtime_ns))
+            if stat.S_ISREG(st.st_mode):
+                files.append(FileStat(rel, st.st_size, st.st_mtime_ns))
+        stack.extend(reversed(folders))
     return ScanResult(tuple(files), tuple(problems))
 
 
-def _rel(root: Path, path: str | os.PathLike[str]) -> str:
-    return Path(os.path.relpath(path, root)).as_posix()
+def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
+    return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
 def _ignored(ignores: list[tuple[str, pathspec.PathSpec]], rel: str) -> bool:

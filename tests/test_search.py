@@ -314,3 +314,16 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
         holder.wait()
     results = indexed.search("quarterly audit", k=3)
     assert results.fresh and results[0].path == "notes/late.md"
+
+
+def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
+    indexed: Workspace,
+) -> None:
+    (indexed.root / "notes" / "k.md").write_text("- The VPN config lives in 1Password\n")
+    report = indexed.sync(embed=False)
+    assert report.added == 1 and report.embedded == 0
+    assert indexed.status().embedded == indexed.status().chunks - 1
+    hits = indexed.search("where is the vpn configuration", k=3, mode="vector")
+    assert hits[0].path == "notes/k.md"
+    assert indexed.status().embedded == indexed.status().chunks
+    assert indexed.sync().embedded == 0  # and a no-op sync does not look again

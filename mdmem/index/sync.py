@@ -225,15 +225,23 @@ class Index:
                     self._delete_path(path)
             report.removed = len(removed)
             report.paths.extend(removed)
-        if embedder is not None:
-            report.embedded = self._embed_missing(embedder, progress)
         new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
+        # Looking for chunks without a vector scans the whole index: only when something
+        # was written since the last complete embedding pass, or the model changed.
+        if embedder is not None and (
+            new_model
+            or report.chunks_written
+            or self.meta("embedded_generation") != str(self.generation())
+        ):
+            report.embedded = self._embed_missing(embedder, progress)
         if report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
             # a search that finds nothing to do writes nothing
             with _transaction(self.conn):
+                generation = str(self.generation() + 1)
+                self._set_meta("generation", generation)
                 if embedder is not None:
                     self._set_meta("embed_model", embedder.model_id)
-                self._set_meta("generation", str(self.generation() + 1))
+                    self._set_meta("embedded_generation", generation)
                 self._set_meta("chunker_version", str(CHUNKER_VERSION))
                 self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
 
