@@ -239,38 +239,45 @@ def _ask_server(
 
 
 def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+    """Colours on a terminal (rich); plain text in a pipe, without importing rich at all."""
+    emit: Any = print
+    tag: Any = lambda text, _style: text  # noqa: E731
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.markup import escape
 
-    console = Console(highlight=False, soft_wrap=True)
+        emit = Console(highlight=False, soft_wrap=True).print
+        tag = lambda text, style: f"[{style}]{escape(text)}[/]"  # noqa: E731
     if not hits:
-        console.print("No results.")
+        emit("No results.")
         return
     for n, hit in enumerate(hits, start=1):
         where = f"{hit['path']}:{hit['start_line']}"
         if hit["end_line"] > hit["start_line"]:
             where += f"-{hit['end_line']}"
-        heading = f"  [dim]{escape(hit['heading'])}[/dim]" if hit["heading"] else ""
-        console.print(
-            f"[bold]{n:>2}.[/bold] [cyan]{escape(where)}[/cyan]  "
-            f"[magenta]{hit['type']}[/magenta]{heading}  [green]{hit['score']:.3f}[/green]"
+        heading = "  " + tag(hit["heading"], "dim") if hit["heading"] else ""
+        number, score = f"{n:>2}.", f"{hit['score']:.3f}"
+        emit(
+            f"{tag(number, 'bold')} {tag(where, 'cyan')}  {tag(hit['type'], 'magenta')}"
+            f"{heading}  {tag(score, 'green')}"
         )
         text = _snippet(hit["text"], query)
         out, last = [], 0
         for start, end in _highlight(text, query):
-            out.append(escape(text[last:start]) + f"[bold yellow]{escape(text[start:end])}[/]")
+            out.append(tag(text[last:start], "default") + tag(text[start:end], "bold yellow"))
             last = end
-        out.append(escape(text[last:]))
-        console.print("    " + "".join(out).replace("\n", "\n    "))
+        out.append(tag(text[last:], "default"))
+        emit("    " + "".join(out).replace("\n", "\n    "))
         if explain:
             s = hit["scores"]
             kw = "-" if s["keyword"] is None else f"{s['keyword']:.3f}"
             vec = "-" if s["vector"] is None else f"{s['vector']:.3f}"
-            console.print(
-                f"    [dim]keyword(bm25)={kw} vector(cos)={vec} "
-                f"relevance={s['relevance']:.3f} recency={s['recency']:.3f} "
-                f"importance={s['importance']:.2f} frequency={s['frequency']:.3f}[/dim]"
+            parts = (
+                f"keyword(bm25)={kw} vector(cos)={vec} relevance={s['relevance']:.3f} "
+                f"recency={s['recency']:.3f} importance={s['importance']:.2f} "
+                f"frequency={s['frequency']:.3f}"
             )
+            emit("    " + tag(parts, "dim"))
 
 
 def _highlight(text: str, query: str) -> list[tuple[int, int]]:

@@ -42,6 +42,20 @@ def decode_markdown(path: str, data: bytes, max_bytes: int) -> str:
     return text.removeprefix("\ufeff")
 
 
+def read_markdown(absolute: Path, rel: str, max_bytes: int) -> tuple[bytes, str]:
+    """A workspace file's bytes and text; every way it can fail is a FileProblem naming it."""
+    try:
+        check_size(rel, absolute.stat().st_size, max_bytes)  # never read a huge file
+        data = absolute.read_bytes()
+    except FileNotFoundError:
+        raise FileProblem(rel, "no such file (removed, or being replaced)") from None
+    except IsADirectoryError:
+        raise FileProblem(rel, "is a folder, not a file") from None
+    except OSError as exc:
+        raise FileProblem(rel, f"cannot read: {exc.strerror}") from None
+    return data, decode_markdown(rel, data, max_bytes)
+
+
 def check_size(path: str, size: int, max_bytes: int) -> None:
     if size > max_bytes:
         raise FileProblem(

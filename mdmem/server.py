@@ -53,7 +53,15 @@ class QueryServer:
             target=self._server.serve_forever, name="mdmem-server", daemon=True
         )
         self._thread.start()
+        threading.Thread(target=self._warm_up, name="mdmem-warm-up", daemon=True).start()
         return self
+
+    def _warm_up(self) -> None:
+        """Load the model now, not on the first query (that would cost the user seconds)."""
+        embedder = self.ws.embedder()
+        if embedder is not None:
+            with contextlib.suppress(Exception):
+                embedder.embed(["warm up"])
 
     def stop(self) -> None:
         if self._server is not None:

@@ -28,7 +28,7 @@ from mdmem.errors import (
     FileProblem,
     WorkspaceNotFoundError,
 )
-from mdmem.files import EditNotApplicable, check_size, decode_markdown, edit_file
+from mdmem.files import EditNotApplicable, edit_file, read_markdown
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
@@ -152,16 +152,8 @@ class Workspace:
         rel, absolute = self.resolve(path)
         if not rel.endswith(".md"):
             raise FileProblem(rel, "not a Markdown file (*.md)")
-        try:
-            check_size(rel, absolute.stat().st_size, self.config.max_file_bytes)
-            data = absolute.read_bytes()
-        except FileNotFoundError:
-            raise FileProblem(rel, "no such file") from None
-        except IsADirectoryError:
-            raise FileProblem(rel, "is a folder, not a file") from None
-        except PermissionError:
-            raise FileProblem(rel, "permission denied") from None
-        return parse_document(rel, decode_markdown(rel, data, self.config.max_file_bytes))
+        _, text = read_markdown(absolute, rel, self.config.max_file_bytes)
+        return parse_document(rel, text)
 
     def snapshot(self) -> Snapshot:
         """Parse every workspace file; unreadable ones become problems, not exceptions."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from mdmem.config import FilesConfig
 from mdmem.errors import FileProblem
-from mdmem.files import check_size, decode_markdown
+from mdmem.files import read_markdown
 from mdmem.index.chunks import CHUNKER_VERSION, Chunk, chunk_document, sha
 from mdmem.index.db import connect
 from mdmem.index.embed import Embedder
@@ -228,13 +228,16 @@ class Index:
         new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
         # Looking for chunks without a vector scans the whole index: only when something
         # was written since the last complete embedding pass, or the model changed.
-        if embedder is not None and (
+        looked = embedder is not None and (
             new_model
             or report.chunks_written
             or self.meta("embedded_generation") != str(self.generation())
-        ):
+        )
+        if embedder is not None and looked:
             report.embedded = self._embed_missing(embedder, progress)
-        if report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
+        if looked and not (report.changed or report.embedded or full or new_model):
+            self._set_meta("embedded_generation", str(self.generation()))  # nothing was missing
+        elif report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
             # a search that finds nothing to do writes nothing
             with _transaction(self.conn):
                 generation = str(self.generation() + 1)
@@ -252,21 +255,16 @@ class Index:
         touched: list[FileStat] = []
         for stat in batch:
             try:
-                check_size(stat.path, stat.size, self.max_bytes)
-                data = (self.root / stat.path).read_bytes()
-                digest = hashlib.sha256(data).hexdigest()
-                if not full and known.get(stat.path) == digest:
-                    touched.append(stat)  # same bytes, new mtime
-                    continue
-                doc = parse_document(stat.path, decode_markdown(stat.path, data, self.max_bytes))
-            except FileProblem as exc:
+                data, text = read_markdown(self.root / stat.path, stat.path, self.max_bytes)
+            except FileProblem as exc:  # unreadable right now: keep what we had
                 report.problems.append(Problem(exc.path, exc.reason, exc.line))
                 report.stale.append(stat.path)
                 continue
-            except OSError as exc:  # vanished or unreadable right now: keep what we had
-                report.problems.append(Problem(stat.path, f"cannot read: {exc.strerror}"))
-                report.stale.append(stat.path)
+            digest = hashlib.sha256(data).hexdigest()
+            if not full and known.get(stat.path) == digest:
+                touched.append(stat)  # same bytes, new mtime
                 continue
+            doc = parse_document(stat.path, text)
             report.problems.extend(doc.problems)
             parsed.append((stat, digest, chunk_document(doc)))
         now = dt.datetime.now().isoformat(timespec="seconds")
