@@ -7,7 +7,7 @@ write comes back byte for byte (line endings, tabs, trailing spaces, a missing f
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta, format_meta, type_from_heading
 from mdmem.files import EditNotApplicable
@@ -107,7 +107,7 @@ def find_entry(doc: Document, entry_id: str) -> Entry:
     raise EditNotApplicable(f"no entry {entry_id} in {doc.path}")
 
 
-def _section_heading(doc: Document, wanted) -> Heading | None:
+def _section_heading(doc: Document, wanted: Callable[[Heading], bool]) -> Heading | None:
     in_archive_level: int | None = None
     for heading in doc.headings:
         if in_archive_level is not None and heading.level > in_archive_level:

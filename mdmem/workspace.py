@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template
@@ -424,7 +424,7 @@ class Workspace:
     def _expected(self, entry: str | Entry) -> Entry:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
-    def _write(self, rel: str, absolute: Path, edit) -> str:
+    def _write(self, rel: str, absolute: Path, edit: Callable[[str], str]) -> str:
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
         lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
         result = edit_file(
