@@ -265,8 +265,7 @@ def _keyword_scores(index: Index, layout: Layout, query: str, limit: int) -> np.
     if match is None:
         return scores
     rows = index.conn.execute(
-        "SELECT rowid, -bm25(chunks_fts, 1.0, 0.3) FROM chunks_fts WHERE chunks_fts MATCH ? "
-        "ORDER BY bm25(chunks_fts, 1.0, 0.3) LIMIT ?",
+        "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
         (match, limit),
     ).fetchall()
     if rows:

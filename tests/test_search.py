@@ -327,3 +327,15 @@ def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
     assert hits[0].path == "notes/k.md"
     assert indexed.status().embedded == indexed.status().chunks
     assert indexed.sync().embedded == 0  # and a no-op sync does not look again
+
+
+def test_an_index_of_an_older_schema_is_migrated_in_place(indexed: Workspace, embedder) -> None:
+    from mdmem.index.db import SCHEMA_VERSION
+
+    conn = indexed.index.conn
+    conn.execute("PRAGMA user_version=1")  # as the first release left it
+    indexed.close()
+    ws = Workspace.open(indexed.root, embedder=embedder)
+    assert ws.index.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert ws.sync().embedded == 0  # migrated, not rebuilt: every vector is still there
+    assert ws.search("alembic enum", k=1, mode="keyword")

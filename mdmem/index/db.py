@@ -13,9 +13,11 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+BM25_RANK = "bm25(1.0, 0.3)"
+"""BM25 with the heading column weighted 0.3 of the text column."""
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -59,7 +61,12 @@ def _v1(db: sqlite_utils.Database) -> None:
     db["first_seen"].create({"text_hash": str, "seen": str}, pk="text_hash")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    # FTS5 sorts by its configured `rank` faster than by an explicit bm25() call
+    db.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{BM25_RANK}')")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
 
 
