@@ -217,7 +217,11 @@ def test_watched_edits_are_embedded(tmp_path: Path, embedder) -> None:
     with ws.watch() as watcher:
         watcher.wait_idle(timeout=60)
         (root / "memory.md").write_text("## Facts\n- The office wifi is called Saruman now\n")
-        time.sleep(0.3)
+        db = ws.state_dir / "index.db"
+        deadline = time.monotonic() + 60
+        while not any("Saruman" in row[3] for row in _state(db)):  # the watcher, not a search
+            assert time.monotonic() < deadline, "the watcher never indexed the edit"
+            time.sleep(0.05)
         watcher.wait_idle(timeout=60)
         status = ws.status()
         assert status.embedded == status.chunks == 1
