@@ -83,6 +83,55 @@ class WatchConfig:
 
 
 @dataclass(frozen=True)
+class LLMConfig:
+    model: str = ""
+    """A litellm model (e.g. ``gpt-4o-mini``, ``anthropic/claude-3-5-haiku-latest``,
+    ``ollama/llama3.1``) for compaction and extraction. Empty: the offline engines."""
+    api_base: str = ""
+    """The server to call (e.g. http://localhost:11434 for Ollama); empty: the provider's."""
+    api_key_env: str = ""
+    """The environment variable holding the API key; empty: litellm's usual variables."""
+    timeout_seconds: float = 120.0
+    max_retries: int = 3
+    """Retries on transient errors (rate limits, timeouts, 5xx), with exponential backoff."""
+
+
+DEFAULT_SHARES = {
+    "task": 0.15,
+    "sessions": 0.2,
+    "world": 0.15,
+    "knowledge": 0.3,
+    "retrieved": 0.2,
+    "compact": 0.5,
+}
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    budget_tokens: int = 4000
+    """Default budget of ``build_context`` / ``mdmem context``."""
+    model: str = ""
+    """Model whose tokenizer counts tokens (litellm, offline); empty: llm.model, else a
+    fast estimate."""
+    shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
+    """Each source's share of the budget (relative; a source's unused share flows to the
+    others). Sources: task, sessions, world, knowledge, retrieved, compact."""
+    sessions: int = 3
+    """How many of the agent's own recent sessions to include (full mode)."""
+    retrieved: int = 8
+    """How many search hits to retrieve for the query."""
+
+
+@dataclass(frozen=True)
+class CompactConfig:
+    threshold_tokens: int = 70_000
+    """``should_compact`` is true past this many tokens."""
+    dedupe_similarity: float = 0.95
+    """Extraction: an existing memory at least this similar (cosine, embedding model) is
+    the same memory. Cosine scales differ between models: set it per model."""
+
+
+@dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
@@ -92,6 +141,9 @@ class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
+    compact: CompactConfig = field(default_factory=CompactConfig)
 
     @property
     def max_file_bytes(self) -> int:
@@ -117,6 +169,15 @@ def load_config(root: Path) -> Config:
 
 def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
     config = _build(Config, data, prefix="", source=source)
+    shares = config.context.shares
+    unknown = sorted(set(shares) - set(DEFAULT_SHARES))
+    if unknown or any(v < 0 for v in shares.values()):
+        raise ConfigError(
+            f"{source}: context.shares: sources are {', '.join(DEFAULT_SHARES)} with shares "
+            f">= 0; got {shares!r}"
+        )
+    # a partial table changes only the sources it names
+    config = replace(config, context=replace(config.context, shares={**DEFAULT_SHARES, **shares}))
     try:
         check_name(config.agent, "agent")
     except InvalidNameError as exc:

@@ -43,3 +43,7 @@ class ConflictError(MdmemError):
 
     Nothing was written: the person's version of the file is what is on disk.
     """
+
+
+class ModeError(MdmemError):
+    """The operation belongs to the other mode (minimal writes no session, task or world files)."""

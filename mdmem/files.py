@@ -191,3 +191,30 @@ def _edit_locked(
         f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} attempts); "
         "nothing was written"
     )
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Create ``path`` with ``data`` atomically, only if it does not exist (False if it does).
+
+    The data is written to a temp file first and hard-linked into place, so the file appears
+    whole or not at all, and two creators never both win.
+    """
+    prefix = f".{path.name}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
+    return True

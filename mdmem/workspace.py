@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,32 +27,41 @@ from mdmem.errors import (
     ConflictError,
     EntryNotFoundError,
     FileProblem,
+    ModeError,
     WorkspaceNotFoundError,
 )
-from mdmem.files import EditNotApplicable, edit_file, read_markdown
+from mdmem.files import EditNotApplicable, atomic_write, create_exclusive, edit_file, read_markdown
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
 
 if TYPE_CHECKING:
+    from mdmem.context import Context
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
     from mdmem.search import SearchResults
+    from mdmem.sessions import Session, SessionRecord
+    from mdmem.task import Task
     from mdmem.watch import Watcher
+    from mdmem.world import World
 
 log = logging.getLogger("mdmem")
 SEARCH_LOCK_WAIT_S = 5.0
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
+TASK_FILE = "task_process.md"
+WORLD_FILE = "world_state.md"
+COMPACT_FILE = ".compact_memory.md"
+FULL_ONLY = {"task_process.md": TASK_FILE, "world_state.md": WORLD_FILE}
 
 # template file → workspace file, in the order `init` writes them
 TEMPLATES = {
     "mdmem.toml": CONFIG_NAME,
     "memory.md": MEMORY_FILE,
     "learnings.md": LEARNINGS_FILE,
-    "task_process.md": "task_process.md",
-    "world_state.md": "world_state.md",
-    "compact_memory.md": ".compact_memory.md",
+    "task_process.md": TASK_FILE,
+    "world_state.md": WORLD_FILE,
+    "compact_memory.md": COMPACT_FILE,
     "gitignore": ".gitignore",
 }
 
@@ -114,16 +124,12 @@ class Workspace:
         check_name(agent, "agent")
         root = Path(path).absolute()
         root.mkdir(parents=True, exist_ok=True)
-        for template, target in TEMPLATES.items():
-            text = (templates_dir() / template).read_text(encoding="utf-8")
-            if template == "mdmem.toml":
-                text = Template(text).substitute(mode=mode, agent=agent)
-            try:
-                with open(root / target, "x", encoding="utf-8", newline="") as handle:
-                    handle.write(text)
-            except FileExistsError:
-                continue
-        (root / ".sessions").mkdir(exist_ok=True)
+        for template in TEMPLATES:
+            if mode == "minimal" and template in FULL_ONLY:
+                continue  # minimal mode writes no task or world files
+            _from_template(root, template, mode=mode, agent=agent)
+        if mode == "full":
+            (root / ".sessions").mkdir(exist_ok=True)
         return cls(root)
 
     # ---- reading --------------------------------------------------------------------------
@@ -421,6 +427,228 @@ class Workspace:
             return self.get(new_id_)
         return _entry_by_id(parse_document(rel, result), new_id_)
 
+    # ---- modes ----------------------------------------------------------------------------
+
+    def set_mode(self, mode: Mode) -> list[str]:
+        """Switch to ``minimal`` or ``full`` in mdmem.toml (only the ``mode`` line changes).
+
+        Never deletes a file; switching to full creates the task and world files (and
+        ``.sessions/``) from the templates if they are missing. Returns the files created.
+        """
+        if mode not in ("minimal", "full"):
+            raise ValueError(f"mode must be 'minimal' or 'full', got {mode!r}")
+        rel, absolute = self.resolve(CONFIG_NAME)
+        line = f'mode = "{mode}"'
+
+        def edit(text: str) -> str:
+            lines = text.splitlines(keepends=True)
+            for n, current in enumerate(lines):
+                if re.match(r"^\s*mode\s*=", current):
+                    comment = re.search(r"\s#.*$", current.rstrip("\r\n"))
+                    ending = current[len(current.rstrip("\r\n")) :] or "\n"
+                    lines[n] = line + (comment.group(0) if comment else "") + ending
+                    return "".join(lines)
+                if current.lstrip().startswith("["):  # top-level keys come before any table
+                    lines.insert(n, line + "\n")
+                    return "".join(lines)
+            sep = "" if not text or text.endswith("\n") else "\n"
+            return text + sep + line + "\n"
+
+        lock = self.state_dir / "locks" / (rel + ".lock")
+        edit_file(absolute, lock, edit, display=rel, max_bytes=1_000_000)
+        self.config = load_config(self.root)
+        created = []
+        targets = [*FULL_ONLY] if mode == "full" else ["compact_memory.md"]
+        for template in targets:
+            if _from_template(self.root, template, mode=mode, agent=self.agent):
+                created.append(TEMPLATES[template])
+        if mode == "full":
+            (self.root / ".sessions").mkdir(exist_ok=True)
+        return created
+
+    def _require_full(self, what: str) -> None:
+        if self.mode != "full":
+            raise ModeError(
+                f"{what} is written in full mode only; this workspace is minimal "
+                "(switch with `mdmem mode full`)"
+            )
+
+    def _file_writer(self, rel: str, what: str) -> Callable[[Callable[[str], str]], str]:
+        def write(edit: Callable[[str], str]) -> str:
+            self._require_full(what)
+            _, absolute = self.resolve(rel)
+            return self._write(rel, absolute, edit)
+
+        return write
+
+    def _reader(self, rel: str) -> Callable[[], Document | None]:
+        def read() -> Document | None:
+            if not (self.root / rel).exists():
+                return None
+            return self.read(rel)
+
+        return read
+
+    # ---- sessions, task, world -------------------------------------------------------------
+
+    def session(self, title: str, agent: str | None = None) -> Session:
+        """Record a session: ``with ws.session("fix login bug") as s: s.event(...)``.
+
+        Full mode writes ``.sessions/YYYYMMDD_HHMMSS_<slug>.md`` as it goes (every event is
+        on disk when the call returns); minimal mode keeps the session in memory only, ready
+        to be compacted.
+        """
+        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton, slugify
+
+        agent = check_name(agent or self.agent, "agent")
+        title = edits.check_text(title).split("\n", 1)[0]
+        started = dt.datetime.now()
+        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        if self.mode != "full":
+            return Session(base, title, agent, path=None, write=None, started=started)
+        folder = self.root / SESSIONS_DIR
+        folder.mkdir(exist_ok=True)
+        data = session_skeleton(title, agent, started).encode("utf-8")
+        for n in range(1, 1000):
+            stem = base if n == 1 else f"{base}-{n}"
+            if create_exclusive(folder / f"{stem}.md", data):
+                break
+        else:
+            raise ConflictError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
+        rel = f"{SESSIONS_DIR}/{stem}.md"
+        return Session(
+            stem,
+            title,
+            agent,
+            path=rel,
+            write=self._file_writer(rel, "a session file"),
+            started=started,
+        )
+
+    def sessions(
+        self,
+        agent: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionRecord]:
+        """Recorded sessions, newest first: ``agent`` keeps one agent's own sessions,
+        ``since`` (YYYY-MM-DD) the ones started on or after that day."""
+        from mdmem.sessions import SESSIONS_DIR, parse_session
+
+        folder = self.root / SESSIONS_DIR
+        names = sorted((p.name for p in folder.glob("*.md")), reverse=True)
+        out: list[SessionRecord] = []
+        for name in names:
+            if limit is not None and len(out) >= limit:
+                break
+            try:
+                record = parse_session(self.read(f"{SESSIONS_DIR}/{name}"))
+            except FileProblem as exc:
+                log.warning("skipped %s", exc)
+                continue
+            if agent is not None and record.agent != agent:
+                continue
+            if since is not None and (record.started or "")[:10] < since:
+                continue
+            out.append(record)
+        out.sort(key=lambda r: (r.started or "", r.id), reverse=True)
+        return out
+
+    def session_record(self, session_id: str) -> SessionRecord:
+        """One session by id (file stem), path, or a unique part of its id."""
+        from mdmem.sessions import SESSIONS_DIR, parse_session
+
+        name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
+        folder = self.root / SESSIONS_DIR
+        stems = sorted(p.stem for p in folder.glob("*.md"))
+        matches = [s for s in stems if s == name] or [s for s in stems if name in s]
+        if len(matches) != 1:
+            found = "no session" if not matches else f"{len(matches)} sessions"
+            raise EntryNotFoundError(f"{found} matching {session_id!r} in {SESSIONS_DIR}/")
+        return parse_session(self.read(f"{SESSIONS_DIR}/{matches[0]}.md"))
+
+    @property
+    def task(self) -> Task:
+        """task_process.md: ``ws.task.add(...)``, ``.complete(n)``, ``.current()`` …"""
+        from mdmem.task import Task, archive_name
+
+        def archive(title: str, text: str) -> None:
+            _, absolute = self.resolve(archive_name(title, dt.datetime.now()))
+            absolute.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(absolute, text.encode("utf-8"))
+
+        return Task(self._reader(TASK_FILE), self._file_writer(TASK_FILE, TASK_FILE), archive)
+
+    @property
+    def world(self) -> World:
+        """world_state.md: ``ws.world.set(key, text)``, ``ws.world.get(key)``."""
+        from mdmem.world import World
+
+        return World(self._reader(WORLD_FILE), self._file_writer(WORLD_FILE, WORLD_FILE))
+
+    # ---- context ----------------------------------------------------------------------------
+
+    def build_context(
+        self,
+        query: str | None = None,
+        budget_tokens: int | None = None,
+        model: str | None = None,
+        *,
+        agent: str | None = None,
+    ) -> Context:
+        """The memory section of a system prompt, at most ``budget_tokens`` long.
+
+        Full mode: the task, this agent's recent sessions, the world state, lasting memories
+        (grouped by type; those matching ``query`` first) and other passages found for
+        ``query``. Minimal mode: lasting memories and the compact memory. Tokens are counted
+        with ``model``'s tokenizer (litellm, offline) or a fast estimate; what did not fit is
+        marked in the text and reported in ``Context.sources``.
+        """
+        from mdmem import context as ctx
+        from mdmem.sessions import SESSIONS_DIR
+        from mdmem.tokens import token_counter
+
+        cfg = self.config.context
+        budget = cfg.budget_tokens if budget_tokens is None else int(budget_tokens)
+        model = model or cfg.model or self.config.llm.model or None
+        count = token_counter(model)
+        knowledge_files = [f for f in (MEMORY_FILE, LEARNINGS_FILE) if (self.root / f).exists()]
+        entries = [e for f in knowledge_files for e in self._entries_or_warn(f)]
+        ranked: list[str] = []
+        related: list[tuple[str, str]] = []
+        if query and query.strip():
+            known = {e.id for e in entries}
+            shown = {*knowledge_files, TASK_FILE, WORLD_FILE, COMPACT_FILE}
+            results = self.search(query, k=max(cfg.retrieved * 3, 10))
+            for hit in results:
+                if hit.id in known:
+                    ranked.append(hit.id)
+                elif hit.path not in shown and len(related) < cfg.retrieved:
+                    related.append((hit.citation, hit.text))
+        sources: list[ctx.Source] = []
+        if self.mode == "full":
+            sources.append(ctx.task_source(self.task.state(), TASK_FILE))
+            own = self.sessions(agent=agent or self.agent, limit=cfg.sessions)
+            sources.append(ctx.sessions_source(own, SESSIONS_DIR + "/"))
+            sources.append(ctx.world_source(self.world.facts(), WORLD_FILE))
+        sources.append(ctx.knowledge_source(entries, ranked, knowledge_files))
+        if self.mode == "full":
+            sources.append(ctx.retrieved_source(related))
+        else:
+            compact = (
+                self._entries_or_warn(COMPACT_FILE) if (self.root / COMPACT_FILE).exists() else []
+            )
+            sources.append(ctx.compact_source(compact, COMPACT_FILE))
+        text, usage = ctx.pack(sources, cfg.shares, budget, count)
+        return ctx.Context(text, count(text), budget, model, self.mode, query, usage)
+
+    def _entries_or_warn(self, path: str) -> list[Entry]:
+        try:
+            return self.entries(path)
+        except FileProblem as exc:
+            log.warning("context: skipped %s", exc)
+            return []
+
     def _expected(self, entry: str | Entry) -> Entry:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
@@ -452,6 +680,19 @@ def _make_embedder(config: Config) -> Embedder:
     from mdmem.index.embed import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
+
+
+def _from_template(root: Path, template: str, *, mode: str, agent: str) -> bool:
+    """Write one template file into the workspace unless it exists; True if written."""
+    text = (templates_dir() / template).read_text(encoding="utf-8")
+    if template == "mdmem.toml":
+        text = Template(text).substitute(mode=mode, agent=agent)
+    try:
+        with open(root / TEMPLATES[template], "x", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    except FileExistsError:
+        return False
+    return True
 
 
 def templates_dir() -> Path:

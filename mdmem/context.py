@@ -1,0 +1,347 @@
+"""Context building: the memory section of a system prompt, within a token budget.
+
+Each source (task, sessions, world, knowledge, retrieved, compact) is a list of units (one
+line or entry each) in priority order. Every source gets a share of the budget; a source that
+needs less than its share gives the rest to the others. A source that does not fit keeps its
+most important units and says what it left out, in the text and in ``Context.sources``:
+``[... 1,234 tokens of world_state.md omitted]``. The result never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mdmem.entries import Entry
+from mdmem.sessions import SessionRecord
+from mdmem.task import TaskState
+from mdmem.tokens import TokenCounter
+from mdmem.world import WorldFact
+
+MEMORY_GROUPS = {
+    "preference": "User Preferences",
+    "fact": "Known Facts",
+    "pattern": "Patterns",
+    "skill": "Proven Skills",
+}
+KEY_EVENT_MIN_IMPORTANCE = 0.75
+"""Session events at least this important are shown in the recent-sessions source."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One line or entry of a source: dropped whole or kept whole."""
+
+    text: str
+    group: str = ""
+    order: int = 0
+    """Position when rendered (units are given in priority order, rendered in this order)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    title: str
+    label: str
+    """What an omission marker names: ``world_state.md``, ``.sessions/`` …"""
+    units: tuple[Unit, ...]
+    groups: tuple[str, ...] = ()
+    """Group headings in the order they are rendered."""
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceUsage:
+    name: str
+    files: tuple[str, ...]
+    share: int
+    """Tokens this source was allotted."""
+    used: int
+    """Tokens of its text in the context (heading and omission marker included)."""
+    omitted: int
+    """Tokens of the units left out."""
+    units: int
+    omitted_units: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {**vars(self), "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class Context:
+    """``text`` goes into the system prompt; ``sources`` says what each source used and lost."""
+
+    text: str
+    tokens: int
+    budget: int
+    model: str | None
+    mode: str
+    query: str | None
+    sources: tuple[SourceUsage, ...] = field(default=())
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def omitted(self) -> int:
+        return sum(s.omitted for s in self.sources)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "text": self.text,
+            "tokens": self.tokens,
+            "budget": self.budget,
+            "model": self.model,
+            "mode": self.mode,
+            "query": self.query,
+            "omitted": self.omitted,
+            "sources": [s.to_dict() for s in self.sources],
+        }
+
+
+# ---- packing ---------------------------------------------------------------------------------
+
+
+def pack(
+    sources: Sequence[Source],
+    shares: Mapping[str, float],
+    budget: int,
+    count: TokenCounter,
+) -> tuple[str, tuple[SourceUsage, ...]]:
+    """Fit ``sources`` into ``budget`` tokens by share; returns the text and the usage."""
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0 tokens, got {budget}")
+    present = [s for s in sources if s.units]
+    unit_cost = {id(s): [count(u.text) + 1 for u in s.units] for s in present}
+    need = {id(s): _cost(s, len(s.units), count, omitted=0) for s in present}
+    sep = count("\n\n") if len(present) > 1 else 0
+    allot = _allot(present, shares, need, budget - sep * max(0, len(present) - 1))
+    kept = {id(s): _fit(s, allot[id(s)], unit_cost[id(s)], count) for s in present}
+    # slack left by whole-unit cuts goes to the sources that were cut, in order
+    for s in present:
+        if kept[id(s)] < len(s.units):
+            used = sum(_cost(x, kept[id(x)], count, _omitted(x, kept, unit_cost)) for x in present)
+            slack = budget - sep * max(0, len(present) - 1) - used
+            if slack > 0:
+                allot[id(s)] = _cost(s, kept[id(s)], count, _omitted(s, kept, unit_cost)) + slack
+                kept[id(s)] = _fit(s, allot[id(s)], unit_cost[id(s)], count)
+    while True:
+        parts = [_render(s, kept[id(s)], _omitted(s, kept, unit_cost)) for s in present]
+        text = "\n\n".join(p for p in parts if p)
+        total = count(text)
+        if total <= budget:
+            break
+        # tokenizers are not additive at the seams: shave the largest source by one unit
+        victim = max(
+            (s for s in present if kept[id(s)] > 0 or _omitted(s, kept, unit_cost)),
+            key=lambda s: count(_render(s, kept[id(s)], _omitted(s, kept, unit_cost))),
+        )
+        if kept[id(victim)] > 0:
+            kept[id(victim)] -= 1
+        else:
+            kept[id(victim)] = -1  # not even its marker fits: reported in sources only
+    usage = []
+    for s in present:
+        n = max(kept[id(s)], 0)
+        omitted = sum(unit_cost[id(s)][n:])
+        rendered = _render(s, kept[id(s)], _omitted(s, kept, unit_cost))
+        usage.append(
+            SourceUsage(
+                s.name,
+                s.files,
+                int(allot[id(s)]),
+                count(rendered) if rendered else 0,
+                omitted,
+                n,
+                len(s.units) - n,
+            )
+        )
+    return text, tuple(usage)
+
+
+def _allot(
+    sources: list[Source], shares: Mapping[str, float], need: dict[int, int], budget: int
+) -> dict[int, int]:
+    """Water-filling: each source's share of what is left; surplus flows to the rest."""
+    allot: dict[int, int] = {}
+    active = list(sources)
+    left = max(0, budget)
+    while active:
+        weights = {id(s): max(shares.get(s.name, 0.0), 0.0) for s in active}
+        total = sum(weights.values())
+        if total <= 0:
+            weights = {id(s): 1.0 for s in active}
+            total = float(len(active))
+        satisfied = [s for s in active if need[id(s)] <= left * weights[id(s)] / total]
+        if not satisfied:
+            for s in active:
+                allot[id(s)] = int(left * weights[id(s)] / total)
+            break
+        for s in satisfied:
+            allot[id(s)] = need[id(s)]
+            left -= need[id(s)]
+            active.remove(s)
+    return allot
+
+
+def _fit(source: Source, allot: int, costs: list[int], count: TokenCounter) -> int:
+    """How many units (in priority order) fit in ``allot`` with the heading and marker."""
+    n = 0
+    used = count(f"## {source.title}") + 1
+    group_cost = count("### x") + 1 if source.groups else 0
+    marker = count(marker_text(10**6, source.label)) + 1
+    seen_groups: set[str] = set()
+    while n < len(source.units):
+        unit = source.units[n]
+        extra = costs[n] + (group_cost if unit.group and unit.group not in seen_groups else 0)
+        rest = marker if n + 1 < len(source.units) else 0
+        if used + extra + rest > allot:
+            break
+        used += extra
+        seen_groups.add(unit.group)
+        n += 1
+    return n
+
+
+def _omitted(source: Source, kept: Mapping[int, int], costs: Mapping[int, list[int]]) -> int:
+    return sum(costs[id(source)][max(kept[id(source)], 0) :])
+
+
+def _cost(source: Source, n: int, count: TokenCounter, omitted: int) -> int:
+    return count(_render(source, n, omitted))
+
+
+def _render(source: Source, n: int, omitted: int) -> str:
+    """The source's text with its first ``n`` units; ``n == -1``: nothing at all."""
+    if n < 0:
+        return ""
+    chosen = sorted(source.units[:n], key=lambda u: u.order)
+    lines = [f"## {source.title}"]
+    lines += [u.text for u in chosen if u.group not in source.groups]
+    for group in source.groups:
+        members = [u.text for u in chosen if u.group == group]
+        if members:
+            lines += [f"### {group}", *members]
+    if omitted:
+        lines.append(marker_text(omitted, source.label))
+    return "\n".join(lines)
+
+
+def marker_text(tokens: int, label: str) -> str:
+    return f"[... {tokens:,} tokens of {label} omitted]"
+
+
+# ---- sources ---------------------------------------------------------------------------------
+
+
+def task_source(state: TaskState, path: str) -> Source:
+    units: list[Unit] = []
+    if not (state.title or state.items):
+        return Source("task", "Current Task", path, (), files=(path,))
+    done = f"{state.done} of {len(state.items)} done"
+    units.append(Unit(f"Task: {state.title or '(untitled)'} (phase {state.phase}; {done})", "", 0))
+    current = state.current
+    if current is not None:
+        units.append(Unit(f"Now: {current.n}. {_flat(current.text)}", "", 1))
+    units += [
+        Unit(f"- {rule.text}", "Instructions", 100 + rule.line) for rule in state.instructions
+    ]
+    open_items = [i for i in state.items if not i.done and i is not current]
+    units += [Unit(f"- [ ] {i.n}. {_flat(i.text)}", "TODO", 1000 + i.n) for i in open_items]
+    done_items = [i for i in reversed(state.items) if i.done]
+    units += [Unit(f"- [x] {i.n}. {_flat(i.text)}", "TODO", 1000 + i.n) for i in done_items]
+    return Source(
+        "task", "Current Task", path, tuple(units), ("Instructions", "TODO"), files=(path,)
+    )
+
+
+def sessions_source(records: Sequence[SessionRecord], folder: str) -> Source:
+    """The agent's recent sessions, newest first: what was asked, how it ended, key events."""
+    heads: list[Unit] = []
+    outcomes: list[Unit] = []
+    asks: list[Unit] = []
+    details: list[Unit] = []
+    for rank, record in enumerate(records):
+        base = rank * 10_000
+        when = (record.started or "")[:16].replace("T", " ")
+        head = f"- {when} {record.title} [{record.status}] ({record.path or record.id})"
+        heads.append(Unit(head, "", base))
+        if record.request:
+            asks.append(Unit(f"  Request: {_flat(record.request)}", "", base + 1))
+        outcome = record.summary or record.response
+        if outcome:
+            label = "Summary" if record.summary else "Response"
+            outcomes.append(Unit(f"  {label}: {_flat(outcome)}", "", base + 2))
+        key = [
+            (position, e)
+            for position, e in enumerate(record.events)
+            if e.importance >= KEY_EVENT_MIN_IMPORTANCE
+        ]
+        for position, event in sorted(key, key=lambda pe: -pe[1].importance)[:8]:
+            line = f"  - {event.time} [{event.action}] {_flat(event.text)}"
+            details.append(Unit(line, "", base + 10 + position))
+    # priority: which sessions there were, how they ended, what was asked, key events
+    units = heads + outcomes + asks + details
+    return Source("sessions", "Recent Sessions", folder, tuple(units + details), files=(folder,))
+
+
+def world_source(facts: Sequence[WorldFact], path: str) -> Source:
+    groups: list[str] = []
+    units = []
+    for n, fact in enumerate(facts):
+        group = fact.section or "World"
+        if group not in groups:
+            groups.append(group)
+        units.append(Unit(f"- {fact.key}: {_flat(fact.value)}", group, n))
+    return Source("world", "World State", path, tuple(units), tuple(groups), files=(path,))
+
+
+def knowledge_source(
+    entries: Iterable[Entry], ranked_ids: Sequence[str], files: Sequence[str]
+) -> Source:
+    """Lasting memories grouped by type; query hits first, then by importance and recency."""
+    memories = [e for e in entries if not e.archived and e.type in MEMORY_GROUPS]
+    rank = {entry_id: n for n, entry_id in enumerate(ranked_ids)}
+    memories.sort(
+        key=lambda e: (
+            rank.get(e.id, len(rank)),
+            -e.importance,
+            _neg_date(e.created),
+        )
+    )
+    units = [Unit(f"- {_flat(e.text)}", MEMORY_GROUPS[e.type], n) for n, e in enumerate(memories)]
+    return Source(
+        "knowledge",
+        "Memory",
+        ", ".join(files),
+        tuple(units),
+        tuple(MEMORY_GROUPS.values()),
+        files=tuple(files),
+    )
+
+
+def retrieved_source(hits: Sequence[tuple[str, str]]) -> Source:
+    """Search hits not already shown by another source: (``path:lines``, text) pairs."""
+    units = [Unit(f"- {_flat(text)} ({where})", "", n) for n, (where, text) in enumerate(hits)]
+    return Source("retrieved", "Related Memories", "search results", tuple(units))
+
+
+def compact_source(entries: Sequence[Entry], path: str) -> Source:
+    """``.compact_memory.md``: its State first, then its key events, newest first."""
+    state = [e for e in entries if e.heading_path[-1:] != ("Key Events",)]
+    events = [e for e in entries if e.heading_path[-1:] == ("Key Events",)]
+    units = [Unit(f"- {_flat(e.text)}", "State", n) for n, e in enumerate(state)]
+    units += [
+        Unit(f"- {_flat(e.text)}", "Key Events", 10_000 + n)
+        for n, e in reversed(list(enumerate(events)))
+    ]
+    return Source("compact", "Compact Memory", path, tuple(units), ("State", "Key Events"), (path,))
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _neg_date(value: str | None) -> str:
+    # newest first under an ascending sort: invert the digits of YYYY-MM-DD
+    return "".join(chr(ord("9") - ord(c) + ord("0")) if c.isdigit() else c for c in value or "")

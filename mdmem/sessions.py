@@ -1,0 +1,715 @@
+"""Sessions: the event stream. One Markdown file per session, written as the session goes.
+
+A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
+
+    ---
+    agent: coder
+    started: 2026-11-19T14:22:10
+    status: running            # then completed or failed
+    rounds: 3
+    tools: {shell: 2, edit_file: 1}
+    ---
+    # Session: fix login bug
+
+    ## Request
+    ## Events
+    - 14:22:48 [planning] Reproduce first, then fix <!-- mdmem importance=0.8 -->
+    ## Response
+    ## Metadata
+
+Every call appends to the file through the safe writes (lock, compare-and-swap, atomic
+replace), so a crash loses at most the event being written and a person may edit the file
+while the session runs. Text that would break the file's structure (headings, fences, HTML
+comments) is kept verbatim inside a fenced block.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import traceback
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from mdmem import edits
+from mdmem.entries import Entry
+from mdmem.markdown import Document, parse_document, split_lines
+
+SESSIONS_DIR = ".sessions"
+SECTIONS = ("Request", "Events", "Response", "Metadata")
+SUMMARY_SECTION = "Summary"
+MAX_EVENT_CHARS = 20_000
+"""Longer event text (a huge tool output) is cut, and the cut is marked in the file."""
+
+IMPORTANCE = {
+    "error": 0.9,
+    "planning": 0.8,
+    "tool_result": 0.75,
+    "tool_call": 0.7,
+    "execute": 0.65,
+    "complete": 0.6,
+    "thinking": 0.55,
+}
+"""Importance of an event inferred from its action when the caller gives none."""
+DEFAULT_EVENT_IMPORTANCE = 0.5
+_ALIASES = {
+    "plan": "planning",
+    "think": "thinking",
+    "thought": "thinking",
+    "reasoning": "thinking",
+    "tool": "tool_call",
+    "call": "tool_call",
+    "result": "tool_result",
+    "observation": "tool_result",
+    "exec": "execute",
+    "execution": "execute",
+    "action": "execute",
+    "done": "complete",
+    "completed": "complete",
+    "finish": "complete",
+    "failure": "error",
+    "failed": "error",
+    "exception": "error",
+}
+_ACTION_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_EVENT_RE = re.compile(
+    r"^(?P<time>\d{1,2}:\d{2}(?::\d{2})?)?\s*\[(?P<action>[^\]\n]+)\]\s*(?P<text>.*)$", re.S
+)
+_FENCE_RE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(?P<body>.*?)\n?\1[ \t]*$", re.S)
+_NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9-]+)$")
+_SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
+
+
+def normal_action(action: str) -> str:
+    """``"Tool Call"`` → ``tool_call``; actions are short lowercase words."""
+    name = re.sub(r"[\s-]+", "_", action.strip().lower())
+    if not _ACTION_RE.match(name):
+        raise ValueError(
+            f"invalid event action {action!r}: a short word such as planning, execute, error"
+        )
+    return name
+
+
+def infer_importance(action: str) -> float:
+    """error 0.9, planning 0.8, tool result 0.75, tool call 0.7, execute 0.65, complete 0.6,
+    thinking 0.55, anything else 0.5."""
+    name = normal_action(action)
+    return IMPORTANCE.get(_ALIASES.get(name, name), DEFAULT_EVENT_IMPORTANCE)
+
+
+def canonical_action(action: str) -> str:
+    name = normal_action(action)
+    return _ALIASES.get(name, name)
+
+
+def slugify(title: str, limit: int = 40) -> str:
+    """A file-name-safe slug: ASCII letters, digits and dashes (``session`` if none)."""
+    ascii_ = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.findall(r"[a-z0-9]+", ascii_.lower())
+    slug = ""
+    for word in words:
+        nxt = f"{slug}-{word}" if slug else word
+        if len(nxt) > limit:
+            break
+        slug = nxt
+    return slug or (words[0][:limit] if words else "session")
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of a session's event stream."""
+
+    time: str
+    """``HH:MM:SS`` as written (local time of the session), or empty."""
+    action: str
+    text: str
+    importance: float
+    line: int = 0
+    """1-based line in the session file (0 when not written to a file)."""
+
+    @property
+    def canonical(self) -> str:
+        """The action as one of the known kinds (``plan`` → ``planning``)."""
+        try:
+            return canonical_action(self.action)
+        except ValueError:
+            return self.action
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "time": self.time,
+            "action": self.action,
+            "text": self.text,
+            "importance": self.importance,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session as read back from its file (or as recorded in memory, in minimal mode)."""
+
+    id: str
+    """The file's stem, e.g. ``20261119_142210_invoice-status-enum-ci``."""
+    path: str | None
+    title: str
+    agent: str
+    started: str | None
+    ended: str | None
+    duration_s: float | None
+    rounds: int
+    tools: Mapping[str, int]
+    status: str
+    requests: tuple[str, ...]
+    events: tuple[Event, ...]
+    responses: tuple[str, ...]
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    summary: str = ""
+    """The ``## Summary`` section (compaction writes it in full mode)."""
+
+    @property
+    def request(self) -> str:
+        return "\n\n".join(self.requests)
+
+    @property
+    def response(self) -> str:
+        return "\n\n".join(self.responses)
+
+    @property
+    def date(self) -> str | None:
+        return self.started[:10] if self.started else None
+
+    def to_messages(self) -> list[dict[str, str]]:
+        """The session as chat messages (user requests, assistant events, tool results)."""
+        out: list[dict[str, str]] = [{"role": "user", "content": r} for r in self.requests]
+        day = f"{self.date} " if self.date else ""
+        for event in self.events:
+            role = "tool" if event.canonical == "tool_result" else "assistant"
+            stamp = f"{day}{event.time} " if event.time else day
+            out.append({"role": role, "content": f"{stamp}[{event.action}] {event.text}"})
+        out += [{"role": "assistant", "content": r} for r in self.responses]
+        return out
+
+    def to_dict(self, events: bool = True) -> dict[str, object]:
+        data: dict[str, object] = {
+            "id": self.id,
+            "path": self.path,
+            "title": self.title,
+            "agent": self.agent,
+            "started": self.started,
+            "ended": self.ended,
+            "duration_s": self.duration_s,
+            "rounds": self.rounds,
+            "tools": dict(self.tools),
+            "status": self.status,
+            "request": self.request,
+            "response": self.response,
+            "metadata": dict(self.metadata),
+            "summary": self.summary,
+        }
+        if events:
+            data["events"] = [e.to_dict() for e in self.events]
+        return data
+
+
+def is_session_path(path: str) -> bool:
+    return path.startswith(SESSIONS_DIR + "/") and path.endswith(".md")
+
+
+def parse_session(doc: Document) -> SessionRecord:
+    """Read a session file. Hand-written or hand-edited ones get sensible defaults."""
+    fm = doc.frontmatter
+    stem = doc.path.rsplit("/", 1)[-1].removesuffix(".md")
+    h1 = next((h.title for h in doc.headings if h.level == 1), "")
+    title = re.sub(r"^session:\s*", "", h1, flags=re.I).strip() or stem
+    sections = _sections(doc)
+    started = _iso(fm.get("started"))
+    if started is None and (m := _NAME_RE.match(stem)):
+        s = m.group("stamp")
+        started = f"{s[:4]}-{s[4:6]}-{s[6:8]}T{s[9:11]}:{s[11:13]}:{s[13:15]}"
+    tools = fm.get("tools") if isinstance(fm.get("tools"), dict) else {}
+    events = tuple(
+        _event(e) for e in doc.entries if e.heading_path and e.heading_path[-1] == "Events"
+    )
+    metadata = {}
+    for line in sections.get("Metadata", "").splitlines():
+        if m := re.match(r"^[-*+]\s+([^:]+):\s*(.*)$", line.strip()):
+            metadata[m.group(1).strip()] = m.group(2).strip()
+    return SessionRecord(
+        id=stem,
+        path=doc.path,
+        title=title,
+        agent=str(fm.get("agent") or "default"),
+        started=started,
+        ended=_iso(fm.get("ended")),
+        duration_s=_number(fm.get("duration_s")),
+        rounds=int(_number(fm.get("rounds")) or 0),
+        tools={str(k): int(_number(v) or 0) for k, v in tools.items()},
+        status=str(fm.get("status") or "unknown"),
+        requests=_paragraphs(sections.get("Request", "")),
+        events=tuple(e for e in events if e is not None),
+        responses=_paragraphs(sections.get("Response", "")),
+        metadata=metadata,
+        summary=sections.get(SUMMARY_SECTION, "").strip(),
+    )
+
+
+def _sections(doc: Document) -> dict[str, str]:
+    """Level-2 section title → its raw text (up to the next heading of level ≤ 2)."""
+    lines = doc.lines
+    out: dict[str, str] = {}
+    tops = [h for h in doc.headings if h.level <= 2]
+    for n, heading in enumerate(tops):
+        if heading.level != 2:
+            continue
+        end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
+        out.setdefault(heading.title.strip(), "".join(lines[heading.line : end]))
+    return out
+
+
+def _paragraphs(text: str) -> tuple[str, ...]:
+    """A Request/Response section → its parts (one per call), fences unwrapped."""
+    parts = [p.strip() for p in re.split(r"\n[ \t]*\n(?=\S)", text.strip()) if p.strip()]
+    # a fenced block holds blank lines of its own: glue parts back until fences balance
+    out: list[str] = []
+    for part in parts:
+        if out and out[-1].count("```") % 2:
+            out[-1] += "\n\n" + part
+        else:
+            out.append(part)
+    return tuple(_unfence(_unescape(p)) for p in out)
+
+
+def _event(entry: Entry) -> Event | None:
+    match = _EVENT_RE.match(entry.text)
+    if not match:
+        return Event("", "note", entry.text, entry.importance, entry.start_line)
+    first, _, rest = match.group("text").partition("\n")
+    text = first.strip()
+    if rest.strip():
+        body = _unfence(rest.strip())
+        # a fenced block holds the whole text (the item line only a preview of it)
+        text = body if body != rest.strip() else f"{text}\n{rest.strip()}".strip()
+    action = match.group("action").strip()
+    importance = entry.importance if "importance" in entry.meta else _safe_infer(action)
+    return Event(match.group("time") or "", action, text, importance, entry.start_line)
+
+
+def _safe_infer(action: str) -> float:
+    try:
+        return infer_importance(action)
+    except ValueError:
+        return DEFAULT_EVENT_IMPORTANCE
+
+
+def _unfence(text: str) -> str:
+    match = _FENCE_RE.match(text.strip())
+    return match.group("body") if match else text
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"(?m)^\\(?=[#=-])", "", text)
+
+
+def _iso(value: object) -> str | None:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return str(value) if value else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def session_skeleton(title: str, agent: str, started: dt.datetime, newline: str = "\n") -> str:
+    front = {"agent": agent, "started": _stamp(started), "status": "running", "rounds": 0}
+    lines = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in front.items()), "---"]
+    lines += [f"# Session: {_one_line(title)}", ""]
+    for name in SECTIONS:
+        lines += [f"## {name}", ""]
+    return newline.join(lines)
+
+
+def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
+    """Set top-level frontmatter keys, one line each; every other line stays as it was."""
+    lines = split_lines(text)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    if not lines or lines[0].rstrip("\r\n").strip() != "---":
+        block = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in values.items()), "---"]
+        return newline.join(block) + newline + text
+    end = next(
+        (n for n in range(1, len(lines)) if lines[n].rstrip("\r\n").strip() in ("---", "...")),
+        None,
+    )
+    if end is None:
+        raise edits.EditNotApplicable("the frontmatter has no closing '---'")
+    pending = dict(values)
+    for n in range(1, end):
+        key = lines[n].split(":", 1)[0]
+        if key in pending and not lines[n][:1].isspace():
+            lines[n] = f"{key}: {_yaml_value(pending.pop(key))}{newline}"
+    extra = [f"{k}: {_yaml_value(v)}{newline}" for k, v in pending.items()]
+    return "".join(lines[:end] + extra + lines[end:])
+
+
+def append_to_section(text: str, path: str, title: str, block: str) -> str:
+    """Append ``block`` (whole lines) at the end of ``## title``, creating it if missing."""
+    doc = parse_document(path, text)
+    return edits.insert_entry(doc, "event", title, block)
+
+
+def render_event(time: str, action: str, text: str, importance: float, newline: str) -> str:
+    """``- HH:MM:SS [action] text <!-- mdmem importance=… -->``, long text fenced below."""
+    head = f"{time} [{action}]"
+    meta = {"importance": importance}
+    if "\n" not in text and _inline_safe(text):
+        return edits.render_item(f"{head} {text}", meta, newline)
+    preview = _one_line(text.split("\n", 1)[0])
+    if len(preview) > 120:
+        preview = preview[:119].rstrip() + " …"
+    item = edits.render_item(f"{head} {preview}" if preview else head, meta, newline)
+    fenced = fence(text, newline)
+    return item + newline.join(f"  {line}" if line else "" for line in fenced.split(newline))
+
+
+def render_paragraph(text: str, newline: str) -> str:
+    """A Request/Response part: as written if it is plain Markdown, else fenced."""
+    text = text.replace("\r\n", "\n").strip()
+    # a line that would read as a heading is escaped (renders the same), else fenced
+    escaped = re.sub(r"(?m)^(?=[ ]{0,3}(?:#|=+[ \t]*$|-{2,}[ \t]*$))", r"\\", text)
+    if _block_safe(escaped):
+        return escaped.replace("\n", newline) + newline
+    return fence(text, newline)
+
+
+def fence(text: str, newline: str) -> str:
+    """``text`` in a fenced block longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    body = text.replace("\r\n", "\n").replace("\n", newline)
+    return f"{ticks}text{newline}{body}{newline}{ticks}{newline}"
+
+
+def _inline_safe(text: str) -> bool:
+    if "<!--" in text or "-->" in text or not text.strip():
+        return False
+    return _block_safe(f"- {text}")
+
+
+def _block_safe(text: str) -> bool:
+    """Whether ``text`` placed in a section leaves the file's headings as they were."""
+    probe = parse_document("probe.md", f"{text}\n\n## Sentinel\n")
+    if "<!--" in text or "-->" in text:
+        return False
+    return [h.title for h in probe.headings] == ["Sentinel"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("<!--", "<!- -").replace("-->", "- ->")
+
+
+def _yaml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(round(value, 3)) if isinstance(value, float) else str(value)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_yaml_value(str(k))}: {_yaml_value(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    text = str(value)
+    return text if _SAFE_SCALAR.match(text) else json.dumps(text, ensure_ascii=False)
+
+
+def _stamp(moment: dt.datetime) -> str:
+    return moment.replace(microsecond=0).isoformat()
+
+
+Writer = Callable[[Callable[[str], str]], str]
+"""Applies an edit (old text → new text) to the session file safely; returns the new text."""
+
+
+class Session:
+    """Records one session as it happens. Get one from ``Workspace.session(...)``.
+
+    ``with ws.session("fix login bug") as s:`` — an exception inside the block is recorded
+    as an ``error`` event, the session is marked ``failed``, and the exception propagates.
+    Without a writer (minimal mode) the session is kept in memory only.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        title: str,
+        agent: str,
+        *,
+        path: str | None,
+        write: Writer | None,
+        started: dt.datetime,
+        clock: Callable[[], dt.datetime] = dt.datetime.now,
+    ) -> None:
+        self.id = session_id
+        self.title = title
+        self.agent = agent
+        self.path = path
+        self.started = started
+        self.status = "running"
+        self.rounds = 0
+        self.tools: dict[str, int] = {}
+        self.events: list[Event] = []
+        self.requests: list[str] = []
+        self.responses: list[str] = []
+        self.metadata: dict[str, str] = {}
+        self._write = write
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, status={self.status!r}, events={len(self.events)})"
+
+    @property
+    def written(self) -> bool:
+        """Whether this session is recorded in a file (full mode)."""
+        return self._write is not None
+
+    # ---- recording -------------------------------------------------------------------------
+
+    def request(self, text: str) -> None:
+        """What the user asked (each call adds one part)."""
+        text = _checked(text, "request")
+        self.requests.append(text)
+        self._edit(lambda t: self._append_part(t, "Request", text))
+
+    def response(self, text: str) -> None:
+        """What the agent answered (each call adds one part)."""
+        text = _checked(text, "response")
+        self.responses.append(text)
+        self._edit(lambda t: self._append_part(t, "Response", text))
+
+    def event(self, action: str, text: str, importance: float | None = None) -> Event:
+        """One step: ``planning``, ``thinking``, ``execute``, ``error``, ``complete``, ….
+
+        Importance is inferred from the action unless given (error 0.9 … thinking 0.55).
+        """
+        name = normal_action(action)
+        value = infer_importance(name) if importance is None else _importance(importance)
+        body = _cap(_checked(text, "event text"))
+        time = self._clock().strftime("%H:%M:%S")
+        event = Event(time, name, body, value, 0)
+        self.events.append(event)
+
+        def edit(current: str) -> str:
+            newline = "\r\n" if "\r\n" in current else "\n"
+            block = render_event(time, name, body, value, newline)
+            return append_to_section(current, self.path or "", "Events", block)
+
+        written = self._edit(edit)
+        if written is not None:
+            line = _last_event_line(self.path or "", written)
+            event = Event(time, name, body, value, line)
+            self.events[-1] = event
+        return event
+
+    def tool(
+        self,
+        name: str,
+        args: Any = None,
+        result: Any = None,
+        *,
+        ok: bool = True,
+        importance: float | None = None,
+    ) -> tuple[Event, Event | None]:
+        """A tool call and (when given) its result; counted in the ``tools`` frontmatter.
+
+        A failed call (``ok=False``) records its result as an ``error`` event.
+        """
+        label = _one_line(str(name)) or "tool"
+        self.tools[label] = self.tools.get(label, 0) + 1
+        call = self.event("tool_call", f"{label}({_render_args(args)})", importance)
+        done = None
+        if result is not None or not ok:
+            text = _render_args(result) if result is not None else "failed"
+            done = self.event("tool_result" if ok else "error", f"{label} → {text}", importance)
+        else:
+            self._sync_front()
+        return call, done
+
+    def round(self) -> int:
+        """Count one model round (one think → act cycle); returns the new count."""
+        self.rounds += 1
+        self._sync_front()
+        return self.rounds
+
+    def set_metadata(self, key: str, value: object) -> None:
+        """A ``- key: value`` line in the Metadata section (files changed, ticket, cost…)."""
+        key = _one_line(key).replace(":", " ")
+        if not key:
+            raise ValueError("metadata key cannot be empty")
+        text = _one_line(str(value))
+        self.metadata[key] = text
+
+        def edit(current: str) -> str:
+            doc = parse_document(self.path or "", current)
+            for entry in doc.entries:
+                if entry.heading_path[-1:] == ("Metadata",) and entry.text.startswith(key + ":"):
+                    lines = doc.lines
+                    lines[entry.start_line - 1 : entry.end_line] = [f"- {key}: {text}{doc.newline}"]
+                    return "".join(lines)
+            return append_to_section(current, self.path or "", "Metadata", f"- {key}: {text}\n")
+
+        self._edit(edit)
+
+    def close(self, status: str = "completed") -> None:
+        """End the session: ``completed`` or ``failed`` (idempotent)."""
+        if self.status != "running":
+            return
+        if status not in ("completed", "failed"):
+            raise ValueError(f"status must be completed or failed, got {status!r}")
+        self.status = status
+        self._sync_front(final=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close("completed")
+            return
+        where = ""
+        if tb is not None:
+            frame = traceback.extract_tb(tb)[-1]
+            where = f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+        message = f"{type(exc).__name__}: {exc}{where}" if str(exc) else type(exc).__name__
+        try:
+            self.event("error", message)
+        finally:
+            self.close("failed")
+
+    # ---- reading back ----------------------------------------------------------------------
+
+    def record(self) -> SessionRecord:
+        """This session as a SessionRecord (what ``Workspace.sessions`` would return)."""
+        now = self._clock()
+        return SessionRecord(
+            id=self.id,
+            path=self.path,
+            title=self.title,
+            agent=self.agent,
+            started=_stamp(self.started),
+            ended=None if self.status == "running" else _stamp(now),
+            duration_s=round((now - self.started).total_seconds(), 1),
+            rounds=self.rounds,
+            tools=dict(self.tools),
+            status=self.status,
+            requests=tuple(self.requests),
+            events=tuple(self.events),
+            responses=tuple(self.responses),
+            metadata=dict(self.metadata),
+        )
+
+    def to_messages(self) -> list[dict[str, str]]:
+        return self.record().to_messages()
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _append_part(self, current: str, section: str, text: str) -> str:
+        newline = "\r\n" if "\r\n" in current else "\n"
+        return _append_paragraph(current, self.path or "", section, text, newline)
+
+    def _sync_front(self, final: bool = False) -> None:
+        values: dict[str, object] = {"status": self.status, "rounds": self.rounds}
+        if self.tools:
+            values["tools"] = dict(self.tools)
+        if final:
+            now = self._clock()
+            values["ended"] = _stamp(now)
+            values["duration_s"] = round((now - self.started).total_seconds(), 1)
+        self._edit(lambda t: set_frontmatter(t, values))
+
+    def _edit(self, edit: Callable[[str], str]) -> str | None:
+        if self._write is None:
+            return None
+        return self._write(edit)
+
+
+def _append_paragraph(current: str, path: str, section: str, text: str, newline: str) -> str:
+    """Add a part at the end of ``## section``, a blank line from what is there."""
+    doc = parse_document(path, current)
+    heading = next((h for h in doc.headings if h.level == 2 and h.title.strip() == section), None)
+    block = render_paragraph(text, newline)
+    if heading is None:
+        return edits.insert_entry(doc, "event", section, block)
+    lines = doc.lines
+    nxt = next((h.line for h in doc.headings if h.line > heading.line), len(lines) + 1)
+    last = nxt - 2
+    while last >= heading.line and not lines[last].strip():
+        last -= 1
+    at = last + 1
+    lead = newline  # a blank line after the heading or the part before
+    if not lines[at - 1].endswith("\n"):
+        lead = newline + lead
+    trail = newline if at < len(lines) and lines[at].strip() else ""
+    return "".join(lines[:at]) + lead + block + trail + "".join(lines[at:])
+
+
+def _last_event_line(path: str, text: str) -> int:
+    doc = parse_document(path, text)
+    lines = [e.start_line for e in doc.entries if e.heading_path[-1:] == ("Events",)]
+    return lines[-1] if lines else 0
+
+
+def _checked(text: str, what: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a string, got {type(text).__name__}")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if not text:
+        raise ValueError(f"{what} cannot be empty")
+    return text
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_EVENT_CHARS:
+        return text
+    omitted = len(text) - MAX_EVENT_CHARS
+    return text[:MAX_EVENT_CHARS] + f"\n[... {omitted:,} characters omitted]"
+
+
+def _importance(value: float) -> float:
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"importance must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def _render_args(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def latest_first(records: Iterable[SessionRecord]) -> list[SessionRecord]:
+    return sorted(records, key=lambda r: (r.started or "", r.id), reverse=True)

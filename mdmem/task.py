@@ -1,0 +1,282 @@
+"""task_process.md: the current task as a state machine a person can edit.
+
+::
+
+    # Task: Gap-free invoice numbering
+
+    ## State
+    - Phase: implement
+    - Pointer: 4
+
+    ## TODO
+    - [x] Migration 0004
+    - [ ] Concurrency test
+
+    ## Instructions
+    - IF tests fail THEN fix the failing test ELSE continue
+
+The checkboxes are the truth: a person ticking a box by hand is the same as ``complete``.
+``Pointer`` (the number of the first open item) is derived from them and rewritten on every
+program write, so a stale pointer after a hand edit does no harm.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mdmem import edits
+from mdmem.entries import Entry
+from mdmem.markdown import Document, parse_document
+
+TASK_FILE = "task_process.md"
+STATE, TODO, INSTRUCTIONS = "State", "TODO", "Instructions"
+_BOX = re.compile(r"^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)(\[[ xX]\][ \t]*)?")
+_RULE = re.compile(
+    r"^IF\s+(?P<cond>.+?)\s+THEN\s+(?P<then>.+?)(?:\s+ELSE\s+(?P<else>.+))?$", re.I | re.S
+)
+_FIELD = re.compile(r"^(?P<key>[A-Za-z][\w -]{0,40}?)\s*:\s*(?P<value>.*)$", re.S)
+
+
+@dataclass(frozen=True)
+class TaskItem:
+    n: int
+    """1-based position in the TODO list (done items count too, so numbers are stable)."""
+    text: str
+    done: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """``IF condition THEN action ELSE otherwise``; a plain rule has no condition."""
+
+    text: str
+    condition: str | None
+    then: str
+    otherwise: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class TaskState:
+    title: str
+    phase: str
+    pointer: int
+    """Number of the first open TODO item (0 when every item is done or there are none)."""
+    items: tuple[TaskItem, ...]
+    instructions: tuple[Instruction, ...]
+    fields: dict[str, str]
+    """Every ``- Key: value`` line of ``## State`` (Phase, Pointer and any a person adds)."""
+
+    @property
+    def current(self) -> TaskItem | None:
+        return next((item for item in self.items if not item.done), None)
+
+    @property
+    def done(self) -> int:
+        return sum(item.done for item in self.items)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "title": self.title,
+            "phase": self.phase,
+            "pointer": self.pointer,
+            "items": [vars(item) for item in self.items],
+            "instructions": [vars(rule) for rule in self.instructions],
+            "fields": dict(self.fields),
+        }
+
+
+def parse_task(doc: Document) -> TaskState:
+    h1 = next((h.title for h in doc.headings if h.level == 1), "")
+    title = re.sub(r"^task:\s*", "", h1, flags=re.I).strip()
+    items: list[TaskItem] = []
+    rules: list[Instruction] = []
+    fields: dict[str, str] = {}
+    for entry in doc.entries:
+        section = _section_of(entry)
+        if section == TODO and entry.kind == "item":
+            items.append(
+                TaskItem(len(items) + 1, entry.text, bool(entry.checked), entry.start_line)
+            )
+        elif section == INSTRUCTIONS:
+            rules.append(_instruction(entry))
+        elif section == STATE and (m := _FIELD.match(entry.text)):
+            fields[m.group("key").strip()] = m.group("value").strip()
+    phase = next((v for k, v in fields.items() if k.lower() == "phase"), "") or "idle"
+    current = next((item.n for item in items if not item.done), 0)
+    if title.lower() in ("(none yet)", "none"):
+        title = ""
+    return TaskState(title, phase, current, tuple(items), tuple(rules), fields)
+
+
+def _section_of(entry: Entry) -> str | None:
+    for title in reversed(entry.heading_path):
+        for name in (STATE, TODO, INSTRUCTIONS):
+            if title.strip().lower() == name.lower():
+                return name
+    return None
+
+
+def _instruction(entry: Entry) -> Instruction:
+    text = " ".join(entry.text.split())
+    if m := _RULE.match(text):
+        return Instruction(
+            text, m.group("cond"), m.group("then"), m.group("else"), entry.start_line
+        )
+    return Instruction(text, None, text, None, entry.start_line)
+
+
+# ---- edits: old text → new text, every other line kept ----------------------------------
+
+
+def add_item(text: str, path: str, item: str) -> str:
+    doc = parse_document(path, text)
+    block = f"- [ ] {_line(item)}{doc.newline}"
+    return sync_pointer(edits.insert_entry(doc, "todo", TODO, block), path)
+
+
+def complete_item(text: str, path: str, n: int, done: bool = True) -> str:
+    doc = parse_document(path, text)
+    item = _item(doc, n)
+    lines = doc.lines
+    line = lines[item.line - 1]
+    match = _BOX.match(line)
+    if match is None:  # not a list item any more: the file changed in a way we can't redo
+        raise edits.EditNotApplicable(f"{path}:{item.line}: TODO item {n} is not a list item")
+    box = "[x] " if done else "[ ] "
+    lines[item.line - 1] = match.group(1) + box + line[match.end() :]
+    return sync_pointer("".join(lines), path)
+
+
+def set_field(text: str, path: str, key: str, value: str) -> str:
+    """``- Key: value`` under ``## State``: replaced in place, or added."""
+    doc = parse_document(path, text)
+    value = _line(value)
+    for entry in doc.entries:
+        m = _FIELD.match(entry.text)
+        if _section_of(entry) == STATE and m and m.group("key").strip().lower() == key.lower():
+            lines = doc.lines
+            first = lines[entry.start_line - 1]
+            start = first.index(":", first.index(m.group("key"))) + 1
+            ending = first[len(first.rstrip("\r\n")) :]
+            lines[entry.start_line - 1 : entry.end_line] = [f"{first[:start]} {value}{ending}"]
+            return "".join(lines)
+    return edits.insert_entry(doc, "state", STATE, f"- {key}: {value}{doc.newline}")
+
+
+def sync_pointer(text: str, path: str) -> str:
+    state = parse_task(parse_document(path, text))
+    if state.fields.get("Pointer") == str(state.pointer):
+        return text
+    return set_field(text, path, "Pointer", str(state.pointer))
+
+
+def add_instruction(text: str, path: str, rule: str) -> str:
+    doc = parse_document(path, text)
+    return edits.insert_entry(doc, "instruction", INSTRUCTIONS, f"- {_line(rule)}{doc.newline}")
+
+
+def new_task(title: str, items: list[str] | tuple[str, ...], phase: str, newline: str) -> str:
+    lines = [f"# Task: {_line(title)}", "", f"## {STATE}", f"- Phase: {_line(phase)}"]
+    lines += [f"- Pointer: {1 if items else 0}", "", f"## {TODO}"]
+    lines += [f"- [ ] {_line(item)}" for item in items]
+    lines += ["", f"## {INSTRUCTIONS}", ""]
+    return newline.join(lines)
+
+
+def _item(doc: Document, n: int) -> TaskItem:
+    items = parse_task(doc).items
+    if not 1 <= n <= len(items):
+        raise IndexError(f"{doc.path}: no TODO item {n} (the list has {len(items)})")
+    return items[n - 1]
+
+
+def _line(text: str) -> str:
+    text = edits.check_text(text)
+    if "\n" in text:
+        raise ValueError("task items, phases and instructions are one line each")
+    return text
+
+
+# ---- the object agents use ------------------------------------------------------------------
+
+Writer = Callable[[Callable[[str], str]], str]
+
+
+class Task:
+    """``ws.task``: read and advance task_process.md (full mode writes it; minimal only reads)."""
+
+    def __init__(
+        self,
+        read: Callable[[], Document | None],
+        write: Writer,
+        archive: Callable[[str, str], None],
+    ) -> None:
+        self._read = read
+        self._write = write
+        self._archive = archive
+
+    def state(self) -> TaskState:
+        doc = self._read()
+        if doc is None:
+            return TaskState("", "idle", 0, (), (), {})
+        return parse_task(doc)
+
+    def items(self) -> list[TaskItem]:
+        return list(self.state().items)
+
+    def current(self) -> TaskItem | None:
+        """The first open TODO item: what to work on now."""
+        return self.state().current
+
+    @property
+    def phase(self) -> str:
+        return self.state().phase
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        return list(self.state().instructions)
+
+    def add(self, item: str) -> TaskItem:
+        """Append an open item to the TODO list."""
+        new = self._write(lambda text: add_item(text, TASK_FILE, item))
+        return parse_task(parse_document(TASK_FILE, new)).items[-1]
+
+    def complete(self, n: int, done: bool = True) -> TaskItem:
+        """Tick item ``n`` (1-based); ``done=False`` unticks it. Ticking twice is harmless."""
+        new = self._write(lambda text: complete_item(text, TASK_FILE, n, done))
+        return parse_task(parse_document(TASK_FILE, new)).items[n - 1]
+
+    def set_phase(self, phase: str) -> None:
+        self._write(lambda text: set_field(text, TASK_FILE, "Phase", phase))
+
+    def instruct(self, condition: str, then: str, otherwise: str | None = None) -> Instruction:
+        """Add ``IF condition THEN then [ELSE otherwise]`` to the instructions."""
+        rule = f"IF {condition} THEN {then}" + (f" ELSE {otherwise}" if otherwise else "")
+        new = self._write(lambda text: add_instruction(text, TASK_FILE, rule))
+        return parse_task(parse_document(TASK_FILE, new)).instructions[-1]
+
+    def new(
+        self, title: str, items: list[str] | tuple[str, ...] = (), phase: str = "plan"
+    ) -> TaskState:
+        """Start a new task. The previous one, if it had any content, is kept as
+        ``.tasks/YYYYMMDD_HHMMSS_<slug>.md``: nothing is thrown away."""
+        body = new_task(title, items, phase, "\n")  # validates before anything is written
+
+        def edit(text: str) -> str:
+            old = parse_task(parse_document(TASK_FILE, text)) if text else None
+            if old and (old.items or old.title):
+                self._archive(old.title or "task", text)
+            return body.replace("\n", parse_document(TASK_FILE, text).newline) if text else body
+
+        return parse_task(parse_document(TASK_FILE, self._write(edit)))
+
+
+def archive_name(title: str, moment: dt.datetime) -> str:
+    from mdmem.sessions import slugify
+
+    return f".tasks/{moment.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}.md"
