@@ -409,6 +409,286 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         _warn(problem)
 
 
+@app.command()
+def mode(
+    ctx: typer.Context,
+    new_mode: Annotated[
+        str | None, typer.Argument(metavar="[minimal|full]", help="Switch to this mode.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the workspace's mode, or switch it (no file is ever deleted)."""
+    if new_mode is not None and new_mode not in ("minimal", "full"):
+        _fail(f"mode must be 'minimal' or 'full', got {new_mode!r}", 2)
+    ws = _open(ctx)
+    created: list[str] = []
+    before = ws.mode
+    if new_mode is not None:
+        created = ws.set_mode(new_mode)  # type: ignore[arg-type]
+    if as_json:
+        _print_json({"mode": ws.mode, "previous": before, "created": created})
+        return
+    if new_mode is None or new_mode == before:
+        typer.echo(f"{ws.mode}")
+    else:
+        typer.echo(f"mode: {before} -> {ws.mode}")
+    for name in created:
+        typer.echo(f"  created  {name}")
+
+
+sessions_app = typer.Typer(
+    help="Recorded sessions (the event stream in .sessions/).", no_args_is_help=False
+)
+app.add_typer(sessions_app, name="sessions")
+
+
+@sessions_app.callback(invoke_without_command=True)
+def sessions_list(
+    ctx: typer.Context,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
+    since: Annotated[str | None, typer.Option(help="Started on or after (YYYY-MM-DD).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most this many.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List sessions, newest first (`mdmem sessions show ID` prints one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if since is not None:
+        _check_date(since, "--since")
+    ws = _open(ctx)
+    records = ws.sessions(agent=agent, since=since, limit=limit)
+    if as_json:
+        _print_json([r.to_dict(events=False) for r in records])
+        return
+    if not records:
+        typer.echo("No sessions.")
+    for r in records:
+        when = (r.started or "?")[:16].replace("T", " ")
+        tools = sum(r.tools.values())
+        typer.echo(
+            f"{r.id}  {when}  {r.agent:10} {r.status:9} {len(r.events):3} events "
+            f"{tools:3} tools  {r.title}"
+        )
+
+
+@sessions_app.command("show")
+def sessions_show(
+    ctx: typer.Context,
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id or part of it.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print one session: request, events with importance, response."""
+    ws = _open(ctx)
+    r = ws.session_record(session_id)
+    if as_json:
+        _print_json(r.to_dict())
+        return
+    tools = ", ".join(f"{k} {v}" for k, v in r.tools.items()) or "none"
+    typer.echo(f"{r.title}  ({r.path})")
+    typer.echo(
+        f"agent {r.agent} | {r.status} | started {r.started} | ended {r.ended or '-'} | "
+        f"{r.rounds} rounds | tools: {tools}"
+    )
+    if r.request:
+        typer.echo(f"\nRequest:\n{_indent(r.request)}")
+    typer.echo("\nEvents:")
+    for e in r.events:
+        typer.echo(f"  {e.time:8} {e.importance:.2f} [{e.action}] {_indent(e.text).lstrip()}")
+    if r.response:
+        typer.echo(f"\nResponse:\n{_indent(r.response)}")
+    if r.summary:
+        typer.echo(f"\nSummary:\n{_indent(r.summary)}")
+
+
+task_app = typer.Typer(help="The current task in task_process.md: TODO, phase, instructions.")
+app.add_typer(task_app, name="task")
+
+
+@task_app.callback(invoke_without_command=True)
+def task_main(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show the task (same as `mdmem task list`)."""
+    if ctx.invoked_subcommand is None:
+        _show_task(ctx, as_json)
+
+
+@task_app.command("list")
+def task_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show the task: phase, TODO items (the current one marked), instructions."""
+    _show_task(ctx, as_json)
+
+
+@task_app.command("add")
+def task_add(
+    ctx: typer.Context,
+    item: Annotated[str, typer.Argument(help="The TODO item, one line.")],
+) -> None:
+    """Append an open item to the TODO list."""
+    added = _open(ctx).task.add(item)
+    typer.echo(f"added {added.n}. {added.text}")
+
+
+@task_app.command("done")
+def task_done(
+    ctx: typer.Context,
+    n: Annotated[int, typer.Argument(help="Item number (as `mdmem task` shows it).")],
+    undo: Annotated[bool, typer.Option(help="Untick it instead.")] = False,
+) -> None:
+    """Tick TODO item N (the same as ticking its box by hand)."""
+    ws = _open(ctx)
+    try:
+        item = ws.task.complete(n, done=not undo)
+    except IndexError as exc:
+        _fail(str(exc), 2)
+    typer.echo(f"{'[x]' if item.done else '[ ]'} {item.n}. {item.text}")
+    current = ws.task.current()
+    typer.echo(f"now: {current.n}. {current.text}" if current else "all items done")
+
+
+@task_app.command("phase")
+def task_phase(
+    ctx: typer.Context,
+    phase: Annotated[str | None, typer.Argument(help="New phase (omit to show it).")] = None,
+) -> None:
+    """Show or set the task's phase (plan, implement, verify, … any word you use)."""
+    ws = _open(ctx)
+    if phase is not None:
+        ws.task.set_phase(phase)
+    typer.echo(ws.task.phase)
+
+
+@task_app.command("new")
+def task_new(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Argument(help="What the task is.")],
+    items: Annotated[list[str] | None, typer.Argument(help="Initial TODO items.")] = None,
+    phase: Annotated[str, typer.Option(help="Starting phase.")] = "plan",
+) -> None:
+    """Start a new task; the previous one is kept in .tasks/ (never deleted)."""
+    state = _open(ctx).task.new(title, items or [], phase=phase)
+    typer.echo(f"new task: {state.title} ({len(state.items)} items, phase {state.phase})")
+
+
+def _show_task(ctx: typer.Context, as_json: bool) -> None:
+    state = _open(ctx).task.state()
+    if as_json:
+        _print_json(state.to_dict())
+        return
+    if not (state.title or state.items):
+        typer.echo("No task (start one with `mdmem task new TITLE`).")
+        return
+    typer.echo(f"{state.title}  (phase {state.phase}; {state.done} of {len(state.items)} done)")
+    current = state.current
+    for item in state.items:
+        mark = "->" if current is not None and item.n == current.n else "  "
+        typer.echo(f"{mark} [{'x' if item.done else ' '}] {item.n}. {item.text}")
+    if state.instructions:
+        typer.echo("instructions:")
+        for rule in state.instructions:
+            typer.echo(f"   {rule.text}")
+
+
+@app.command()
+def world(
+    ctx: typer.Context,
+    key: Annotated[str | None, typer.Argument(help="A fact's key (omit to list all).")] = None,
+    value: Annotated[str | None, typer.Argument(help="Set the fact to this text.")] = None,
+    section: Annotated[
+        str | None, typer.Option(help="Section for a new key (default: the first).")
+    ] = None,
+    remove: Annotated[bool, typer.Option(help="Archive KEY's bullet.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The world state: list facts, get one (KEY), set one (KEY VALUE), or --remove KEY."""
+    ws = _open(ctx)
+    if remove:
+        if key is None or value is not None:
+            _fail("--remove takes exactly one KEY", 2)
+        try:
+            ws.world.remove(key)
+        except KeyError:
+            _fail(f"no world fact {key!r} in world_state.md")
+        typer.echo(f"archived {key}")
+        return
+    if key is not None and value is not None:
+        fact = ws.world.set(key, value, section=section)
+        if as_json:
+            _print_json(fact.to_dict())
+        else:
+            typer.echo(f"world_state.md:{fact.line}  {fact.key}: {fact.value}")
+        return
+    facts = ws.world.facts()
+    if key is not None:
+        facts = [f for f in facts if f.key.casefold() == key.casefold()]
+        if not facts:
+            _fail(f"no world fact {key!r} in world_state.md")
+    if as_json:
+        _print_json([f.to_dict() for f in facts] if key is None else facts[0].to_dict())
+        return
+    if key is not None:
+        typer.echo(facts[0].value)
+        return
+    section_now = None
+    for fact in facts:
+        if fact.section != section_now:
+            section_now = fact.section
+            typer.echo(f"{fact.section or '(no section)'}:")
+        typer.echo(f"  {fact.key}: {fact.value}")
+    if not facts:
+        typer.echo("No world facts (set one with `mdmem world KEY VALUE`).")
+
+
+@app.command()
+def context(
+    ctx: typer.Context,
+    query: Annotated[str | None, typer.Argument(help="What the next turn is about.")] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", "-b", help="Token budget (default: context.budget_tokens)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Count tokens with this model's tokenizer (litellm).")
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="Whose sessions (default: the workspace's agent).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the memory section of a system prompt, within a token budget.
+
+    What each source used and left out goes to stderr (the text itself to stdout).
+    """
+    if budget is not None and budget < 0:
+        _fail("--budget must be >= 0", 2)
+    _log_to_stderr()
+    ws = _open(ctx)
+    result = ws.build_context(query, budget, model, agent=agent)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    typer.echo(result.text)
+    counted = result.model or "estimate"
+    typer.echo(
+        f"mdmem: {result.tokens:,} of {result.budget:,} tokens ({counted}); mode {result.mode}",
+        err=True,
+    )
+    for s in result.sources:
+        lost = f", {s.omitted:,} omitted ({s.omitted_units} items)" if s.omitted else ""
+        typer.echo(f"mdmem:   {s.name:10} {s.used:6,} used of {s.share:6,}{lost}", err=True)
+
+
+def _indent(text: str, pad: str = "  ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())
+
+
+def _check_date(value: str, option: str) -> None:
+    import datetime as dt
+
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        _fail(f"{option} must be a date (YYYY-MM-DD), got {value!r}", 2)
+
+
 def _watcher_line(info: dict[str, Any] | None) -> str:
     if not info:
         return "not running (start one with `mdmem watch`)"

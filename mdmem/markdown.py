@@ -241,6 +241,8 @@ def _type_from_headings(stack: list[Heading]) -> str | None:
 
 
 def _dedent(line: str, width: int) -> str:
+    if line[:width] == " " * width:
+        return line[width:]  # the common case: keeps tabs inside the text as written
     expanded = line.expandtabs(4)
     strip = min(width, len(expanded) - len(expanded.lstrip(" ")))
     return expanded[strip:]

@@ -681,7 +681,8 @@ def _last_event_line(path: str, text: str) -> int:
 def _checked(text: str, what: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a string, got {type(text).__name__}")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    text = "\n".join(line.rstrip() for line in lines).strip()  # trailing blanks are not kept
     if not text:
         raise ValueError(f"{what} cannot be empty")
     return text

@@ -444,7 +444,7 @@ class Workspace:
             lines = text.splitlines(keepends=True)
             for n, current in enumerate(lines):
                 if re.match(r"^\s*mode\s*=", current):
-                    comment = re.search(r"\s#.*$", current.rstrip("\r\n"))
+                    comment = re.search(r"\s+#.*$", current.rstrip("\r\n"))
                     ending = current[len(current.rstrip("\r\n")) :] or "\n"
                     lines[n] = line + (comment.group(0) if comment else "") + ending
                     return "".join(lines)

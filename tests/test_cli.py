@@ -125,3 +125,47 @@ def test_search_sees_a_hand_edit_at_once(tmp_path: Path) -> None:
     assert status["files"] >= 1 and status["stale"] == [] and status["watcher"] is None
     bad = run("-w", str(ws), "search", "x", "--mode", "fuzzy")
     assert bad.returncode == 2
+
+
+def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
+    import shutil
+
+    ws = tmp_path / "ex"
+    shutil.copytree(Path(__file__).parent.parent / "example_workspace", ws)
+    w = ("-w", str(ws))
+    out = run(*w, "sessions", "--agent", "coder", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [s["agent"] for s in json.loads(out.stdout)] == ["coder"] * 3
+    out = run(*w, "sessions", "show", "enum-ci")
+    assert "[error] psycopg.errors.UndefinedObject" in out.stdout
+    assert run(*w, "sessions", "show", "nope").returncode == 1
+    assert run(*w, "sessions", "--since", "yesterday").returncode == 2
+
+    out = run(*w, "task")
+    assert "-> [ ] 4. tests/test_numbering_concurrency.py" in out.stdout
+    out = run(*w, "task", "done", "4")
+    assert out.returncode == 0 and "now: 5." in out.stdout
+    assert run(*w, "task", "done", "99").returncode == 2
+    assert run(*w, "task", "add", "Write the changelog").stdout.startswith("added 7.")
+    assert run(*w, "task", "phase", "verify").stdout.strip() == "verify"
+    state = json.loads(run(*w, "task", "list", "--json").stdout)
+    assert (state["pointer"], state["phase"]) == (5, "verify")
+
+    assert "5433" in run(*w, "world", "db").stdout
+    out = run(*w, "world", "db", "PostgreSQL 16.4 on 6543")
+    assert out.returncode == 0 and out.stdout.startswith("world_state.md:")
+    assert run(*w, "world", "db").stdout.strip() == "PostgreSQL 16.4 on 6543"
+    assert run(*w, "world", "no such key").returncode == 1
+    assert run(*w, "world", "--remove", "heroku").returncode == 0
+
+    assert run(*w, "mode").stdout.strip() == "full"
+    out = run(*w, "mode", "minimal", "--json")
+    assert json.loads(out.stdout) == {"mode": "minimal", "previous": "full", "created": []}
+    out = run(*w, "task", "add", "x")
+    assert out.returncode == 1 and "full mode only" in out.stderr
+    assert run(*w, "mode", "maximal").returncode == 2
+    data = json.loads(run(*w, "context", "--budget", "300", "--json").stdout)
+    assert data["tokens"] <= 300 and [s["name"] for s in data["sources"]] == [
+        "knowledge",
+        "compact",
+    ]

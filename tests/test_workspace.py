@@ -17,15 +17,19 @@ def test_init_writes_every_template_and_never_overwrites(tmp_path: Path) -> None
     root.mkdir()
     (root / "memory.md").write_text("# Mine\n- keep me\n")
     ws = Workspace.init(root, mode="minimal", agent="coder")
+    full_only = {"task_process.md", "world_state.md"}
     for name in TEMPLATES.values():
-        assert (root / name).is_file(), name
-    assert (root / ".sessions").is_dir()
+        assert (root / name).is_file() == (name not in full_only), name
+    assert not (root / ".sessions").exists()  # minimal mode writes no session files
     assert (root / "memory.md").read_text() == "# Mine\n- keep me\n"
     assert ".mdmem/" in (root / ".gitignore").read_text()
     assert ws.mode == "minimal" and ws.agent == "coder"
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    Workspace.init(root, mode="full", agent="other")  # twice is safe
-    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    Workspace.init(root, mode="full", agent="other")  # twice is safe: only adds what is missing
+    after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert {p: after[p] for p in before} == before
+    assert {p.name for p in after if p not in before} == full_only
+    assert (root / ".sessions").is_dir()
 
 
 def test_fresh_workspace_has_no_entries_from_template_prose(ws: Workspace) -> None:
