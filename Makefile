@@ -28,6 +28,13 @@ demo: $(STAMP)
 	$(BIN)/mdmem -w $(DEMO) search "which port does the test database use" -k 3 --explain
 	$(BIN)/mdmem -w $(DEMO) search "中文" -k 2 --mode keyword
 	$(BIN)/mdmem -w $(DEMO) status
+	@echo "--- full mode: the task, the world, the sessions, and the memory section of a prompt"
+	$(BIN)/mdmem -w $(DEMO) task
+	$(BIN)/mdmem -w $(DEMO) world db
+	$(BIN)/mdmem -w $(DEMO) sessions
+	$(BIN)/mdmem -w $(DEMO) context "which port does the test database use" --budget 800 --model gpt-4o
+	@echo "--- an agent runs the rest of the task through the library (examples/agent_loop.py)"
+	$(BIN)/python examples/agent_loop.py $(DEMO)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
