@@ -1,0 +1,278 @@
+"""Extraction: offline rules, the LLM engine through a scripted litellm provider (good, fenced,
+malformed then repaired, malformed twice), and deduplication against existing memories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdmem.config import LLMConfig
+from mdmem.entries import Entry
+from mdmem.extract import (
+    Candidate,
+    extract_llm,
+    extract_offline,
+    plan,
+    resolve_offline,
+    third_person,
+)
+from mdmem.tokens import import_litellm
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
+MODEL = LLMConfig(model="scripted/m")
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch):
+    """A litellm custom provider answering from a script; records the prompts it got."""
+    litellm = import_litellm()
+    from litellm.utils import custom_llm_setup
+
+    def make(*replies: str) -> list[list[dict]]:
+        calls: list[list[dict]] = []
+        queue = list(replies)
+
+        class Handler(litellm.CustomLLM):
+            def completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                calls.append(kwargs["messages"])
+                return litellm.completion(
+                    model="gpt-4o-mini", messages=kwargs["messages"], mock_response=queue.pop(0)
+                )
+
+        provider = [{"provider": "scripted", "custom_handler": Handler()}]
+        monkeypatch.setattr(litellm, "custom_provider_map", provider)
+        custom_llm_setup()
+        return calls
+
+    return make
+
+
+def entry(text: str, id: str = "m-1", type: str = "preference", archived: bool = False) -> Entry:
+    return Entry(
+        path="memory.md",
+        start_line=3,
+        end_line=3,
+        text=text,
+        heading_path=("Memory",),
+        kind="item",
+        type=type,
+        importance=0.5,
+        id=id,
+        archived=archived,
+    )
+
+
+def cand(text: str, type: str = "fact") -> Candidate:
+    return Candidate(type, text, 0.6, text)
+
+
+# ---- offline ----------------------------------------------------------------------------------
+
+
+def test_offline_rules_on_chat() -> None:
+    messages = [
+        {
+            "role": "user",
+            "content": (
+                "Hi there! I prefer tabs over spaces. Never commit directly to main. "
+                "My editor is Neovim. It's raining today, ugh. We use PostgreSQL 16 for everything. "
+                "Should we add caching? I think maybe Redis is fine."
+            ),
+        },
+        {"role": "assistant", "content": "Noted. The API runs on port 8080 behind nginx."},
+    ]
+    found = {c.text: c for c in extract_offline(messages, source="s1")}
+    assert set(found) == {
+        "User prefers tabs over spaces.",
+        "User wants the agent to never commit directly to main",
+        "The user's editor is Neovim.",
+        "The team uses PostgreSQL 16 for everything.",
+        "The API runs on port 8080 behind nginx.",
+    }
+    assert found["User prefers tabs over spaces."].type == "preference"
+    assert found["The user's editor is Neovim."].type == "fact"
+    assert found["The user's editor is Neovim."].evidence == "My editor is Neovim."
+    assert all(c.source == "s1" for c in found.values())
+
+
+def test_offline_skills_from_error_fix_pairs() -> None:
+    skills = [c for path in SESSIONS for c in extract_offline(path) if c.type == "skill"]
+    texts = "\n".join(c.text for c in skills)
+    assert (
+        'When psycopg.errors.UndefinedObject: type "invoice_status" does not exist: fix with'
+        in texts
+    )
+    assert any("libgobject-2.0-0" in c.text and "libpango" in c.text for c in skills)
+    assert all(c.text.startswith("When ") for c in skills)
+    # the request's decision survives "this morning"
+    facts = [c.text for c in extract_offline(SESSIONS[2]) if c.type == "fact"]
+    assert any("Fly.io instead of Heroku" in t for t in facts)
+
+
+def test_offline_chat_people_facts_in_third_person() -> None:
+    chat = [
+        {
+            "role": "user",
+            "name": "Ana",
+            "timestamp": "2023-05-08T10:00:00",
+            "content": "I went to a pottery workshop yesterday. How are you?",
+        },
+        {
+            "role": "assistant",
+            "name": "Ben",
+            "timestamp": "2023-05-08T10:00:00",
+            "content": "Good! I love hiking with my dog Max. Have a nice evening tonight!",
+        },
+    ]
+    texts = [c.text for c in extract_offline(chat)]
+    assert "Ana went to a pottery workshop yesterday (2023-05-07)." in texts
+    assert "Ben loves hiking with Ben's dog Max." in texts
+    assert not any("tonight" in t or "How are you" in t for t in texts)
+
+
+def test_third_person() -> None:
+    assert (
+        third_person("I have two cats and I'm a nurse", "Ana")
+        == "Ana has two cats and Ana is a nurse"
+    )
+    assert third_person("I prefer dark mode", "User") == "User prefers dark mode"
+
+
+# ---- LLM engine -------------------------------------------------------------------------------
+
+GOOD = (
+    '{"memories": [{"type": "preference", "text": "User prefers httpx over requests", '
+    '"importance": 0.8, "evidence": "httpx, never requests"}, '
+    '{"type": "skill", "text": "Create the enum with checkfirst=True", "importance": 0.9}]}'
+)
+
+
+def test_llm_good_json(scripted) -> None:
+    calls = scripted(GOOD)
+    result = extract_llm([{"role": "user", "content": "use httpx"}], MODEL, source="s9")
+    assert [c.type for c in result.candidates] == ["preference", "skill"]
+    assert result.candidates[0].evidence == "httpx, never requests"
+    assert result.candidates[0].source == "s9" and result.problems == ()
+    assert len(calls) == 1 and "use httpx" in calls[0][-1]["content"]
+
+
+def test_llm_fenced_json_with_prose(scripted) -> None:
+    scripted(f"Sure! Here you go:\n```json\n{GOOD}\n```\nLet me know if you need more.")
+    result = extract_llm([{"role": "user", "content": "x"}], MODEL)
+    assert len(result.candidates) == 2 and result.problems == ()
+
+
+def test_llm_malformed_then_repaired(scripted) -> None:
+    calls = scripted('{"memories": [{"type": "fact", "text": "Deploys go to Fly.io",}', GOOD)
+    result = extract_llm([{"role": "user", "content": "x"}], MODEL)
+    assert len(result.candidates) == 2
+    assert len(calls) == 2
+    repair = calls[1][-1]["content"]
+    assert "invalid JSON" in repair and calls[1][-2]["role"] == "assistant"
+    assert result.problems and result.problems[0].startswith("reply 1: invalid JSON")
+
+
+def test_llm_malformed_twice_is_reported_not_raised(scripted) -> None:
+    calls = scripted("I could not find anything.", '{"memories": "none"}')
+    result = extract_llm([{"role": "user", "content": "x"}], MODEL)
+    assert result.candidates == ()
+    assert len(calls) == 2
+    assert result.problems == (
+        "reply 1: no JSON object in the reply (starts 'I could not find anything.')",
+        'reply 2: the object has no "memories" list',
+    )
+
+
+def test_llm_invalid_items_are_dropped_and_reported(scripted) -> None:
+    scripted(
+        '{"memories": [{"type": "opinion", "text": "x"}, {"type": "fact", "text": ""}, '
+        '{"type": "fact", "text": "Invoices are in EUR", "importance": "high"}, '
+        '{"type": "fact", "text": "VAT is 19 %", "importance": 7}]}'
+    )
+    result = extract_llm([{"role": "user", "content": "x"}], MODEL)
+    assert [(c.text, c.importance) for c in result.candidates] == [("VAT is 19 %", 1.0)]
+    assert len(result.problems) == 3 and "opinion" in result.problems[0]
+
+
+# ---- deduplication ----------------------------------------------------------------------------
+
+
+def test_plan_hash_and_batch_duplicates_without_embedder() -> None:
+    existing = [entry("User prefers dark mode", "m-1"), entry("Old fact", "m-2", archived=True)]
+    decisions = plan(
+        [cand("user prefers  dark mode!"), cand("Old fact"), cand("New fact"), cand("new FACT")],
+        existing,
+    )
+    assert [d.action for d in decisions] == ["skip", "add", "add", "skip"]
+    assert decisions[0].existing is not None and decisions[0].existing.id == "m-1"
+    assert "earlier candidate" in decisions[3].reason
+
+
+def test_resolve_offline_rules() -> None:
+    old = entry("Local PostgreSQL runs on host port 5433", type="fact")
+    assert resolve_offline(cand("Local PostgreSQL runs on host port 5434"), old).action == "replace"
+    negated = resolve_offline(cand("Local PostgreSQL no longer runs on host port 5433"), old)
+    assert negated.action == "replace" and "negation" in negated.reason
+    merged = resolve_offline(cand("Local PostgreSQL runs on host port 5433 in docker compose"), old)
+    assert merged.action == "merge" and merged.text.endswith("in docker compose")
+    assert resolve_offline(cand("Local PostgreSQL runs on port 5433"), old).action == "skip"
+    subject = resolve_offline(
+        cand("The deploy target is Fly.io"), entry("The deploy target is Heroku")
+    )
+    assert subject.action == "replace"
+
+
+def fake_embed(texts: list[str]) -> np.ndarray:
+    """Vectors by word hashing: near-identical texts get near-identical vectors."""
+    rows = np.zeros((len(texts), 64), dtype=np.float32)
+    for n, text in enumerate(texts):
+        for word in text.lower().replace(".", "").split():
+            rows[n, sum(map(ord, word)) % 64] += 1
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_plan_with_llm_resolution_and_fallback(scripted) -> None:
+    existing = [entry("Deploys go to Heroku in the EU region", "m-7", type="fact")]
+    calls = scripted('{"action": "merge", "text": "Deploys go to Fly.io (fra)", "reason": "moved"}')
+    [decision] = plan(
+        [cand("Deploys go to Heroku in the EU region today")],
+        existing,
+        embed=fake_embed,
+        threshold=0.9,
+        llm=MODEL,
+    )
+    assert decision.action == "merge" and decision.text == "Deploys go to Fly.io (fra)"
+    assert decision.existing is not None and decision.existing.id == "m-7"
+    assert len(calls) == 1 and "EXISTING: Deploys go to Heroku" in calls[0][-1]["content"]
+
+    scripted('{"action": "delete everything"}')
+    [fallback] = plan(
+        [cand("Deploys go to Heroku in the EU region today")],
+        existing,
+        embed=fake_embed,
+        threshold=0.9,
+        llm=MODEL,
+    )
+    assert fallback.action == "merge"  # the rule: says it and more
+    assert "model reply unusable" in fallback.reason
+
+
+@pytest.mark.slow
+def test_plan_with_the_real_embedder(embedder) -> None:
+    existing = [
+        entry("User prefers httpx over requests for new code", "m-1"),
+        entry("Local PostgreSQL 16 runs in docker compose on host port 5433", "m-2", type="fact"),
+    ]
+    candidates = [
+        cand("The user prefers httpx over requests for new code.", "preference"),
+        cand("Local PostgreSQL 16 runs in docker compose on host port 5434"),
+        cand("Invoices are numbered per calendar year without gaps"),
+        cand("Invoices are numbered per calendar year, without gaps."),
+    ]
+    decisions = plan(candidates, existing, embed=embedder.embed, threshold=0.95)
+    assert [d.action for d in decisions] == ["skip", "replace", "add", "skip"]
+    assert decisions[0].existing.id == "m-1" and "cosine" in decisions[0].reason
+    assert decisions[1].existing.id == "m-2"
