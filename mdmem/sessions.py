@@ -375,6 +375,25 @@ def append_to_section(text: str, path: str, title: str, block: str) -> str:
     return edits.insert_entry(doc, "event", title, block)
 
 
+def set_section(text: str, path: str, title: str, body: str) -> str:
+    """Make ``## title`` hold exactly ``body`` (replacing what it held), adding it at the end
+    of the file when missing. Everything outside the section stays as it was."""
+    doc = parse_document(path, text)
+    newline = doc.newline
+    block = body.strip("\n").replace("\n", newline) + newline
+    heading = next((h for h in doc.headings if h.level == 2 and h.title.strip() == title), None)
+    lines = doc.lines
+    if heading is None:
+        lead = "" if not lines or lines[-1].strip() == "" else newline
+        if lines and not lines[-1].endswith("\n"):
+            lead = newline + newline
+        return text + lead + f"## {title}{newline}{newline}" + block
+    end = next((h.line - 1 for h in doc.headings if h.line > heading.line and h.level <= 2), None)
+    end = len(lines) if end is None else end
+    trail = newline if end < len(lines) else ""
+    return "".join(lines[: heading.line]) + newline + block + trail + "".join(lines[end:])
+
+
 def render_event(time: str, action: str, text: str, importance: float, newline: str) -> str:
     """``- HH:MM:SS [action] text <!-- mdmem importance=… -->``, long text fenced below."""
     head = f"{time} [{action}]"

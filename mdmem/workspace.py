@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from mdmem.context import Context
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
+    from mdmem.reports import CompactReport, ExtractReport
     from mdmem.search import SearchResults
     from mdmem.sessions import Session, SessionRecord
     from mdmem.task import Task
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from mdmem.world import World
 
 log = logging.getLogger("mdmem")
+Conversation = Any
+"""Messages (OpenAI-style dicts), a transcript path, a session id, Session or SessionRecord."""
 SEARCH_LOCK_WAIT_S = 5.0
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
@@ -97,6 +101,8 @@ class Workspace:
         self.config = config if config is not None else load_config(self.root)
         self._embedder = embedder
         self._index: Index | None = None
+        self._overlay: dict[str, str] | None = None
+        self._originals: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -385,12 +391,24 @@ class Workspace:
         result = self._write(rel, absolute, edit)
         return _entry_by_id(parse_document(rel, result), entry.id)
 
-    def supersede(self, entry: str | Entry, by: str) -> Entry:
+    def supersede(
+        self,
+        entry: str | Entry,
+        by: str,
+        *,
+        importance: float | None = None,
+        source: str | None = None,
+    ) -> Entry:
         """Replace an entry with a newer one, moving the old one to the file's ``## Archive``.
 
-        ``by`` is the id of an existing entry, or the text of a new one (same type and file).
-        Nothing is deleted: the archived entry records what superseded it and when.
+        ``by`` is the id of an existing entry, or the text of a new one (same type and file;
+        ``importance`` and ``source`` set on it). Nothing is deleted: the archived entry records
+        what superseded it and when.
         """
+        if importance is not None:
+            check_importance(importance)
+        if source is not None:
+            check_name(source, "source session")
         old = self._expected(entry)
         if old.archived:
             raise EditNotApplicable(f"{old.id} is already archived in {old.path}")
@@ -413,8 +431,9 @@ class Workspace:
                 meta = {
                     "id": new_id_,
                     "type": type_,
-                    "importance": old.importance,
+                    "importance": old.importance if importance is None else importance,
                     "created": _today(),
+                    "source": source,
                     "supersedes": old.id,
                 }
                 block = edits.render_item(new_text, meta, doc.newline)
@@ -642,6 +661,241 @@ class Workspace:
         text, usage = ctx.pack(sources, cfg.shares, budget, count)
         return ctx.Context(text, count(text), budget, model, self.mode, query, usage)
 
+    # ---- compaction and extraction -----------------------------------------------------------
+
+    def should_compact(self, messages: Conversation) -> bool:
+        """True when ``messages`` are past ``compact.threshold_tokens`` (default 70,000),
+        counted with the configured model's tokenizer (or the estimate)."""
+        from mdmem.compact import should_compact
+
+        loaded, _ = self._conversation(messages)
+        model = self.config.context.model or self.config.llm.model or None
+        return should_compact(loaded, self.config.compact.threshold_tokens, model)
+
+    def compact(
+        self,
+        source: Conversation = None,
+        *,
+        offline: bool = False,
+        dry_run: bool = False,
+        flush: bool = True,
+        into: str | None = None,
+        **llm_kwargs: Any,
+    ) -> CompactReport:
+        """Compact a conversation into the current state and its key events.
+
+        ``source``: chat messages (OpenAI-style dicts), a JSONL/JSON transcript path, a session
+        (id, path, Session or SessionRecord); default: this agent's latest session. The LLM
+        engine runs when ``llm.model`` is set and ``offline`` is false, else the offline one.
+        First a memory flush extracts lasting memories (``flush=False`` skips it). Minimal
+        mode writes ``.compact_memory.md`` (merged with what it held); full mode writes a
+        ``## Summary`` section in the session's file (``into`` names another session; a
+        transcript that is no session goes to ``.compact_memory.md``). ``dry_run`` writes
+        nothing and reports the diff.
+        """
+        from mdmem.compact import compact, merge, parse_compact
+        from mdmem.reports import CompactReport
+        from mdmem.sessions import SUMMARY_SECTION, set_section
+        from mdmem.tokens import token_counter
+
+        messages, record = self._conversation(source)
+        session_id = record.id if record is not None and record.path else None
+        extraction = None
+        with self._dry_run(dry_run) as changes:
+            if flush:
+                extraction = self._extract(messages, session_id, offline, llm_kwargs)
+            if into is not None:
+                record = self.session_record(into)
+            target = COMPACT_FILE
+            if self.mode == "full" and record is not None and record.path:
+                target = record.path
+            previous = None
+            if target == COMPACT_FILE and (self.root / COMPACT_FILE).exists():
+                previous = parse_compact(self.read(COMPACT_FILE).text)
+            elif target != COMPACT_FILE and record is not None and record.summary:
+                previous = parse_compact(record.summary)
+            model = self.config.context.model or self.config.llm.model or None
+            count = token_counter(model)
+            result = compact(
+                messages,
+                llm=self.config.llm,
+                offline=offline,
+                previous=previous,
+                count=count,
+                **llm_kwargs,
+            )
+            if previous:  # what the memory held before counts as input, not as growth
+                before = result.tokens_before + count(previous.render())
+                result = replace(
+                    result,
+                    tokens_before=before,
+                    ratio=round(result.tokens_after / before, 4) if before else 0.0,
+                )
+            rel, absolute = self.resolve(target)
+            stamp = (
+                f"<!-- mdmem compacted: engine={result.engine} date={_today()} "
+                f"tokens={result.tokens_before}->{result.tokens_after} -->"
+            )
+
+            def edit(current: str) -> str:
+                if rel == COMPACT_FILE:
+                    # what is in the file now (a person's edits included) is merged, not lost
+                    return merge(parse_compact(current), result.memory).render()
+                body = result.memory.render().split("\n", 1)[1].replace("\n## ", "\n### ")
+                return set_section(current, rel, SUMMARY_SECTION, stamp + "\n" + body)
+
+            text = self._write(rel, absolute, edit)
+        return CompactReport(
+            result.engine,
+            result.tokens_before,
+            result.tokens_after,
+            result.ratio,
+            rel,
+            text,
+            result.cost,
+            dry_run,
+            changes.diff(),
+            extraction,
+        )
+
+    def extract(
+        self,
+        source: Conversation = None,
+        *,
+        offline: bool = False,
+        dry_run: bool = False,
+        **llm_kwargs: Any,
+    ) -> ExtractReport:
+        """Turn a conversation into lasting memories in ``memory.md`` / ``learnings.md``.
+
+        Each candidate (preference, fact, pattern, skill) is checked against the existing
+        memories: the same text is skipped; one at least ``compact.dedupe_similarity`` similar
+        (embedding cosine) is resolved as replace, merge or skip (by the model when one is
+        configured, else by rules). Replace and merge supersede the old entry (archived with
+        a pointer). New entries carry importance and the source session. ``dry_run`` writes
+        nothing and reports the diff.
+        """
+        messages, record = self._conversation(source)
+        session_id = record.id if record is not None and record.path else None
+        with self._dry_run(dry_run) as changes:
+            report = self._extract(messages, session_id, offline, llm_kwargs)
+        return replace(report, dry_run=dry_run, diff=changes.diff())
+
+    def _extract(
+        self,
+        messages: list[dict[str, str]],
+        session_id: str | None,
+        offline: bool,
+        llm_kwargs: dict[str, Any],
+    ) -> ExtractReport:
+        from mdmem.extract import extract_llm, extract_offline, plan
+        from mdmem.reports import ExtractReport, MemoryChange
+
+        llm = self.config.llm
+        use_llm = bool(llm.model) and not offline
+        problems: tuple[str, ...] = ()
+        cost = None
+        if use_llm:
+            found = extract_llm(messages, llm, source=session_id, **llm_kwargs)
+            candidates, problems = list(found.candidates), found.problems
+            cost = found.reply.cost if found.reply else None
+        else:
+            candidates = extract_offline(messages, source=session_id)
+        existing = [
+            e
+            for f in (MEMORY_FILE, LEARNINGS_FILE)
+            if (self.root / f).exists()
+            for e in self._entries_or_warn(f)
+            if e.type in MEMORY_TYPES
+        ]
+        embedder = self.embedder() if candidates else None
+        decisions = plan(
+            candidates,
+            existing,
+            embed=embedder.embed if embedder is not None else None,
+            threshold=self.config.compact.dedupe_similarity,
+            llm=llm if use_llm else None,
+            **llm_kwargs,
+        )
+        changes = []
+        for d in decisions:
+            c = d.candidate
+            written: Entry | None = None
+            if d.action in ("add", "keep_both"):
+                written = self.remember(d.text, c.type, c.importance, source=session_id)
+            elif d.action in ("replace", "merge") and d.existing is not None:
+                written = self.supersede(
+                    d.existing, d.text, importance=c.importance, source=session_id
+                )
+            changes.append(
+                MemoryChange(
+                    d.action,
+                    c.type,
+                    d.text,
+                    c.importance,
+                    d.reason,
+                    c.evidence,
+                    written.id if written else None,
+                    written.path if written else None,
+                    d.existing.id if d.existing is not None else None,
+                )
+            )
+        engine = "llm" if use_llm else "offline"
+        return ExtractReport(session_id, engine, tuple(changes), problems, cost)
+
+    def _conversation(
+        self, source: Conversation
+    ) -> tuple[list[dict[str, str]], SessionRecord | None]:
+        """Messages from whatever the caller has, and the session they come from (if any)."""
+        from mdmem.sessions import Session, SessionRecord, is_session_path
+        from mdmem.transcript import load_messages
+
+        record: SessionRecord | None = None
+        if source is None:
+            own = self.sessions(agent=self.agent, limit=1)
+            if not own:
+                raise EntryNotFoundError(
+                    f"nothing to compact: no session of agent {self.agent!r} in .sessions/; "
+                    "give messages, a transcript file or a session id"
+                )
+            record = own[0]
+        elif isinstance(source, Session):
+            record = self.session_record(source.id) if source.path else source.record()
+        elif isinstance(source, SessionRecord):
+            record = source
+        elif isinstance(source, str | os.PathLike):
+            path = Path(source)
+            inside = self.root / path if not path.is_absolute() else path
+            found = path if path.is_file() else inside if inside.is_file() else None
+            if found is None:
+                record = self.session_record(str(source))
+            else:
+                try:
+                    rel = found.resolve().relative_to(self.root.resolve()).as_posix()
+                except ValueError:
+                    rel = None
+                if rel is not None and is_session_path(rel):
+                    record = self.session_record(Path(rel).stem)
+                else:
+                    return load_messages(found), None
+        else:
+            return load_messages(source), None
+        return load_messages(record), record
+
+    @contextlib.contextmanager
+    def _dry_run(self, dry: bool) -> Iterator[_Changes]:
+        """Inside, every write goes to memory when ``dry``; ``.diff()`` tells what changed."""
+        changes = _Changes(self)
+        if not dry or self._overlay is not None:
+            yield changes
+            return
+        self._overlay, self._originals = {}, {}
+        try:
+            yield changes
+        finally:
+            changes.freeze()
+            self._overlay, self._originals = None, {}
+
     def _entries_or_warn(self, path: str) -> list[Entry]:
         try:
             return self.entries(path)
@@ -653,6 +907,12 @@ class Workspace:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
     def _write(self, rel: str, absolute: Path, edit: Callable[[str], str]) -> str:
+        if self._overlay is not None:  # a dry run: edits apply to copies in memory
+            if rel not in self._overlay:
+                self._originals[rel] = "" if not absolute.exists() else self.read(rel).text
+            current = self._overlay.get(rel, self._originals[rel])
+            self._overlay[rel] = edit(current)
+            return self._overlay[rel]
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
         lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
         result = edit_file(
@@ -668,6 +928,26 @@ class Workspace:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():
             return LEARNINGS_FILE
         return MEMORY_FILE
+
+
+class _Changes:
+    """The files a dry run would have changed, as a diff."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self._ws = ws
+        self._frozen: str | None = None
+
+    def freeze(self) -> None:
+        self._frozen = self.diff()
+
+    def diff(self) -> str:
+        if self._frozen is not None:
+            return self._frozen
+        if self._ws._overlay is None:
+            return ""
+        from mdmem.reports import unified_diff
+
+        return unified_diff(self._ws._originals, self._ws._overlay)
 
 
 def _make_embedder(config: Config) -> Embedder:

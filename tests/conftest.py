@@ -57,3 +57,38 @@ def indexed(tmp_path: Path, indexed_template: Path, embedder) -> Workspace:
     target = tmp_path / "indexed"
     shutil.copytree(indexed_template, target)  # copy2 keeps mtimes: the index is fresh
     return Workspace.open(target, embedder=embedder)
+
+
+@pytest.fixture
+def llm_script(monkeypatch: pytest.MonkeyPatch):
+    """A litellm custom provider, ``scripted/<name>``, answering from a list of replies (a
+    string, or an exception to raise); returns the list of prompts it received.
+
+    The model calls go through litellm itself, as with a real provider: nothing of ours is
+    replaced.
+    """
+    from mdmem.tokens import import_litellm
+
+    litellm = import_litellm()
+    from litellm.utils import custom_llm_setup
+
+    def make(*replies: str | Exception) -> list[list[dict]]:
+        calls: list[list[dict]] = []
+        queue = list(replies)
+
+        class Handler(litellm.CustomLLM):
+            def completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                calls.append(kwargs["messages"])
+                reply = queue.pop(0)
+                if isinstance(reply, Exception):
+                    raise reply
+                return litellm.completion(
+                    model="gpt-4o-mini", messages=kwargs["messages"], mock_response=reply
+                )
+
+        provider = [{"provider": "scripted", "custom_handler": Handler()}]
+        monkeypatch.setattr(litellm, "custom_provider_map", provider)
+        custom_llm_setup()
+        return calls
+
+    return make

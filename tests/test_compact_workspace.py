@@ -1,0 +1,223 @@
+"""Compaction and extraction through the Workspace: where results land, dedupe, dry runs,
+the memory flush, and the LLM engine through a provider registered with litellm."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mdmem import Workspace
+from mdmem.compact import parse_compact
+
+REPO = Path(__file__).resolve().parent.parent
+
+LLM_COMPACT = """```markdown
+# Compact Memory
+
+## State
+- CI is red: the "Create test DB" step has no PGPASSWORD
+
+## Key Events
+- 2026-11-19 [error→fix] alembic autogenerate missed the enum; fixed with checkfirst=True
+```"""
+LLM_MEMORIES = json.dumps(
+    {
+        "memories": [
+            {
+                "type": "skill",
+                "text": "CI steps that run psql need PGPASSWORD in env",
+                "importance": 0.8,
+            },
+            {"type": "preference", "text": "User wants Heroku gone from ci.yml", "importance": 0.6},
+        ]
+    }
+)
+
+
+def _keyword_only(ws: Workspace, extra: str = "") -> Workspace:
+    """Same workspace, no embedding model: dedupe by exact text only (fast tests)."""
+    mode = ws.mode
+    (ws.root / "mdmem.toml").write_text(
+        f'mode = "{mode}"\nagent = "coder"\n[embedding]\nmodel = ""\n{extra}'
+    )
+    return Workspace.open(ws.root)
+
+
+def _files(ws: Workspace) -> dict[str, bytes]:
+    return {
+        p.relative_to(ws.root).as_posix(): p.read_bytes()
+        for p in ws.root.rglob("*.md")
+        if ".mdmem" not in p.parts
+    }
+
+
+def test_extract_writes_attributed_memories_once(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    report = ws.extract("bootstrap", offline=True)
+    added = [c for c in report.changes if c.action == "add"]
+    assert added and report.engine == "offline"
+    assert report.source == "20261116_091204_bootstrap-invoice-api"
+    for change in added:
+        entry = ws.get(change.entry_id)
+        assert entry.source == report.source and entry.importance == change.importance
+        expected = "learnings.md" if change.type == "skill" else "memory.md"
+        assert entry.path == expected and entry.type == change.type
+    again = ws.extract("bootstrap", offline=True)
+    assert again.count("add") == 0 and again.count("skip") == len(report.changes)
+
+
+def test_dry_run_changes_no_file_and_shows_the_diff(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    before = _files(ws)
+    report = ws.compact("enum-ci", dry_run=True, offline=True)
+    assert _files(ws) == before
+    assert report.dry_run and report.extraction is not None
+    assert "+## Summary" in report.diff and "+++ b/memory.md" in report.diff
+    extract = ws.extract("enum-ci", dry_run=True, offline=True)
+    assert _files(ws) == before and extract.diff.startswith("--- a/")
+
+
+def test_full_mode_writes_a_summary_section_in_the_session(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    report = ws.compact("enum-ci", offline=True, flush=False)
+    assert report.path == ".sessions/20261119_142210_invoice-status-enum-ci.md"
+    assert report.extraction is None
+    record = ws.session_record("enum-ci")
+    assert len(record.events) == 20 and record.status == "failed"  # the session is intact
+    summary = parse_compact(record.summary)
+    assert any("invoice_status" in e.text and e.tag == "error→fix" for e in summary.events)
+    again = ws.compact("enum-ci", offline=True, flush=False)
+    text = (ws.root / again.path).read_text()
+    assert text.count("## Summary") == 1  # re-compacting replaces it
+    ctx = ws.build_context(budget_tokens=4000)
+    assert "Summary:" in ctx.text
+
+
+def test_minimal_mode_merges_into_the_compact_memory(example: Workspace) -> None:
+    example.set_mode("minimal")
+    ws = _keyword_only(example)
+    old = parse_compact((ws.root / ".compact_memory.md").read_text())
+    report = ws.compact("enum-ci", offline=True, flush=False)
+    assert report.path == ".compact_memory.md"
+    new = parse_compact((ws.root / ".compact_memory.md").read_text())
+    kept = {e.text for e in new.events}
+    assert {e.text for e in old.events if e.date != "2026-11-19"} <= kept  # nothing thrown away
+    dates = [e.date for e in new.events if e.date]
+    assert dates == sorted(dates)  # time order
+    assert report.tokens_before > report.tokens_after * 0  # the previous memory counts as input
+    assert 0 < report.ratio < 1.5
+
+
+def test_compacting_plain_messages_and_a_jsonl_transcript(ws: Workspace, tmp_path: Path) -> None:
+    ws = _keyword_only(ws)
+    messages = [
+        {"role": "user", "content": "I prefer type hints in all Python code."},
+        {"role": "assistant", "content": "Running the tests now."},
+        {"role": "tool", "content": "FAILED tests/test_api.py::test_login - KeyError: 'token'"},
+        {"role": "assistant", "content": "Fixed app/auth.py: read the token from the header."},
+        {"role": "tool", "content": "12 passed in 0.8s"},
+    ]
+    transcript = tmp_path / "chat.jsonl"
+    transcript.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    report = ws.compact(str(transcript), offline=True)
+    assert report.path == ".compact_memory.md"  # a transcript is not a session
+    memory = parse_compact((ws.root / ".compact_memory.md").read_text())
+    assert any("KeyError" in e.text for e in memory.events)
+    prefs = [e.text for e in ws.entries("memory.md") if e.type == "preference"]
+    assert any("type hints" in text for text in prefs)  # flushed before compacting
+    assert ws.should_compact(messages) is False
+    big = messages * 3000
+    assert ws.should_compact(big) is True
+
+
+def test_bad_transcript_names_the_file_and_line(ws: Workspace, tmp_path: Path) -> None:
+    from mdmem.errors import FileProblem
+
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{not json\n')
+    with pytest.raises(FileProblem) as err:
+        ws.compact(str(bad), offline=True)
+    assert err.value.line == 2 and "t.jsonl" in str(err.value)
+
+
+def test_llm_engine_through_litellm(example: Workspace, llm_script) -> None:
+    ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
+    calls = llm_script(LLM_MEMORIES, LLM_COMPACT)
+    report = ws.compact("enum-ci")
+    assert report.engine == "llm" and report.extraction.engine == "llm"
+    assert len(calls) == 2 and all(c[0]["role"] == "system" for c in calls)
+    record = ws.session_record("enum-ci")
+    assert "no PGPASSWORD" in record.summary
+    skills = [e.text for e in ws.entries("learnings.md")]
+    assert "CI steps that run psql need PGPASSWORD in env" in skills
+    assert ws.get(report.extraction.changes[0].entry_id).source == record.id
+
+
+def test_a_bad_model_reply_is_reported_not_raised(example: Workspace, llm_script) -> None:
+    ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
+    before = _files(ws)
+    llm_script("Sure! Here are the memories: [oops", "still {not json")
+    report = ws.extract("enum-ci")
+    assert report.changes == () and len(report.problems) == 2
+    assert _files(ws) == before
+
+
+def test_auth_error_is_clear(example: Workspace, llm_script) -> None:
+    from mdmem.llm import LLMError
+    from mdmem.tokens import import_litellm
+
+    litellm = import_litellm()
+    ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
+    llm_script(litellm.AuthenticationError("bad key", llm_provider="scripted", model="m"))
+    with pytest.raises(LLMError, match="scripted/m"):
+        ws.extract("enum-ci")
+
+
+@pytest.mark.slow
+def test_near_duplicates_are_resolved_with_the_embedding_model(indexed: Workspace) -> None:
+    messages = [
+        {"role": "user", "content": "My favourite editor is Helix."},
+    ]
+    first = indexed.extract(messages, offline=True)
+    assert first.count("add") == 1
+    # the same statement worded a little differently is not a new memory
+    second = indexed.extract(
+        [{"role": "user", "content": "My favorite editor is Helix!"}], offline=True
+    )
+    assert second.count("add") == 0
+    # a changed value supersedes the old memory; the old one is archived with a pointer
+    third = indexed.extract(
+        [{"role": "user", "content": "My favourite editor is Zed."}], offline=True
+    )
+    actions = [c.action for c in third.changes]
+    assert actions in (["replace"], ["merge"], ["add"])
+    if actions != ["add"]:
+        old = indexed.get(first.changes[0].entry_id)
+        assert old.archived and old.meta["superseded_by"] == third.changes[0].entry_id
+
+
+@pytest.mark.slow
+def test_cli_compact_and_extract(tmp_path: Path) -> None:
+    ws = tmp_path / "ex"
+    shutil.copytree(REPO / "example_workspace", ws)
+    (ws / "mdmem.toml").write_text('mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n')
+    mdmem = str(Path(sys.executable).parent / "mdmem")
+    out = subprocess.run(
+        [mdmem, "-w", ws, "compact", "enum-ci", "--dry-run"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("--- a/") and "would write" in out.stderr
+    out = subprocess.run(
+        [mdmem, "-w", ws, "extract", "bootstrap", "--json"], capture_output=True, text=True
+    )
+    data = json.loads(out.stdout)
+    assert data["engine"] == "offline" and data["changes"]
+    out = subprocess.run(
+        [mdmem, "-w", ws, "compact", "no-such-session"], capture_output=True, text=True
+    )
+    assert out.returncode == 1 and "no session matching" in out.stderr
