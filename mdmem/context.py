@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mdmem.compact import parse_compact
 from mdmem.entries import Entry
 from mdmem.sessions import SessionRecord
 from mdmem.task import TaskState
@@ -268,10 +269,17 @@ def sessions_source(records: Sequence[SessionRecord], folder: str) -> Source:
         heads.append(Unit(head, "", base))
         if record.request:
             asks.append(Unit(f"  Request: {_flat(record.request)}", "", base + 1))
-        outcome = record.summary or record.response
-        if outcome:
-            label = "Summary" if record.summary else "Response"
-            outcomes.append(Unit(f"  {label}: {_flat(outcome)}", "", base + 2))
+        summary = parse_compact(record.summary) if record.summary else None
+        if summary and summary.state:
+            outcomes.append(Unit(f"  Summary: {'; '.join(summary.state)}", "", base + 2))
+        elif record.response:
+            outcomes.append(Unit(f"  Response: {_flat(record.response)}", "", base + 2))
+        if summary and summary.events:
+            # a compacted session: its key events stand for the raw stream
+            for position, key_event in reversed(list(enumerate(summary.events))):
+                line = f"  - [{key_event.tag}] {_flat(key_event.text)}"
+                details.append(Unit(line, "", base + 10 + position))
+            continue
         key = [
             (position, e)
             for position, e in enumerate(record.events)
