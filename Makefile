@@ -33,6 +33,10 @@ demo: $(STAMP)
 	$(BIN)/mdmem -w $(DEMO) world db
 	$(BIN)/mdmem -w $(DEMO) sessions
 	$(BIN)/mdmem -w $(DEMO) context "which port does the test database use" --budget 800 --model gpt-4o
+	@echo "--- compaction and extraction, offline (no API key): a dry run shows the diff, then for real"
+	$(BIN)/mdmem -w $(DEMO) compact enum-ci --offline --dry-run
+	$(BIN)/mdmem -w $(DEMO) compact enum-ci --offline
+	$(BIN)/mdmem -w $(DEMO) sessions show enum-ci
 	@echo "--- an agent runs the rest of the task through the library (examples/agent_loop.py)"
 	$(BIN)/python examples/agent_loop.py $(DEMO)
 
