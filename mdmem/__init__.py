@@ -24,11 +24,24 @@ _EXPORTS = {
     "FileProblem": "mdmem.errors",
     "InvalidNameError": "mdmem.errors",
     "MdmemError": "mdmem.errors",
+    "ModeError": "mdmem.errors",
     "UnsafePathError": "mdmem.errors",
     "WorkspaceNotFoundError": "mdmem.errors",
     "Document": "mdmem.markdown",
     "Heading": "mdmem.markdown",
     "Problem": "mdmem.markdown",
+    "Context": "mdmem.context",
+    "SourceUsage": "mdmem.context",
+    "Event": "mdmem.sessions",
+    "Session": "mdmem.sessions",
+    "SessionRecord": "mdmem.sessions",
+    "TaskItem": "mdmem.task",
+    "TaskState": "mdmem.task",
+    "WorldFact": "mdmem.world",
+    "CompactReport": "mdmem.reports",
+    "ExtractReport": "mdmem.reports",
+    "MemoryChange": "mdmem.reports",
+    "LLMError": "mdmem.llm",
     "Workspace": "mdmem.workspace",
 }
 __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
@@ -40,15 +53,29 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
     "FileProblem",
     "InvalidNameError",
     "MdmemError",
+    "ModeError",
     "UnsafePathError",
     "WorkspaceNotFoundError",
     "Document",
     "Heading",
     "Problem",
+    "Context",
+    "SourceUsage",
+    "Event",
+    "Session",
+    "SessionRecord",
+    "TaskItem",
+    "TaskState",
+    "WorldFact",
+    "CompactReport",
+    "ExtractReport",
+    "MemoryChange",
+    "LLMError",
     "Workspace",
 ]
 
 if TYPE_CHECKING:
+    from mdmem.context import Context, SourceUsage
     from mdmem.entries import MEMORY_TYPES, Entry
     from mdmem.errors import (
         ConfigError,
@@ -57,11 +84,17 @@ if TYPE_CHECKING:
         FileProblem,
         InvalidNameError,
         MdmemError,
+        ModeError,
         UnsafePathError,
         WorkspaceNotFoundError,
     )
+    from mdmem.llm import LLMError
     from mdmem.markdown import Document, Heading, Problem
+    from mdmem.reports import CompactReport, ExtractReport, MemoryChange
+    from mdmem.sessions import Event, Session, SessionRecord
+    from mdmem.task import TaskItem, TaskState
     from mdmem.workspace import Workspace
+    from mdmem.world import WorldFact
 
 
 def __getattr__(name: str) -> Any:
