@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from mdmem.entries import (
     ARCHIVE_TITLE,
@@ -93,6 +94,11 @@ def newline_of(text: str) -> str:
 def _parser() -> MarkdownIt:
     # Block structure is all we need: skipping inline parsing halves the cost on big files.
     return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+
+
+def block_tokens(text: str) -> list[Token]:
+    """markdown-it's block tokens for ``text`` (line maps are 0-based, end exclusive)."""
+    return _parser().parse(text)
 
 
 def parse_document(path: str, text: str) -> Document:

@@ -37,7 +37,7 @@ from typing import Any
 
 from mdmem import edits
 from mdmem.entries import Entry
-from mdmem.markdown import Document, parse_document, split_lines
+from mdmem.markdown import Document, block_tokens, parse_document, split_lines
 
 SESSIONS_DIR = ".sessions"
 SECTIONS = ("Request", "Events", "Response", "Metadata")
@@ -275,16 +275,20 @@ def _sections(doc: Document) -> dict[str, str]:
 
 
 def _paragraphs(text: str) -> tuple[str, ...]:
-    """A Request/Response section → its parts (one per call), fences unwrapped."""
-    parts = [p.strip() for p in re.split(r"\n[ \t]*\n(?=\S)", text.strip()) if p.strip()]
-    # a fenced block holds blank lines of its own: glue parts back until fences balance
-    out: list[str] = []
-    for part in parts:
-        if out and out[-1].count("```") % 2:
-            out[-1] += "\n\n" + part
+    """A Request/Response section → its parts: runs of Markdown blocks between blank lines
+    (a fenced block is one part, blank lines inside it included), fences unwrapped."""
+    lines = text.split("\n")
+    spans: list[list[int]] = []
+    for token in block_tokens(text):
+        if token.level != 0 or not token.map or token.nesting == -1:
+            continue
+        start, end = token.map
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
         else:
-            out.append(part)
-    return tuple(_unfence(_unescape(p)) for p in out)
+            spans.append([start, end])
+    parts = ("\n".join(lines[a:b]).strip() for a, b in spans)
+    return tuple(_unfence(_unescape(p)) for p in parts if p)
 
 
 def _event(entry: Entry) -> Event | None:
