@@ -79,7 +79,8 @@ _ACTION_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_RE = re.compile(
     r"^(?P<time>\d{1,2}:\d{2}(?::\d{2})?)?\s*\[(?P<action>[^\]\n]+)\]\s*(?P<text>.*)$", re.S
 )
-_FENCE_RE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(?P<body>.*?)\n?\1[ \t]*$", re.S)
+_FENCE_RE = re.compile(r"^(`{3,})verbatim[ \t]*\n(?P<body>.*?)\n?\1[ \t]*$", re.S)
+"""A block mdmem fenced to keep text verbatim (any other fence is the writer's own text)."""
 _NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9-]+)$")
 _SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
 
@@ -287,8 +288,8 @@ def _paragraphs(text: str) -> tuple[str, ...]:
             spans[-1][1] = max(spans[-1][1], end)
         else:
             spans.append([start, end])
-    parts = ("\n".join(lines[a:b]).strip() for a, b in spans)
-    return tuple(_unfence(_unescape(p)) for p in parts if p)
+    parts = ("\n".join(lines[a:b]).strip("\n") for a, b in spans)  # indents are content
+    return tuple(_unfence(_unescape(p)) for p in parts if p.strip())
 
 
 def _event(entry: Entry) -> Event | None:
@@ -417,7 +418,8 @@ def render_paragraph(text: str, newline: str) -> str:
     text = text.replace("\r\n", "\n").strip()
     # a line that would read as a heading is escaped (renders the same), else fenced
     escaped = re.sub(r"(?m)^(?=[ ]{0,3}(?:#|=+[ \t]*$|-{2,}[ \t]*$))", r"\\", text)
-    if _block_safe(escaped):
+    # runs of blank lines and text that looks like our own fence only survive fenced
+    if "\n\n\n" not in text and not _FENCE_RE.match(text) and _block_safe(escaped):
         return escaped.replace("\n", newline) + newline
     return fence(text, newline)
 
@@ -427,7 +429,7 @@ def fence(text: str, newline: str) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     body = text.replace("\r\n", "\n").replace("\n", newline)
-    return f"{ticks}text{newline}{body}{newline}{ticks}{newline}"
+    return f"{ticks}verbatim{newline}{body}{newline}{ticks}{newline}"
 
 
 def _inline_safe(text: str) -> bool:
