@@ -52,6 +52,7 @@ SCORES: dict[str, float] = {
     "result": 4,
     "remark": 3,
     "thinking": 2,
+    "request": 2,
     "call": 2,
     "chatter": 1,
 }
@@ -305,6 +306,18 @@ _PLAN = re.compile(
     r"intend|hope to|looking forward)\b",
     re.I,
 )
+_RESOLVED = re.compile(
+    r"\b(?:fix(?:ed|es)|solved|resolved|works now|now works|now passes|is green)\b", re.I
+)
+_VOLATILE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\b\d{1,2}:\d{2}:\d{2}\b"
+    r"|\b(?:in |after |took )?\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|min|mins|minutes)\b"
+    r"|\b(?:run|job|build|pipeline|attempt|pid|request|req)[ #:]+\d{4,}\b,?"
+    r"|#\d{5,}\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
+    re.I,
+)
+"""What changes from one run to the next: timestamps, durations, run numbers, hashes."""
 _NEGATED = re.compile(r"\b(?:don't|do not|never|not|no|should)\b", re.I)
 _ACTION_KINDS: dict[str, Kind] = {
     "planning": "plan",
@@ -364,7 +377,11 @@ def split_pieces(
 ) -> list[Piece]:
     """Messages → classified pieces: session events whole, other text sentence by sentence."""
     pieces: list[Piece] = []
-    date = default_date
+    # a request typed before the first stamped event was made that day
+    date = default_date or next(
+        (d for m in messages if (d := _message_date(m, _STAMPED.match(m.get("content", ""))))),
+        None,
+    )
     for number, message in enumerate(messages):
         content = message.get("content", "")
         stamped = _STAMPED.match(content.strip())
@@ -409,6 +426,8 @@ def _classify_text(text: str, role: str, speaker: str | None) -> Kind:
     words = _words(text)
     if text.rstrip().endswith("?"):
         return "thinking" if len(words) >= 3 else "chatter"
+    if role == "user" and speaker is None and _is_request(text):
+        return "request"  # the task, in State; not an event of its own
     if _is_error(text):
         return "fix" if _FIX.search(text) and not _STRONG_ERROR.search(text) else "error"
     if _TEST.search(text) and (_TECH.search(text) or role == "tool"):
@@ -432,6 +451,27 @@ def _classify_text(text: str, role: str, speaker: str | None) -> Kind:
     if speaker and _CONCRETE.search(text) and len(words) >= 4:
         return "remark"
     return "thinking"
+
+
+def _is_request(text: str) -> bool:
+    """An instruction to the agent ("Add ...", "Then get CI green", "Push to main") that
+    carries no rule or decision of its own."""
+    if _RULE_WORDS.search(text):
+        return False
+    return bool(_REQUEST.match(text) or _MORE_REQUEST.match(text))
+
+
+_RULE_WORDS = re.compile(
+    r"\b(?:don't|do not|never|must|always|decided|agreed|instead of|from now on|not allowed)\b",
+    re.I,
+)
+_MORE_REQUEST = re.compile(
+    r"^(?:then|also|and|next|finally|after that|afterwards)?,?\s*(?:please\s+)?(?:push|merge|"
+    r"commit|run|test|drop|keep|use|make sure|get|add|fix|implement|set up|create|build|"
+    r"write|review|refactor|update|remove|migrate|deploy|check|open|close|tag|release|rename|"
+    r"move|delete|ship)\b",
+    re.I,
+)
 
 
 def _is_error(text: str) -> bool:
@@ -490,7 +530,7 @@ def _events(pieces: list[Piece]) -> list[_Kept]:
             used.update(chain)
             tag, text = _chain_text([pieces[i] for i in chain], recent)
         else:
-            tag, text = piece.kind, _detail(piece.text, recent)
+            tag, text = piece.kind, _detail(_neutral(piece), recent)
             if piece.speaker:
                 text = f"{piece.speaker}: {text}"
         score = piece.score - (1 - n / total)
@@ -556,6 +596,8 @@ def _chain(pieces: list[Piece], start: int, used: set[int]) -> list[int]:
             break
         if fix is None:
             if piece.kind in ("file", "fix") or (stream and piece.kind == "action"):
+                if not stream and not _about(piece, [pieces[i] for i in chain]):
+                    continue  # prose after an error (a closing summary) is no fix for it
                 fix = n
                 chain.append(n)
             elif stream and piece.kind in ("thinking", "decision") and piece.action:
@@ -566,6 +608,12 @@ def _chain(pieces: list[Piece], start: int, used: set[int]) -> list[int]:
     if fix is None:
         return [n for n in chain if pieces[n].kind == "error"]
     return chain
+
+
+def _about(fix: Piece, errors: list[Piece]) -> bool:
+    """Does a prose fix share a content word with the error it would fix?"""
+    wanted = frozenset().union(*(_stems(p.text) for p in errors))
+    return bool(wanted & _stems(fix.text))
 
 
 def _chain_text(chain: list[Piece], recent: bool) -> tuple[str, str]:
@@ -652,14 +700,50 @@ def _state(pieces: list[Piece]) -> list[str]:
     if open_error := _open_error(pieces):
         lines.append(f"Unresolved: {_detail(open_error.text, True)}")
     slots = [*STATE_ORDER, *sorted(k for k in latest if k.startswith("plan:"))]
-    for slot in slots:
-        if piece := latest.get(slot):
-            text = _detail(piece.text, True)
-            if piece.speaker:
-                text = f"{piece.speaker}: {text}"
-            if not any(_superseded(text, line) for line in lines):
-                lines.append(text)
+    chosen = sorted((latest[s] for s in slots if s in latest), key=lambda p: p.index)
+    said: list[str] = []
+    for piece in chosen:
+        text = _detail(_neutral(piece), True)
+        if piece.speaker:
+            text = f"{piece.speaker}: {text}"
+        if not any(_superseded(text, line) for line in lines):
+            said.append(text)
+    # an older line whose news a later, fuller line repeats ("19 passed in 5.12s", then
+    # "Done and pushed: ..., 19 pass locally") goes
+    for n, text in enumerate(said):
+        news = _stems(text, volatile=False)
+        later = [_stems(t, volatile=False) for t in said[n + 1 :]]
+        if len(news) >= 2 and any(news <= other for other in later):
+            continue
+        lines.append(text)
     return lines[:MAX_STATE]
+
+
+def _neutral(piece: Piece) -> str:
+    """A user's own words in a tool-style conversation, about "the user" instead of "I"."""
+    if piece.role != "user" or piece.speaker or piece.action:
+        return piece.text
+    from mdmem.extract import third_person  # extract builds on this module
+
+    text = third_person(without_instruction(piece.text), "User")
+    return re.sub(r"\b(?<!^)The team\b", "the team", text)
+
+
+_INSTRUCTION_TAIL = re.compile(
+    r"(?:,|;|\s-)\s*(?:so|and|then|please)\s+(?:please\s+)?(?:\w+\s+)?(?:drop|remove|add|fix|"
+    r"make|change|update|delete|go|get|set|run|push|keep|do|put|move|rename|switch|write|"
+    r"check|take|give|let|use)\b.*?(?=[.!]?$)",
+    re.I,
+)
+
+
+def without_instruction(text: str) -> str:
+    """A statement without the request tacked on to it: "We decided to deploy to Fly.io,
+    so drop the Heroku job while you are in there." → "We decided to deploy to Fly.io."."""
+    if not _INSTRUCTION_TAIL.search(text):
+        return text
+    out = _INSTRUCTION_TAIL.sub("", text).rstrip(" ,;")
+    return out if out.endswith((".", "!")) else out + "."
 
 
 def _task(pieces: list[Piece]) -> str | None:
@@ -678,8 +762,11 @@ def _open_error(pieces: list[Piece]) -> Piece | None:
     errors = [n for n, p in enumerate(tail) if p.kind == "error"]
     if not errors:
         return None
+    error = tail[errors[-1]]
+    if not error.action and _RESOLVED.search(error.text):
+        return None  # "The image needed two fixes: ..." tells of problems already solved
     later = tail[errors[-1] + 1 :]
-    return None if any(p.kind in ("file", "fix") for p in later) else tail[errors[-1]]
+    return None if any(p.kind in ("file", "fix") for p in later) else error
 
 
 # ---- text helpers ----------------------------------------------------------------------------
@@ -738,7 +825,8 @@ _RELATIVE = {
     "last year": 365,
 }
 _RELATIVE_RE = re.compile(
-    r"\b(" + "|".join(k for k, v in _RELATIVE.items() if v is not None) + r")\b(?! \(|'s)", re.I
+    r"\b(" + "|".join(k for k, v in _RELATIVE.items() if v is not None) + r")\b('s)?(?! \()",
+    re.I,
 )
 
 
@@ -774,6 +862,30 @@ def _words(text: str, numbers: bool = True) -> frozenset[str]:
             word = "#"
         out.add(word)
     return frozenset(out)
+
+
+def _stems(text: str, volatile: bool = True) -> frozenset[str]:
+    """Content words folded to a rough stem ("passed", "passes" → "pass"); with
+    ``volatile=False`` durations, timestamps and run numbers are left out first."""
+    if not volatile:
+        text = strip_volatile(text)
+    out = set()
+    for word in _words(text):
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > len(suffix) + 2 and word.endswith(suffix) and not word.endswith("ss"):
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return frozenset(out)
+
+
+def strip_volatile(text: str) -> str:
+    """``text`` without what differs between two runs of the same thing (timestamps,
+    durations, run and job numbers, commit hashes), so it can be reused and deduplicated."""
+    text = _VOLATILE.sub("", text)
+    text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
+    text = re.sub(r"^[\s,;:]+|\s+([,;:.])(?=\s|$)", r"\1", text)
+    return " ".join(text.split()).strip(" ,;")
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

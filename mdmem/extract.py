@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdmem.compact import Piece, error_fix_chains, split_pieces
+from mdmem.compact import (
+    Piece,
+    error_fix_chains,
+    split_pieces,
+    strip_volatile,
+    without_instruction,
+)
 from mdmem.config import LLMConfig
 from mdmem.entries import MEMORY_TYPES, Entry
 from mdmem.transcript import Source, load_messages
@@ -110,15 +116,6 @@ _LIFE = re.compile(
     r"decided|became|been)\b",
     re.I,
 )
-_CONJUGATE = {
-    "am": "is",
-    "have": "has",
-    "do": "does",
-    "don't": "doesn't",
-    "go": "goes",
-    "'m": " is",
-    "'ve": " has",
-}
 
 
 def extract_offline(messages: Source, *, source: str | None = None) -> list[Candidate]:
@@ -130,9 +127,20 @@ def extract_offline(messages: Source, *, source: str | None = None) -> list[Cand
     """
     pieces = split_pieces(load_messages(messages))
     found: list[Candidate] = []
-    for piece in pieces:
-        candidate = _from_piece(piece)
-        if candidate is not None:
+    speakers = list(dict.fromkeys(p.speaker for p in pieces if p.speaker and not p.action))
+    turn: list[Piece] = []
+    for n, piece in enumerate(pieces):
+        if piece.speaker and not piece.action:  # chat: one memory per turn
+            turn.append(piece)
+            following = pieces[n + 1] if n + 1 < len(pieces) else None
+            if following is None or following.message != piece.message:
+                others = [s for s in speakers if s != piece.speaker]
+                listener = others[0] if len(speakers) == 2 and others else None
+                if candidate := _from_turn(turn, listener):
+                    found.append(_with_source(candidate, source))
+                turn = []
+            continue
+        if candidate := _from_piece(piece):
             found.append(_with_source(candidate, source))
     for chain in error_fix_chains(pieces):
         if skill := _skill(chain):
@@ -150,6 +158,9 @@ def _from_piece(piece: Piece) -> Candidate | None:
     if text.endswith("?") or len(words) < 4 or len(words) > 60 or _HEDGE.search(text):
         return None
     subject = piece.speaker or "User"
+    text = without_instruction(text)
+    if piece.role == "assistant" and not piece.speaker:
+        text = re.sub(r"\b[Yy]our\b", "the user's", text)
     if _WE.search(text) and re.search(r"\b(?:decided|agreed|chose)\b", text, re.I):
         return _fact(text, subject, piece)  # a decision stays true after "this morning"
     if _TEMPORARY.search(text):
@@ -161,6 +172,222 @@ def _from_piece(piece: Piece) -> Candidate | None:
         or _fact(text, subject, piece)
         or _pattern(text)
     )
+
+
+# ---- chat: what people say about their lives ---------------------------------------------------
+
+_FILLER = re.compile(
+    r"^(?:(?:yeah|yep|yes|yup|oh|ooh|wow|whoa|haha|hah|lol|well|so|actually|anyway|anyways|hey|"
+    r"hi|hello|thanks|thank you|ok|okay|sure|totally|definitely|absolutely|aw+|omg|ah|hmm|"
+    r"indeed|true|right|cool|great|nice|awesome|by the way|btw|speaking of which|also|and|but|"
+    r"plus)\b[,!.:;\s-]*)+",
+    re.I,
+)
+_SINCE_WE_TALKED = re.compile(
+    r"\b(?:since|after) (?:the )?(?:last time )?(?:we|our) (?:last )?(?:talked|chatted|spoke|chat|"
+    r"talk|conversation)\b,?",
+    re.I,
+)
+_ELIDED = re.compile(
+    r"^(?:(?P<been>been)|(?P<still>(?:still )?(?=\w+ing (?:on|at|as|with|for)\b))|"
+    r"(?:just |finally |recently )?"
+    r"(?=(?:started|finished|joined|got|went|made|took|ran|won|met|bought|began|saw|had|"
+    r"signed|visited|tried|adopted|moved)\b))",
+    re.I,
+)
+_SPEAKER_I = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|(?i:my|mine|we|we're|we've|we'll|our|ours))\b")
+_TO_LISTENER = re.compile(r"\b(?:you|your|yours|you're|you've|you'll|you'd|ya|u)\b", re.I)
+_CHAT_HEDGE = re.compile(
+    r"\b(?:maybe|might|perhaps|probably|i think|i guess|not sure|wonder\w*|i bet|i hope you|"
+    r"i feel like|kind of|sort of|if i|would be|could be|imagine|hard to (?:say|choose|pick)|"
+    r"not (?:yet )?decided|i wish|thinking|wondering|remembering)\b",
+    re.I,
+)
+_PASSING = re.compile(
+    r"\b(?:right now|at the moment|raining|rainy|sunny|snowing|hot today|cold today|"
+    r"tired|exhausted|hungry|sleepy|bored|swamped|busy|off to|about to|on my way|heading out|"
+    r"tonight|gotta go|talk (?:to you )?(?:soon|later)|catch you later|see you|take care|"
+    r"good night|feel|feels|feeling|felt|glad|sorry)\b",
+    re.I,
+)
+_PREFERENCE_CHAT = re.compile(
+    r"\b(?:I (?:really |also |totally |absolutely |just |still )?(?:love|like|enjoy|prefer|adore|"
+    r"hate|dislike|can't stand)|my (?:all-time )?fav(?:ou?rite|e)\b|I'm (?:a (?:big |huge )?fan "
+    r"of|passionate about|into|obsessed with|crazy about)|(?:is|are) my (?:passion|favou?rite|"
+    r"thing))\b",
+    re.I,
+)
+_LIFE_VERBS = (
+    r"went|got|started|start|joined|moved|bought|adopted|married|engaged|graduated|"
+    r"signed up|visited|finished|learned|learnt|painted|ran|won|lost|met|made|took|worked|"
+    r"become|became|interested in|"
+    r"work (?:as|at|for|in|on)|working (?:as|at|for|in|on)|live[sd]? (?:in|at|near|with)|"
+    r"living (?:in|at|near|with)|studied|study|studying|volunteer\w*|research\w*|"
+    r"plan(?:ning)? to|planned|going to|gonna|decided|became|traveled|travelled|"
+    r"been (?!thinking|wondering|feeling|slogging|struggling|trying|meaning|dealing|going|"
+    r"considering|reflecting|busy|hanging|chilling|doing)\w+ing|"
+    r"attended|competed|played|built|created|wrote|written|published|performed|opened|"
+    r"launched|received|found|cooked|baked|sold|saw|watched|read|tried|hiked|camped|climbed|"
+    r"organized|organised|hosted|gave|donated|raised|taught|teach|coached|coach|trained|"
+    r"practic\w+|recorded|released|designed|grew|planted|drew|sang|flew|drove|celebrated|"
+    r"named|rescued|quit|retired|hired|promoted|enrolled|completed|passed|failed|injured|broke|"
+    r"recovered|diagnosed|born|grew up|used to|own|"
+    r"(?:have|has|had|got) (?:a|an|two|three|four|five|\d+|some|lots)"
+    r"(?! (?:\w+ )?(?:fun|time|blast|lot|great|good|hard|tough|rough|crazy|busy|wild|day|"
+    r"week|chance|feeling|idea|question|few)\b)|am an?|'m an?"
+)
+_LIFE_EVENT = re.compile(
+    r"(?:\b(?:I|(?i:we|my|our))\b|\bI'(?:m|ve|d|ll)\b|\b(?i:we)'(?:ve|re|d|ll)\b)"
+    r"(?:[\s,]+[\w'-]+){0,8}?[\s,]+(?:" + _LIFE_VERBS + r")\b(?!')(?! (?:bit|little|lot)\b)"
+    r"|\bI'm an? (?!bit\b|little\b|lot\b)",
+)
+_NOT_ANCHOR = re.compile(
+    r"^(?:just |so )?(?:it's|its|it is|it was|that's|that is|that was|this is|these are|"
+    r"there's|there is|here's|here is|here are|what a|how|check (?:it|this|that|'em|them) out|"
+    r"look at|take a look|let's|hope|wish|can't wait|cannot wait|as for)\b"
+    r"|\b(?:got|made|took|did|tried|bought|found|wrapped|finished|started|saw|had|loved?|liked?|"
+    r"enjoy(?:ed)?|tried making|doing) (?:it|that|this|one|them|those|these)\b",
+    re.I,
+)
+_RELATION = re.compile(
+    r"\bmy (?:\w+ )?(?:sister|brother|siblings?|mom|mother|mum|dad|father|parents?|husband|wife|"
+    r"partner|boyfriend|girlfriend|fianc\w+|son|daughter|kids?|children|family|fam|friends?|"
+    r"grandma|grandmother|grandpa|grandfather|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?|"
+    r"puppy|kitten|job|boss|team|colleague|coworker|house|home|apartment|car|birthday|hobby|"
+    r"passion|goal|dream|business|company|shop|studio|band|book|career|degree|school|class|"
+    r"course|teacher|coach|mentor|neighbou?r|roommate)\b",
+    re.I,
+)
+_IMPERATIVE = re.compile(
+    r"(?:have|keep|enjoy|let|try|check|take|go|give|come|don't|do|stay|remember|make sure|"
+    r"good luck|see|look|tell|send|say|hang|stop|be)\b",
+    re.I,
+)
+_FUTURE = re.compile(
+    r"\b(?:will|'ll|gonna|going to|plan(?:ning)? to|hop(?:e|ing) to|would like to|wanna)\b", re.I
+)
+_WHEN = re.compile(
+    r"\d|\b(?:tomorrow|tonight|next (?:\w+ )?(?:week|weekend|month|year|summer|winter|spring|"
+    r"fall|season|semester|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"this (?:weekend|summer|winter|spring|fall|month|year)|january|february|march|april|may|"
+    r"june|july|august|september|october|november|december|monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday|soon)\b",
+    re.I,
+)
+_HABIT = re.compile(
+    r"\b(?:I|we)\b(?: \w+){0,3} (?:go|take|play|run|walk|swim|cook|bake|paint|write|teach|"
+    r"work|visit|attend|watch|read|practice|train|volunteer|meet|hike|ride|use|do)\b"
+    r"[^.!?]*\b(?:every|each|twice|once a|three times|usually|often|always|regularly|weekly|"
+    r"daily|on weekends|most days)\b",
+    re.I,
+)
+_FAMILY = re.compile(
+    r"\b(?:kids?|children|family|fam|husband|wife|partner|son|daughter|mom|dad|parents)\b", re.I
+)
+
+
+def _from_turn(turn: list[Piece], listener: str | None = None) -> Candidate | None:
+    """One turn of a chat between people → one memory: the sentences that state something
+    lasting about the speaker (what they did, have, are, like or plan with a date), with the
+    sentences right after that say more about it, and the photo shared with them. Questions,
+    greetings, thanks, advice and compliments to the listener, hedges, passing states and
+    undated intentions are left out. "you" becomes ``listener`` (in a chat of two)."""
+    subject = turn[0].speaker or "User"
+    kept: list[str] = []
+    evidence: list[str] = []
+    preference = anchored = False
+    for piece in turn:
+        text, caption = _split_caption(piece.text)
+        sentence = _clean_chat(text)
+        if listener and sentence.startswith(f"{listener}, "):
+            sentence = _clean_chat(sentence[len(listener) + 2 :])
+        if sentence and not sentence.endswith("?") and not _TO_LISTENER.match(sentence):
+            if _is_anchor(sentence):
+                anchored = True
+                preference = preference or bool(_PREFERENCE_CHAT.search(sentence))
+                kept.append(sentence)
+                evidence.append(text.strip())
+            elif anchored and _elaborates(sentence):
+                kept.append(sentence)
+                evidence.append(text.strip())
+        if caption and anchored:
+            kept.append(f"[{subject} shared {caption}.]")
+    if not anchored:
+        return None
+    we = f"{subject}'s family" if any(_FAMILY.search(k) for k in kept) else f"{subject} and others"
+    text = " ".join(_to_listener(third_person(k, subject, we=we), listener) for k in kept)
+    kind = "preference" if preference else "fact"
+    importance = 0.6 if preference else 0.5
+    return Candidate(kind, _trim(text), importance, " ".join(evidence)[:MAX_TEXT])
+
+
+def _elaborates(sentence: str) -> bool:
+    """A sentence that can follow a memory's first sentence: more about it, not a passing
+    state, a hedge, or words to the listener."""
+    if _PASSING.search(sentence) or _CHAT_HEDGE.search(sentence) or _IMPERATIVE.match(sentence):
+        return False
+    return len(_content(sentence)) >= 3 and not _TO_LISTENER.search(sentence)
+
+
+def _to_listener(text: str, listener: str | None) -> str:
+    """What a speaker said about "you", with the listener's name (when known)."""
+    if listener is None or not _TO_LISTENER.search(text):
+        return text
+    text = re.sub(r"\byou (?:are|were)\b", lambda m: f"{listener} {_BE[m.group(0)[4:]]}", text)
+    text = re.sub(r"\byou've\b", f"{listener} has", text)
+    text = re.sub(r"\byou're\b", f"{listener} is", text)
+    text = re.sub(r"\byou (have|do)\b", lambda m: f"{listener} {_IRREGULAR[m.group(1)]}", text)
+    text = re.sub(r"\byours?\b", f"{listener}'s", text)
+    return re.sub(r"\byou\b", listener, text)
+
+
+_BE = {"are": "is", "were": "was"}
+
+
+def _split_caption(text: str) -> tuple[str, str]:
+    match = re.search(r"\s*\[shares (?P<what>[^\]]*)\]\s*$", text)
+    if not match:
+        return text, ""
+    return text[: match.start()], match.group("what")
+
+
+def _clean_chat(text: str) -> str:
+    """A chat sentence without its leading fillers ("Yeah, so, ...") and with an elided "I"
+    put back ("Been running more" → "I've been running more")."""
+    text = _FILLER.sub("", text.strip().replace("\u2019", "'")).strip(" ,;:-–—")
+    text = _SINCE_WE_TALKED.sub("", text).strip(" ,;:-–—")
+    elided = _ELIDED.match(text)
+    if elided:
+        if elided.group("been"):
+            text = "I've " + text[:1].lower() + text[1:]
+        elif elided.group("still") is not None:
+            text = "I'm " + text[:1].lower() + text[1:]
+        else:
+            text = "I " + text[:1].lower() + text[1:]
+    return text[:1].upper() + text[1:]
+
+
+def _is_anchor(sentence: str) -> bool:
+    """A first-person statement of something lasting and checkable."""
+    if not _SPEAKER_I.search(sentence) or _PASSING.search(sentence):
+        return False
+    if _CHAT_HEDGE.search(sentence) or len(_content(sentence)) < 2:
+        return False
+    if _TO_LISTENER.search(" ".join(sentence.split()[:5])):
+        return False  # "I love your ...", "If you want, I'm happy to ..."
+    if _FUTURE.search(sentence) and not _WHEN.search(sentence):
+        return False  # an intention with no date is not yet a fact
+    if _NOT_ANCHOR.search(sentence):
+        return False
+    if _PREFERENCE_CHAT.search(sentence):
+        return True
+    if _HABIT.search(sentence):
+        return True
+    return bool(_LIFE_EVENT.search(sentence) or _RELATION.search(sentence))
+
+
+def _trim(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rsplit(" ", 1)[0] + " …"
 
 
 def _preference(text: str, subject: str) -> Candidate | None:
@@ -202,47 +429,87 @@ def _skill(chain: list[Piece]) -> Candidate | None:
     fix = next(p for p in chain if p.kind in ("file", "fix", "action"))
     if not fix.action and fix.kind != "fix":
         return None
-    error = _clause(" ".join(p.text for p in errors), 200, first=False)
-    text = f"When {error}: fix with {_clause(fix.text, 200)}"
+    error = _clause(strip_volatile(" ".join(p.text for p in errors)), 200, first=False)
+    text = f"When {error}: fix with {_clause(strip_volatile(fix.text), 200)}"
     evidence = " → ".join(p.text for p in chain)
     return Candidate("skill", text, IMPORTANCE["skill"], evidence[:MAX_TEXT])
 
 
-def third_person(text: str, subject: str) -> str:
+def third_person(text: str, subject: str, *, we: str | None = None) -> str:
     """A first-person statement as a statement about ``subject``, where that is cheap:
-    "I prefer httpx" → "User prefers httpx"; "my dog is Max" → "Ana's dog is Max"."""
+    "I prefer httpx" → "User prefers httpx"; "my dog is Max" → "Ana's dog is Max". ``we``
+    names who "we" are (default: "The team" at the start of a sentence)."""
     out = text.strip()
     possessive = "the user's" if subject == "User" else f"{subject}'s"
-
-    def verb(match: re.Match[str]) -> str:
-        word = match.group(1)
-        lower = word.lower()
-        if lower in _CONJUGATE:
-            return f"{subject} {_CONJUGATE[lower]}".replace("  ", " ")
-        if lower.endswith(("s", "sh", "ch", "x", "o")):
-            return f"{subject} {word}es"
-        if lower.endswith("y") and lower[-2:-1] not in "aeiou":
-            return f"{subject} {word[:-1]}ies"
-        return f"{subject} {word}s"
-
-    out = re.sub(r"\bI('m|'ve)", lambda m: f"{subject}{_CONJUGATE[m.group(1)]}", out)
     out = re.sub(
-        r"\bI (am|have|do|don't|go|prefer|like|love|enjoy|hate|dislike|want|need|use|work|live"
-        r"|think|feel|know|play|own|run|teach|study|paint|write|cook|volunteer)\b",
-        verb,
+        r"\bI('m|'ve|'ll|'d)\b", lambda m: f"{subject} {_CONTRACTED[m.group(1).lower()]}", out
+    )
+    out = re.sub(
+        r"\bI((?: [a-z]+ly| just| also| still| even| never| always| already| ever| sometimes"
+        r"| often| too)?) "
+        r"([a-z']+)\b",
+        lambda m: f"I{m.group(1)} {_third(m.group(2))}",
         out,
     )
     out = re.sub(r"\bI\b", subject, out)
-    out = re.sub(
-        r"^[Ww]e (use|run|deploy|prefer|need|want)\b", lambda m: f"The team {m.group(1)}s", out
-    )
-    out = re.sub(r"^[Ww]e\b", "The team", out)
-    out = re.sub(r"^[Oo]ur\b", "The team's", out)
+    if we is None:
+        out = re.sub(
+            r"^[Ww]e (use|run|deploy|prefer|need|want)\b",
+            lambda m: f"The team {m.group(1)}s",
+            out,
+        )
+        out = re.sub(r"^[Ww]e\b", "The team", out)
+        out = re.sub(r"^[Oo]ur\b", "The team's", out)
+    else:
+        out = re.sub(r"\b[Ww]e're\b", f"{we} are", out)
+        out = re.sub(r"\b[Ww]e've\b", f"{we} have", out)
+        out = re.sub(r"\b[Ww]e'll\b", f"{we} will", out)
+        out = re.sub(r"\b[Ww]e'd\b", f"{we} would", out)
+        out = re.sub(r"\b[Ww]e\b", we, out)
+        ours = f"{we}'" if we.endswith("s") else f"{we}'s"
+        out = re.sub(r"\b[Oo]urs?\b", ours, out)
+        out = re.sub(r"\b[Uu]s\b", we, out)
+        out = re.sub(r"\b[Oo]urselves\b", "themselves", out)
     out = re.sub(r"\b[Mm]y\b", possessive, out)
+    out = re.sub(r"\b[Mm]ine\b", possessive, out)
     out = re.sub(r"\bmyself\b", "themselves", out)
     out = re.sub(r"\bme\b", subject, out)
+    out = re.sub(r"\b(\w+)'s own\b", r"\1's own", out)
     out = out[:1].upper() + out[1:]
     return out if len(out) <= MAX_TEXT else out[: MAX_TEXT - 1].rsplit(" ", 1)[0] + " …"
+
+
+_CONTRACTED = {"'m": "is", "'ve": "has", "'ll": "will", "'d": "would"}
+_IRREGULAR = {
+    "haven't": "hasn't",
+    "am": "is",
+    "have": "has",
+    "do": "does",
+    "don't": "doesn't",
+    "go": "goes",
+    "was": "was",
+    "can't": "can't",
+}
+_UNCHANGED = frozenset(
+    """can could will would shall should must may might did didn't wasn't won't wouldn't
+    couldn't shouldn't went got had made took saw ran won lost met bought found gave told felt
+    left kept came became began wrote heard thought knew grew drew flew held sold taught built
+    spent sent said put set let hit cut quit read been being was were a an the to of""".split()
+)
+
+
+def _third(word: str) -> str:
+    """``word`` after "I", as after "she": "prefer" → "prefers"; past tenses stay."""
+    lower = word.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if lower in _UNCHANGED or lower.endswith(("ed", "ing", "'t")) or "'" in lower:
+        return word
+    if lower.endswith(("s", "sh", "ch", "x", "o", "z")):
+        return word + "es"
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
 
 
 def _importance(text: str, kind: str) -> float:
@@ -253,7 +520,7 @@ def _importance(text: str, kind: str) -> float:
 def _clause(text: str, limit: int, first: bool = True) -> str:
     text = text.strip()
     if first:
-        text = re.split(r";\s+|(?<=[.!?])\s+", text, maxsplit=1)[0]
+        text = re.split(r";\s+|(?<!\.\.)(?<=[.!?])\s+", text, maxsplit=1)[0]
     first_part = text.rstrip(".")
     if len(first_part) <= limit:
         return first_part

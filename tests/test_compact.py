@@ -332,3 +332,70 @@ def test_session_file_dates_its_request() -> None:
     messages = load_messages(SESSIONS[0])
     assert messages[0]["role"] == "user" and messages[0]["timestamp"] == "2026-11-16T09:12:04"
     assert messages[1]["content"].startswith("2026-11-16 09:12:31 [planning]")
+
+
+# ---- fixes found on the example sessions ------------------------------------------------------
+
+
+def undated(path: Path) -> list[dict[str, str]]:
+    """A session's messages as an agent holds them: the request carries no timestamp."""
+    return [{k: v for k, v in m.items() if k != "timestamp"} for m in load_messages(path)]
+
+
+def session(name: str) -> Path:
+    return next(p for p in SESSIONS if name in p.name)
+
+
+def test_request_is_the_task_not_a_tagged_undated_event() -> None:
+    memory = compact_offline(undated(session("invoice-status-enum-ci")))
+    assert memory.state[0].startswith("Task: Add a status column to invoices")
+    assert not any("Add a status column" in e.text for e in memory.events)
+    assert not any("Push to" in s for s in memory.state)  # a request is no state
+    assert all(e.date == "2026-11-19" for e in memory.events)  # the request's day, too
+    decision = event_with(memory, "Fly.io")
+    assert decision.tag == "decision"
+    assert decision.text == (
+        "The team decided in this morning's (2026-11-19) meeting to deploy to Fly.io instead "
+        "of Heroku."
+    )  # the instruction tacked on ("so drop the Heroku deploy job ...") is not kept
+
+
+def test_closing_summary_is_no_fix_for_an_earlier_error() -> None:
+    memory = compact_offline(undated(session("invoice-status-enum-ci")))
+    bogus = [e for e in memory.events if "could not get CI green" in e.text]
+    assert bogus and all(e.tag == "error" and "fixed:" not in e.text for e in bogus)
+
+
+def test_state_has_no_near_duplicates_and_user_words_are_neutral_and_dated() -> None:
+    state = compact_offline(undated(session("invoice-status-enum-ci"))).state
+    assert not any(s.startswith("19 passed") for s in state)  # "19 pass locally" came later
+    assert any("19 pass locally" in s for s in state)
+    review = compact_offline(undated(session("review-pr-9")))
+    ci = [s for s in review.state if s.startswith("CI is green")]
+    assert ci == [
+        "CI is green since this morning (2026-11-20), User fixed the psql password in the "
+        "workflow by hand."
+    ]
+    assert all(e.date for e in review.events)
+
+
+def test_problems_reported_as_fixed_are_not_unresolved() -> None:
+    state = compact_offline(undated(session("add-pdf-export"))).state
+    assert not any(s.startswith("Unresolved:") for s in state)  # "needed two fixes: ..."
+    review = compact_offline(undated(session("review-pr-9"))).state
+    assert any(s.startswith("Unresolved: With 20 concurrent POST /invoices") for s in review)
+
+
+def test_strip_volatile_and_possessive_relative_dates() -> None:
+    from mdmem.compact import resolve_relative_dates, strip_volatile
+
+    assert (
+        strip_volatile('Run 11873320451, "Run migrations": localhost:5433 Connection refused')
+        == '"Run migrations": localhost:5433 Connection refused'
+    )
+    assert strip_volatile("19 passed in 5.12s") == "19 passed"
+    assert strip_volatile("2026-11-19 14:55:09 built abc1234f (took 3.2s)") == "built"
+    assert (
+        resolve_relative_dates("in this morning's meeting", "2026-11-19")
+        == "in this morning's (2026-11-19) meeting"
+    )

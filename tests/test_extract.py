@@ -3,6 +3,7 @@ malformed then repaired, malformed twice), and deduplication against existing me
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from mdmem.extract import (
     third_person,
 )
 from mdmem.tokens import import_litellm
+from mdmem.transcript import load_messages
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
@@ -276,3 +278,106 @@ def test_plan_with_the_real_embedder(embedder) -> None:
     assert [d.action for d in decisions] == ["skip", "replace", "add", "skip"]
     assert decisions[0].existing.id == "m-1" and "cosine" in decisions[0].reason
     assert decisions[1].existing.id == "m-2"
+
+
+# ---- fixes: instructions, volatile ids, people in chat -----------------------------------------
+
+
+def test_decision_without_the_instruction_and_with_its_date() -> None:
+    path = next(p for p in SESSIONS if "invoice-status-enum-ci" in p.name)
+    messages = [{k: v for k, v in m.items() if k != "timestamp"} for m in load_messages(path)]
+    facts = [c.text for c in extract_offline(messages) if c.type == "fact"]
+    assert facts == [
+        "The team decided in this morning's (2026-11-19) meeting to deploy to Fly.io instead "
+        "of Heroku."
+    ]
+
+
+def test_skills_carry_no_run_ids_timestamps_or_durations() -> None:
+    skills = [c.text for path in SESSIONS for c in extract_offline(path) if c.type == "skill"]
+    assert (
+        'When "Run migrations": localhost:5433 Connection refused: fix with ci.yml: job env '
+        "DATABASE_URL on localhost:5432" in skills
+    )
+    assert not any(re.search(r"\bRun \d{6,}|\d+\.\d+s\b|\d\d:\d\d:\d\d", s) for s in skills)
+    # the same error in another run is the same skill
+    again = [
+        {
+            "role": "tool",
+            "content": "2026-12-01 10:00:00 [tool_result] Run 99999999, "
+            '"Run migrations": localhost:5433 Connection refused',
+        },
+        {
+            "role": "assistant",
+            "content": "2026-12-01 10:05:00 [execute] ci.yml: job env "
+            "DATABASE_URL on localhost:5432",
+        },
+    ]
+    assert next(c.text for c in extract_offline(again)) in skills
+
+
+CHAT = [
+    ("Ana", "Hey Ben! How have you been?"),
+    ("Ben", "Hi Ana! Good, thanks. I've been working as a nurse for 5 years now."),
+    ("Ana", "Wow, that's great! My sister lives in Boston, she's a nurse too."),
+    ("Ben", "We adopted a puppy named Max last week! [shares a photo of a puppy]"),
+    ("Ana", "So cute! I started taking pottery classes last month. It's so relaxing."),
+    ("Ben", "I'm planning to run the Boston marathon next April. Maybe I'll get a coach."),
+    ("Ana", "Your painting is amazing, you should sell it! I think I might try it someday."),
+    ("Ben", "I'm so tired today. I will clean the garage at some point."),
+    ("Ana", "Do you like hiking? I love hiking with my dog."),
+]
+
+
+def chat_memories() -> list[str]:
+    messages = [
+        {
+            "role": "user" if who == "Ana" else "assistant",
+            "name": who,
+            "content": text,
+            "timestamp": "2023-05-08T10:00:00",
+        }
+        for who, text in CHAT
+    ]
+    return [c.text for c in extract_offline(messages)]
+
+
+def test_chat_lasting_personal_facts_are_extracted() -> None:
+    texts = chat_memories()
+    assert "Ben has been working as a nurse for 5 years now." in texts
+    assert "Ana's sister lives in Boston, she's a nurse too." in texts
+    assert (
+        "Ben and others adopted a puppy named Max last week (week of 2023-05-01)! "
+        "[Ben shared a photo of a puppy.]" in texts
+    )
+    assert "Ana started taking pottery classes last month (2023-04)." in texts
+    assert "Ben is planning to run the Boston marathon next April." in texts  # dated plan
+    assert "Ana loves hiking with Ana's dog." in texts
+
+
+def test_chat_leaves_out_questions_greetings_hedges_and_passing_things() -> None:
+    joined = "\n".join(chat_memories())
+    for gone in (
+        "How have you",
+        "Hey",
+        "thanks",
+        "Maybe",
+        "coach",
+        "painting",
+        "might",
+        "tired",
+        "garage",
+        "Do you like",
+        "relaxing",
+    ):
+        assert gone not in joined, gone
+
+
+def test_third_person_keeps_adverbs_contractions_and_names_the_listener() -> None:
+    assert third_person("I already have a Homebrew Postgres", "User") == (
+        "User already has a Homebrew Postgres"
+    )
+    assert third_person("I'll go, I haven't seen it", "Ana") == "Ana will go, Ana hasn't seen it"
+    assert third_person("We adopted Max, our first dog", "Ben", we="Ben's family") == (
+        "Ben's family adopted Max, Ben's family's first dog"
+    )
