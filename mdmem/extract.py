@@ -743,6 +743,10 @@ def plan(
             continue
         seen.add(key)
         decision = _by_similarity(candidate, n, vectors, entry_vectors, active, accepted, threshold)
+        if decision is None and (old := _conflicting(candidate, n, vectors, entry_vectors, active)):
+            # a changed value is rarely similar enough to count as a duplicate: look for it
+            why = f"same subject as {old.id}, different value"
+            decision = _decide("skip", candidate, old, why)
         if decision is None:
             decisions.append(_decide("add", candidate, None, "new"))
             accepted.append(n)
@@ -790,6 +794,36 @@ def _by_similarity(
         if float(sims[best]) >= threshold:
             reason = f"near-duplicate of an earlier candidate (cosine {float(sims[best]):.3f})"
             return _decide("skip", candidate, None, reason)
+    return None
+
+
+CONFLICT_SIMILARITY = 0.6
+"""A same-subject, different-value pair must still be at least this similar (cosine) when
+embeddings are on: a guard against two unrelated statements that share a subject."""
+
+
+def _conflicting(
+    candidate: Candidate,
+    n: int,
+    vectors: np.ndarray | None,
+    entry_vectors: np.ndarray | None,
+    active: list[Entry],
+) -> Entry | None:
+    """An existing memory the candidate updates: the same specific subject ("the user's
+    favourite editor is …", two or more content words) with another value, or the same words
+    with other numbers ("port 5433" / "port 6543")."""
+    for m, entry in enumerate(active):
+        if entry.type != candidate.type or not _different_value(candidate.text, entry.text):
+            continue
+        subject = _IS.match(candidate.text.strip())
+        broad = subject is not None and len(_content(subject.group("subject"))) < 2
+        if broad and not re.search(r"\d", candidate.text):
+            continue  # "John is …" vs "John is …": too broad to call a conflict
+        if vectors is not None and entry_vectors is not None:
+            unrelated = float(entry_vectors[m] @ vectors[n]) < CONFLICT_SIMILARITY
+            if unrelated:
+                continue
+        return entry
     return None
 
 

@@ -194,11 +194,17 @@ def test_near_duplicates_are_resolved_with_the_embedding_model(indexed: Workspac
     third = indexed.extract(
         [{"role": "user", "content": "My favourite editor is Zed."}], offline=True
     )
-    actions = [c.action for c in third.changes]
-    assert actions in (["replace"], ["merge"], ["add"])
-    if actions != ["add"]:
-        old = indexed.get(first.changes[0].entry_id)
-        assert old.archived and old.meta["superseded_by"] == third.changes[0].entry_id
+    assert [c.action for c in third.changes] == ["replace"]
+    old = indexed.get(first.changes[0].entry_id)
+    assert old.archived and old.meta["superseded_by"] == third.changes[0].entry_id
+    assert indexed.get(third.changes[0].entry_id).meta["supersedes"] == old.id
+    # a broad subject ("Ana is …") is not a conflict: both facts stay
+    indexed.remember("Ana is from Porto.", type="fact")
+    msg = {"role": "user", "name": "Ana", "content": "I am a nurse at the city hospital."}
+    facts = indexed.extract([msg], offline=True)
+    assert [(c.action, c.text) for c in facts.changes] == [
+        ("add", "Ana is a nurse at the city hospital.")
+    ]
 
 
 @pytest.mark.slow
