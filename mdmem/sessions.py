@@ -31,7 +31,7 @@ import re
 import traceback
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -503,6 +503,8 @@ class Session:
         self.metadata: dict[str, str] = {}
         self._write = write
         self._clock = clock
+        self._tail: tuple[str, int] | None = None
+        """The text this session last wrote, and the offset where its next event goes."""
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, status={self.status!r}, events={len(self.events)})"
@@ -531,24 +533,7 @@ class Session:
 
         Importance is inferred from the action unless given (error 0.9 … thinking 0.55).
         """
-        name = normal_action(action)
-        value = infer_importance(name) if importance is None else _importance(importance)
-        body = _cap(_checked(text, "event text"))
-        time = self._clock().strftime("%H:%M:%S")
-        event = Event(time, name, body, value, 0)
-        self.events.append(event)
-
-        def edit(current: str) -> str:
-            newline = "\r\n" if "\r\n" in current else "\n"
-            block = render_event(time, name, body, value, newline)
-            return append_to_section(current, self.path or "", "Events", block)
-
-        written = self._edit(edit)
-        if written is not None:
-            line = _last_event_line(self.path or "", written)
-            event = Event(time, name, body, value, line)
-            self.events[-1] = event
-        return event
+        return self._record([self._new_event(action, text, importance)])[0]
 
     def tool(
         self,
@@ -559,20 +544,17 @@ class Session:
         ok: bool = True,
         importance: float | None = None,
     ) -> tuple[Event, Event | None]:
-        """A tool call and (when given) its result; counted in the ``tools`` frontmatter.
-
-        A failed call (``ok=False``) records its result as an ``error`` event.
-        """
+        """A tool call and (when given) its result, written together with the ``tools``
+        counts of the frontmatter. A failed call (``ok=False``) records an ``error`` event."""
         label = _one_line(str(name)) or "tool"
-        self.tools[label] = self.tools.get(label, 0) + 1
-        call = self.event("tool_call", f"{label}({_render_args(args)})", importance)
-        done = None
+        events = [self._new_event("tool_call", f"{label}({_render_args(args)})", importance)]
         if result is not None or not ok:
             text = _render_args(result) if result is not None else "failed"
-            done = self.event("tool_result" if ok else "error", f"{label} → {text}", importance)
-        else:
-            self._sync_front()
-        return call, done
+            action = "tool_result" if ok else "error"
+            events.append(self._new_event(action, f"{label} → {text}", importance))
+        self.tools[label] = self.tools.get(label, 0) + 1
+        written = self._record(events, front=self._front())
+        return written[0], written[1] if len(written) > 1 else None
 
     def round(self) -> int:
         """Count one model round (one think → act cycle); returns the new count."""
@@ -661,7 +643,7 @@ class Session:
         newline = "\r\n" if "\r\n" in current else "\n"
         return _append_paragraph(current, self.path or "", section, text, newline)
 
-    def _sync_front(self, final: bool = False) -> None:
+    def _front(self, final: bool = False) -> dict[str, object]:
         values: dict[str, object] = {"status": self.status, "rounds": self.rounds}
         if self.tools:
             values["tools"] = dict(self.tools)
@@ -669,12 +651,87 @@ class Session:
             now = self._clock()
             values["ended"] = _stamp(now)
             values["duration_s"] = round((now - self.started).total_seconds(), 1)
-        self._edit(lambda t: set_frontmatter(t, values))
+        return values
+
+    def _sync_front(self, final: bool = False) -> None:
+        self._record([], front=self._front(final))
+
+    def _new_event(self, action: str, text: str, importance: float | None) -> Event:
+        name = normal_action(action)
+        value = infer_importance(name) if importance is None else _importance(importance)
+        body = _cap(_checked(text, "event text"))
+        return Event(self._clock().strftime("%H:%M:%S"), name, body, value, 0)
+
+    def _record(
+        self, events: list[Event], front: Mapping[str, object] | None = None
+    ) -> list[Event]:
+        """Append events (and set frontmatter keys) in one safe write.
+
+        The fast path: when the file is exactly what this session last wrote, the events go
+        at the remembered end of ``## Events`` without parsing the file (appending stays cheap
+        as the session grows). After a person's edit, the file is parsed once to find it.
+        """
+        if self._write is None:
+            self.events += events
+            return events
+        path = self.path or ""
+        pending: dict[str, Any] = {}
+
+        def edit(current: str) -> str:
+            newline = "\r\n" if "\r\n" in current else "\n"
+            blocks = [render_event(e.time, e.action, e.text, e.importance, newline) for e in events]
+            if self._tail is not None and self._tail[0] == current:
+                offset = self._tail[1]
+                starts = [offset + sum(map(len, blocks[:n])) for n in range(len(blocks))]
+                new = current[:offset] + "".join(blocks) + current[offset:]
+                end = offset + sum(map(len, blocks))
+            elif not blocks:  # frontmatter only: no need to find Events
+                new, starts, end = current, [], -1
+            else:
+                new = current
+                for block in blocks:
+                    new = append_to_section(new, path, "Events", block)
+                starts, end = _event_offsets(new, path, len(blocks))
+            if front:
+                shifted = set_frontmatter(new, front)
+                shift = len(shifted) - len(new)
+                new, starts = shifted, [x + shift for x in starts]
+                end = end + shift if end >= 0 else -1
+            pending.update(text=new, starts=starts, end=end)
+            return new
+
+        result = self._write(edit)
+        if result == pending.get("text"):
+            self._tail = (result, pending["end"]) if pending["end"] >= 0 else None
+            lines = [result.count("\n", 0, x) + 1 for x in pending["starts"]]
+        else:
+            self._tail, lines = None, [0] * len(events)
+        written = [replace(e, line=line) for e, line in zip(events, lines, strict=True)]
+        self.events += written
+        return written
 
     def _edit(self, edit: Callable[[str], str]) -> str | None:
         if self._write is None:
             return None
+        self._tail = None  # an edit elsewhere: find the end of Events again next time
         return self._write(edit)
+
+
+def _event_offsets(text: str, path: str, count: int) -> tuple[list[int], int]:
+    """Character offsets where the last ``count`` events start, and where the next one goes."""
+    doc = parse_document(path, text)
+    events = [e for e in doc.entries if e.heading_path[-1:] == ("Events",)]
+    lines = doc.lines
+    starts_at = [0]
+    for line in lines:
+        starts_at.append(starts_at[-1] + len(line))
+    if not events:  # nothing to anchor on: the slow path again next time
+        return [], -1
+    starts = [starts_at[e.start_line - 1] for e in events[len(events) - count :]] if count else []
+    end = starts_at[events[-1].end_line]
+    if not lines[events[-1].end_line - 1].endswith("\n"):
+        return starts, -1
+    return starts, end
 
 
 def _append_paragraph(current: str, path: str, section: str, text: str, newline: str) -> str:
@@ -695,12 +752,6 @@ def _append_paragraph(current: str, path: str, section: str, text: str, newline:
         lead = newline + lead
     trail = newline if at < len(lines) and lines[at].strip() else ""
     return "".join(lines[:at]) + lead + block + trail + "".join(lines[at:])
-
-
-def _last_event_line(path: str, text: str) -> int:
-    doc = parse_document(path, text)
-    lines = [e.start_line for e in doc.entries if e.heading_path[-1:] == ("Events",)]
-    return lines[-1] if lines else 0
 
 
 def _checked(text: str, what: str) -> str:

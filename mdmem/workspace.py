@@ -7,6 +7,8 @@ import datetime as dt
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +53,7 @@ log = logging.getLogger("mdmem")
 Conversation = Any
 """Messages (OpenAI-style dicts), a transcript path, a session id, Session or SessionRecord."""
 SEARCH_LOCK_WAIT_S = 5.0
+PARSE_CACHE_FILES = 64
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
 TASK_FILE = "task_process.md"
@@ -102,6 +105,9 @@ class Workspace:
         self._embedder = embedder
         self._index: Index | None = None
         self._overlay: dict[str, str] | None = None
+        # parsed documents by path, with the bytes they came from (parsing is the slow part)
+        self._parsed: OrderedDict[str, tuple[bytes, Document]] = OrderedDict()
+        self._parsed_lock = threading.Lock()
         self._originals: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -164,8 +170,18 @@ class Workspace:
         rel, absolute = self.resolve(path)
         if not rel.endswith(".md"):
             raise FileProblem(rel, "not a Markdown file (*.md)")
-        _, text = read_markdown(absolute, rel, self.config.max_file_bytes)
-        return parse_document(rel, text)
+        data, text = read_markdown(absolute, rel, self.config.max_file_bytes)
+        with self._parsed_lock:
+            cached = self._parsed.get(rel)
+            if cached is not None and cached[0] == data:  # same bytes: the same document
+                self._parsed.move_to_end(rel)
+                return cached[1]
+        doc = parse_document(rel, text)
+        with self._parsed_lock:
+            self._parsed[rel] = (data, doc)
+            if len(self._parsed) > PARSE_CACHE_FILES:
+                self._parsed.popitem(last=False)
+        return doc
 
     def snapshot(self) -> Snapshot:
         """Parse every workspace file; unreadable ones become problems, not exceptions."""

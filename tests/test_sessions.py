@@ -37,6 +37,7 @@ def test_session_file_is_written_as_it_goes(ws: Workspace) -> None:
         assert "status: running" in text
         s.round()
         s.tool("shell", {"cmd": "pytest -q tests/test_auth.py"}, "1 failed, 4 passed")
+        assert "tools: {shell: 1}" in path.read_text()  # counted as it happens
         s.tool("shell", "git diff", "2 files changed")
         s.tool("edit_file", "app/auth.py")
         s.event("error", "AssertionError: 500 != 200")
