@@ -126,6 +126,8 @@ class ContextConfig:
 class CompactConfig:
     threshold_tokens: int = 70_000
     """``should_compact`` is true past this many tokens."""
+    max_events: int = 100
+    """Key events kept in .compact_memory.md; older ones move to its ## Archive section."""
     dedupe_similarity: float = 0.95
     """Extraction: an existing memory at least this similar (cosine, embedding model) is
     the same memory. Cosine scales differ between models: set it per model."""

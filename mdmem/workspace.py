@@ -39,6 +39,7 @@ from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
 
 if TYPE_CHECKING:
+    from mdmem.compact import CompactMemory
     from mdmem.context import Context
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
@@ -756,7 +757,8 @@ class Workspace:
             def edit(current: str) -> str:
                 if rel == COMPACT_FILE:
                     # what is in the file now (a person's edits included) is merged, not lost
-                    return merge(parse_compact(current), result.memory).render()
+                    merged = merge(parse_compact(current), result.memory)
+                    return _with_archive(current, merged, self.config.compact.max_events)
                 body = result.memory.render().split("\n", 1)[1].replace("\n## ", "\n### ")
                 return set_section(current, rel, SUMMARY_SECTION, stamp + "\n" + body)
 
@@ -944,6 +946,42 @@ class Workspace:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():
             return LEARNINGS_FILE
         return MEMORY_FILE
+
+
+def _with_archive(current: str, memory: CompactMemory, limit: int) -> str:
+    """The compact memory's text, its oldest key events past ``limit`` moved under
+    ``## Archive`` (after what the archive already holds): kept, but out of the context."""
+    from dataclasses import replace as replaced
+
+    from mdmem.compact import KeyEvent
+
+    doc = parse_document(COMPACT_FILE, current)
+    archived = [e.text for e in doc.entries if e.archived]
+    overflow: tuple[KeyEvent, ...] = ()
+    if limit >= 0 and len(memory.events) > limit:
+        cut = len(memory.events) - limit
+        overflow, memory = memory.events[:cut], replaced(memory, events=memory.events[cut:])
+    text = memory.render()
+    # sections of a person's own (notes, …) are kept as they were
+    for title, body in _other_sections(doc):
+        text += f"\n## {title}\n{body.rstrip()}\n"
+    lines = [*(f"- {t}" for t in archived), *(e.render() for e in overflow)]
+    if lines:
+        text += "\n## Archive\n\n" + "\n".join(lines) + "\n"
+    return text
+
+
+def _other_sections(doc: Document) -> list[tuple[str, str]]:
+    """Level-2 sections of the compact memory that are not its state, events or archive."""
+    known = ("state", "status", "event", "history", "timeline", "archive")
+    tops = [h for h in doc.headings if h.level <= 2]
+    lines = doc.lines
+    out = []
+    for n, heading in enumerate(tops):
+        if heading.level == 2 and not any(k in heading.title.lower() for k in known):
+            end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
+            out.append((heading.title, "".join(lines[heading.line : end])))
+    return out
 
 
 class _Changes:

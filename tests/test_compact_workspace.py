@@ -227,3 +227,30 @@ def test_cli_compact_and_extract(tmp_path: Path) -> None:
         [mdmem, "-w", ws, "compact", "no-such-session"], capture_output=True, text=True
     )
     assert out.returncode == 1 and "no session matching" in out.stderr
+
+
+def test_compact_memory_keeps_a_persons_sections_and_archives_old_events(
+    tmp_path: Path,
+) -> None:
+    ws = Workspace.init(tmp_path / "m", mode="minimal")
+    (ws.root / "mdmem.toml").write_text(
+        'mode = "minimal"\n[embedding]\nmodel = ""\n[compact]\nmax_events = 3\n'
+    )
+    ws = Workspace.open(ws.root)
+    events = "\n".join(f"- 2026-11-0{d} [decision] decision number {d}" for d in range(1, 6))
+    (ws.root / ".compact_memory.md").write_text(
+        f"# Compact Memory\n\n## State\n- old state\n\n## Key Events\n{events}\n\n"
+        "## My notes\nDon't lose this paragraph.\n"
+    )
+    ws.compact([{"role": "tool", "content": "FAILED test_x - ValueError: bad input"}], offline=True)
+    text = (ws.root / ".compact_memory.md").read_text()
+    memory = parse_compact(text)
+    assert len(memory.events) == 3
+    assert "## My notes\nDon't lose this paragraph." in text
+    archive = text.split("## Archive", 1)[1]
+    assert "decision number 1" in archive and "decision number 2" in archive
+    assert "decision number 1" not in text.split("## Archive", 1)[0]
+    ws.compact([{"role": "tool", "content": "FAILED test_y - KeyError: 'id'"}], offline=True)
+    again = (ws.root / ".compact_memory.md").read_text()
+    assert again.count("decision number 1") == 1 and again.count("## Archive") == 1
+    assert "decision number 3" in again.split("## Archive", 1)[1]
