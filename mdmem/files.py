@@ -78,9 +78,19 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = _default_mode()
+    tmp = _temp_copy(path, data, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _temp_copy(path: Path, data: bytes, mode: int) -> str:
+    """``data`` in a synced temp file beside ``path`` (named so a dead writer's is found)."""
     prefix = f".{path.name}.{os.getpid()}."
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMP_SUFFIX)
     try:
@@ -89,12 +99,17 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    return tmp
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -199,20 +214,11 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     The data is written to a temp file first and hard-linked into place, so the file appears
     whole or not at all, and two creators never both win.
     """
-    prefix = f".{path.name}.{os.getpid()}."
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMP_SUFFIX)
+    tmp = _temp_copy(path, data, _default_mode())
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

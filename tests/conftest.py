@@ -59,10 +59,20 @@ def indexed(tmp_path: Path, indexed_template: Path, embedder) -> Workspace:
     return Workspace.open(target, embedder=embedder)
 
 
+class Script(list):
+    """The prompts (message lists) a scripted provider received, in order; ``kwargs`` holds
+    everything litellm passed with each."""
+
+    def __init__(self, replies: tuple[object, ...]) -> None:
+        super().__init__()
+        self.replies = list(replies)
+        self.kwargs: list[dict] = []
+
+
 @pytest.fixture
-def llm_script(monkeypatch: pytest.MonkeyPatch):
+def scripted(monkeypatch: pytest.MonkeyPatch):
     """A litellm custom provider, ``scripted/<name>``, answering from a list of replies (a
-    string, or an exception to raise); returns the list of prompts it received.
+    string, or an exception to raise as the provider's error).
 
     The model calls go through litellm itself, as with a real provider: nothing of ours is
     replaced.
@@ -72,15 +82,15 @@ def llm_script(monkeypatch: pytest.MonkeyPatch):
     litellm = import_litellm()
     from litellm.utils import custom_llm_setup
 
-    def make(*replies: str | Exception) -> list[list[dict]]:
-        calls: list[list[dict]] = []
-        queue = list(replies)
+    def make(*replies: object) -> Script:
+        script = Script(replies)
 
         class Handler(litellm.CustomLLM):
             def completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                calls.append(kwargs["messages"])
-                reply = queue.pop(0)
-                if isinstance(reply, Exception):
+                script.append(kwargs["messages"])
+                script.kwargs.append(kwargs)
+                reply = script.replies.pop(0)
+                if isinstance(reply, BaseException):
                     raise reply
                 return litellm.completion(
                     model="gpt-4o-mini", messages=kwargs["messages"], mock_response=reply
@@ -88,7 +98,7 @@ def llm_script(monkeypatch: pytest.MonkeyPatch):
 
         provider = [{"provider": "scripted", "custom_handler": Handler()}]
         monkeypatch.setattr(litellm, "custom_provider_map", provider)
-        custom_llm_setup()
-        return calls
+        custom_llm_setup()  # registers the provider's name with litellm
+        return script
 
     return make

@@ -145,9 +145,9 @@ def test_bad_transcript_names_the_file_and_line(ws: Workspace, tmp_path: Path) -
     assert err.value.line == 2 and "t.jsonl" in str(err.value)
 
 
-def test_llm_engine_through_litellm(example: Workspace, llm_script) -> None:
+def test_llm_engine_through_litellm(example: Workspace, scripted) -> None:
     ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
-    calls = llm_script(LLM_MEMORIES, LLM_COMPACT)
+    calls = scripted(LLM_MEMORIES, LLM_COMPACT)
     report = ws.compact("enum-ci")
     assert report.engine == "llm" and report.extraction.engine == "llm"
     assert len(calls) == 2 and all(c[0]["role"] == "system" for c in calls)
@@ -158,22 +158,22 @@ def test_llm_engine_through_litellm(example: Workspace, llm_script) -> None:
     assert ws.get(report.extraction.changes[0].entry_id).source == record.id
 
 
-def test_a_bad_model_reply_is_reported_not_raised(example: Workspace, llm_script) -> None:
+def test_a_bad_model_reply_is_reported_not_raised(example: Workspace, scripted) -> None:
     ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
     before = _files(ws)
-    llm_script("Sure! Here are the memories: [oops", "still {not json")
+    scripted("Sure! Here are the memories: [oops", "still {not json")
     report = ws.extract("enum-ci")
     assert report.changes == () and len(report.problems) == 2
     assert _files(ws) == before
 
 
-def test_auth_error_is_clear(example: Workspace, llm_script) -> None:
+def test_auth_error_is_clear(example: Workspace, scripted) -> None:
     from mdmem.llm import LLMError
     from mdmem.tokens import import_litellm
 
     litellm = import_litellm()
     ws = _keyword_only(example, '[llm]\nmodel = "scripted/m"\n')
-    llm_script(litellm.AuthenticationError("bad key", llm_provider="scripted", model="m"))
+    scripted(litellm.AuthenticationError("bad key", llm_provider="scripted", model="m"))
     with pytest.raises(LLMError, match="scripted/m"):
         ws.extract("enum-ci")
 

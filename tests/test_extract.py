@@ -19,37 +19,11 @@ from mdmem.extract import (
     resolve_offline,
     third_person,
 )
-from mdmem.tokens import import_litellm
 from mdmem.transcript import load_messages
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
 MODEL = LLMConfig(model="scripted/m")
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
-    """A litellm custom provider answering from a script; records the prompts it got."""
-    litellm = import_litellm()
-    from litellm.utils import custom_llm_setup
-
-    def make(*replies: str) -> list[list[dict]]:
-        calls: list[list[dict]] = []
-        queue = list(replies)
-
-        class Handler(litellm.CustomLLM):
-            def completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                calls.append(kwargs["messages"])
-                return litellm.completion(
-                    model="gpt-4o-mini", messages=kwargs["messages"], mock_response=queue.pop(0)
-                )
-
-        provider = [{"provider": "scripted", "custom_handler": Handler()}]
-        monkeypatch.setattr(litellm, "custom_provider_map", provider)
-        custom_llm_setup()
-        return calls
-
-    return make
 
 
 def entry(text: str, id: str = "m-1", type: str = "preference", archived: bool = False) -> Entry:

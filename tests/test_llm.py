@@ -11,47 +11,6 @@ from mdmem.tokens import import_litellm
 MESSAGES = [{"role": "user", "content": "Summarize: the build failed, then we fixed it."}]
 
 
-class Scripted:
-    """A litellm custom provider answering from a script: strings are replies (through
-    litellm's mock), exceptions are raised as the provider's errors."""
-
-    def __init__(self, *replies: object) -> None:
-        litellm = import_litellm()
-
-        outer = self
-
-        class Handler(litellm.CustomLLM):
-            def completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                outer.calls.append(kwargs)
-                reply = outer.replies.pop(0)
-                if isinstance(reply, BaseException):
-                    raise reply
-                return litellm.completion(
-                    model="gpt-4o-mini", messages=kwargs["messages"], mock_response=reply
-                )
-
-        self.calls: list[dict] = []
-        self.replies = list(replies)
-        self.handler = Handler()
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
-    """Register a scripted provider as ``scripted/<model>`` for one test."""
-    litellm = import_litellm()
-
-    def make(*replies: object) -> Scripted:
-        script = Scripted(*replies)
-        provider = [{"provider": "scripted", "custom_handler": script.handler}]
-        monkeypatch.setattr(litellm, "custom_provider_map", provider)
-        from litellm.utils import custom_llm_setup
-
-        custom_llm_setup()  # registers the provider's name with litellm
-        return script
-
-    return make
-
-
 def rate_limit() -> Exception:
     litellm = import_litellm()
     return litellm.RateLimitError(message="429 slow down", llm_provider="scripted", model="m")
@@ -71,8 +30,8 @@ def test_transient_error_is_retried_with_backoff(scripted) -> None:
     reply = complete(MESSAGES, LLMConfig(model="scripted/m"), sleep=sleeps.append, backoff=0.25)
     assert reply.text == "ok at last"
     assert sleeps == [0.25, 0.5]  # exponential
-    assert len(script.calls) == 3
-    assert script.calls[0]["optional_params"].get("temperature") == 0
+    assert len(script) == 3
+    assert script.kwargs[0]["optional_params"].get("temperature") == 0
 
 
 def test_retries_exhausted_is_a_clear_error(scripted) -> None:
@@ -105,7 +64,7 @@ def test_bad_request_is_not_retried(scripted) -> None:
     script = scripted(bad, "never reached")
     with pytest.raises(LLMError, match=r"scripted/m: BadRequestError.*\[llm\] model"):
         complete(MESSAGES, LLMConfig(model="scripted/m"), sleep=lambda s: None)
-    assert len(script.calls) == 1
+    assert len(script) == 1
 
 
 def test_missing_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
