@@ -95,3 +95,88 @@ def test_importing_the_engines_does_not_import_litellm() -> None:
     code = "import sys, mdmem.compact, mdmem.extract, mdmem.llm; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+class _FakeOpenAI:
+    """A local OpenAI-compatible server (like Ollama or vLLM) on 127.0.0.1: the real HTTP path
+    through litellm and the OpenAI client, no network beyond this machine's loopback."""
+
+    def __init__(self, *statuses: int) -> None:
+        import http.server
+        import json
+        import threading
+
+        self.statuses = list(statuses)
+        self.requests: list[tuple[dict, str]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append((body, self.headers.get("Authorization", "")))
+                status = outer.statuses.pop(0) if outer.statuses else 200
+                reply = {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "local answer"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14},
+                }
+                if status != 200:
+                    reply = {"error": {"message": f"status {status}", "type": "server_error"}}
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_local_openai_compatible_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MDMEM_TEST_KEY", "sk-local")
+    server = _FakeOpenAI(503)  # the first answer is a transient error
+    try:
+        config = LLMConfig(
+            model="openai/local-model", api_base=server.base, api_key_env="MDMEM_TEST_KEY"
+        )
+        sleeps: list[float] = []
+        reply = complete(MESSAGES, config, sleep=sleeps.append, backoff=0.01)
+        assert reply.text == "local answer" and reply.prompt_tokens == 12
+        assert len(server.requests) == 2 and sleeps == [0.01]
+        body, auth = server.requests[-1]
+        assert auth == "Bearer sk-local"
+        assert body["temperature"] == 0 and body["model"] == "local-model"
+    finally:
+        server.close()
+
+
+def test_a_local_server_refusing_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MDMEM_TEST_KEY", "sk-wrong")
+    server = _FakeOpenAI(401)
+    try:
+        config = LLMConfig(
+            model="openai/local-model", api_base=server.base, api_key_env="MDMEM_TEST_KEY"
+        )
+        with pytest.raises(LLMError, match=r"openai/local-model.*MDMEM_TEST_KEY"):
+            complete(MESSAGES, config, sleep=lambda _: None)
+        assert len(server.requests) == 1  # not retried
+    finally:
+        server.close()
