@@ -914,6 +914,24 @@ class Workspace:
             changes.freeze()
             self._overlay, self._originals = None, {}
 
+    async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
+        """:meth:`build_context` for async agents (a query may load the model and search)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.build_context, query, **kwargs)
+
+    async def acompact(self, source: Conversation = None, **kwargs: Any) -> CompactReport:
+        """:meth:`compact` for async agents: the model call runs in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.compact, source, **kwargs)
+
+    async def aextract(self, source: Conversation = None, **kwargs: Any) -> ExtractReport:
+        """:meth:`extract` for async agents: the model call runs in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.extract, source, **kwargs)
+
     def _entries_or_warn(self, path: str) -> list[Entry]:
         try:
             return self.entries(path)

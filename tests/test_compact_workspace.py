@@ -254,3 +254,19 @@ def test_compact_memory_keeps_a_persons_sections_and_archives_old_events(
     again = (ws.root / ".compact_memory.md").read_text()
     assert again.count("decision number 1") == 1 and again.count("## Archive") == 1
     assert "decision number 3" in again.split("## Archive", 1)[1]
+
+
+def test_async_agents_get_the_same_results(example: Workspace) -> None:
+    import asyncio
+
+    ws = _keyword_only(example)
+
+    async def turn() -> tuple[str, str, int]:
+        ctx = await ws.abuild_context(budget_tokens=500)
+        report = await ws.acompact("enum-ci", offline=True, dry_run=True, flush=False)
+        found = await ws.aextract("bootstrap", offline=True, dry_run=True)
+        return ctx.text, report.path, len(found.changes)
+
+    text, path, changes = asyncio.run(turn())
+    assert text == ws.build_context(budget_tokens=500).text
+    assert path.endswith("enum-ci.md") and changes > 0
