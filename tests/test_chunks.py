@@ -47,3 +47,15 @@ def test_japanese_words_stay_whole() -> None:
     assert "バックアップ" in segment("データベースのバックアップ").split()
     assert "会議" in segment("明日の会議は東京で").split()
     assert fts_query("バックアップ") == '"バックアップ"'
+
+
+def test_html_comments_alone_are_not_chunks() -> None:
+    from mdmem.index.chunks import chunk_document
+    from mdmem.markdown import parse_document
+
+    doc = parse_document(
+        "world_state.md",
+        "# World\n\n<!-- a note for people -->\n\n## Env\n- **db**: 5433\n\n<div>kept</div>\n",
+    )
+    texts = [c.text for c in chunk_document(doc)]
+    assert texts == ["**db**: 5433", "<div>kept</div>"]

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from mdmem.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown import Document, Heading
 
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4
 MAX_CHARS = 1500
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
+_ONLY_COMMENTS = re.compile(r"(?:\s*<!--.*?-->)+\s*", re.S)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ def _blocks(doc: Document) -> list[tuple[tuple[str, ...], int, int, str]]:
             run.pop()
         if run:
             text = "".join(lines[n - 1] for n in run).strip("\r\n")
-            if text.strip():
+            # HTML comments are invisible in the rendered file (template notes): not memory
+            if text.strip() and not _ONLY_COMMENTS.fullmatch(text):
                 out.append((tuple(h.title for h in stack), run[0], run[-1], text))
         run.clear()
 
