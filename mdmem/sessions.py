@@ -380,6 +380,11 @@ def append_to_section(text: str, path: str, title: str, block: str) -> str:
     return edits.insert_entry(doc, "event", title, block)
 
 
+def section_text(text: str, path: str, title: str) -> str:
+    """The raw text of ``## title`` (empty when there is none)."""
+    return _sections(parse_document(path, text)).get(title, "")
+
+
 def set_section(text: str, path: str, title: str, body: str) -> str:
     """Make ``## title`` hold exactly ``body`` (replacing what it held), adding it at the end
     of the file when missing. Everything outside the section stays as it was."""

@@ -39,7 +39,6 @@ from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
 
 if TYPE_CHECKING:
-    from mdmem.compact import CompactMemory
     from mdmem.context import Context
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
@@ -710,9 +709,10 @@ class Workspace:
         transcript that is no session goes to ``.compact_memory.md``). ``dry_run`` writes
         nothing and reports the diff.
         """
-        from mdmem.compact import compact, merge, parse_compact
+        from mdmem.compact import compact, merge
+        from mdmem.compact_file import read_memory, write_memory
         from mdmem.reports import CompactReport
-        from mdmem.sessions import SUMMARY_SECTION, set_section
+        from mdmem.sessions import SUMMARY_SECTION, section_text, set_section
         from mdmem.tokens import token_counter
 
         messages, record = self._conversation(source)
@@ -728,9 +728,9 @@ class Workspace:
                 target = record.path
             previous = None
             if target == COMPACT_FILE and (self.root / COMPACT_FILE).exists():
-                previous = parse_compact(self.read(COMPACT_FILE).text)
+                previous = read_memory(self.read(COMPACT_FILE).text)
             elif target != COMPACT_FILE and record is not None and record.summary:
-                previous = parse_compact(record.summary)
+                previous = read_memory(record.summary, level=3)
             model = self.config.context.model or self.config.llm.model or None
             count = token_counter(model)
             result = compact(
@@ -754,13 +754,22 @@ class Workspace:
                 f"tokens={result.tokens_before}->{result.tokens_after} -->"
             )
 
+            limit = self.config.compact.max_events
+
             def edit(current: str) -> str:
+                # the file as it is now (a person's edits included) is merged, never replaced
                 if rel == COMPACT_FILE:
-                    # what is in the file now (a person's edits included) is merged, not lost
-                    merged = merge(parse_compact(current), result.memory)
-                    return _with_archive(current, merged, self.config.compact.max_events)
-                body = result.memory.render().split("\n", 1)[1].replace("\n## ", "\n### ")
-                return set_section(current, rel, SUMMARY_SECTION, stamp + "\n" + body)
+                    merged = merge(read_memory(current), result.memory)
+                    return write_memory(current, merged, max_events=limit, today=_today())
+                body = section_text(current, rel, SUMMARY_SECTION)
+                body = "".join(
+                    line for line in body.splitlines(True) if "mdmem compacted:" not in line
+                )
+                merged = merge(read_memory(body, level=3), result.memory)
+                body = write_memory(
+                    body.strip("\n"), merged, max_events=limit, today=_today(), level=3
+                )
+                return set_section(current, rel, SUMMARY_SECTION, stamp + "\n\n" + body)
 
             text = self._write(rel, absolute, edit)
         return CompactReport(
@@ -964,42 +973,6 @@ class Workspace:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():
             return LEARNINGS_FILE
         return MEMORY_FILE
-
-
-def _with_archive(current: str, memory: CompactMemory, limit: int) -> str:
-    """The compact memory's text, its oldest key events past ``limit`` moved under
-    ``## Archive`` (after what the archive already holds): kept, but out of the context."""
-    from dataclasses import replace as replaced
-
-    from mdmem.compact import KeyEvent
-
-    doc = parse_document(COMPACT_FILE, current)
-    archived = [e.text for e in doc.entries if e.archived]
-    overflow: tuple[KeyEvent, ...] = ()
-    if limit >= 0 and len(memory.events) > limit:
-        cut = len(memory.events) - limit
-        overflow, memory = memory.events[:cut], replaced(memory, events=memory.events[cut:])
-    text = memory.render()
-    # sections of a person's own (notes, …) are kept as they were
-    for title, body in _other_sections(doc):
-        text += f"\n## {title}\n{body.rstrip()}\n"
-    lines = [*(f"- {t}" for t in archived), *(e.render() for e in overflow)]
-    if lines:
-        text += "\n## Archive\n\n" + "\n".join(lines) + "\n"
-    return text
-
-
-def _other_sections(doc: Document) -> list[tuple[str, str]]:
-    """Level-2 sections of the compact memory that are not its state, events or archive."""
-    known = ("state", "status", "event", "history", "timeline", "archive")
-    tops = [h for h in doc.headings if h.level <= 2]
-    lines = doc.lines
-    out = []
-    for n, heading in enumerate(tops):
-        if heading.level == 2 and not any(k in heading.title.lower() for k in known):
-            end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
-            out.append((heading.title, "".join(lines[heading.line : end])))
-    return out
 
 
 class _Changes:

@@ -270,3 +270,65 @@ def test_async_agents_get_the_same_results(example: Workspace) -> None:
     text, path, changes = asyncio.run(turn())
     assert text == ws.build_context(budget_tokens=500).text
     assert path.endswith("enum-ci.md") and changes > 0
+
+
+PERSONS_COMPACT = """---
+owner: ana
+---
+# Compact Memory
+
+A preamble a person wrote: read me first.
+
+## State
+- state one
+- state two
+<!-- a comment between the bullets -->
+- state three
+
+### Caveats
+- a person's caveat under State
+
+```text
+a fenced block
+```
+
+## Key Events
+- 2026-11-01 [decision] chose Postgres
+
+## My notes
+Don't lose this paragraph.
+"""
+
+
+def test_compaction_keeps_every_byte_a_person_wrote(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "m", mode="minimal")
+    ws = _keyword_only(ws)
+    path = ws.root / ".compact_memory.md"
+    path.write_text(PERSONS_COMPACT)
+    ws.compact(
+        [{"role": "tool", "content": "FAILED test_x - ValueError: bad input"}],
+        offline=True,
+        flush=False,
+    )
+    text = path.read_text()
+    for line in PERSONS_COMPACT.splitlines():
+        if not line.startswith("- state") and line != "- 2026-11-01 [decision] chose Postgres":
+            assert line in text.splitlines(), line  # the person's lines, all still there
+    memory = parse_compact(text.split("## Archive")[0])
+    assert any("ValueError" in e.text for e in memory.events)
+    assert "- 2026-11-01 [decision] chose Postgres" in text
+    # state lines the new state replaced are archived with the date, not dropped
+    for old in ("state one", "state two", "state three"):
+        assert old in text
+
+
+def test_a_persons_edit_to_a_session_summary_survives_recompaction(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    report = ws.compact("enum-ci", offline=True, flush=False)
+    path = ws.root / report.path
+    text = path.read_text()
+    path.write_text(text.replace("### Key Events", "A note on the summary.\n\n### Key Events"))
+    ws.compact("enum-ci", offline=True, flush=False)
+    again = path.read_text()
+    assert "A note on the summary." in again
+    assert again.count("## Summary") == 1 and again.count("mdmem compacted:") == 1

@@ -1,0 +1,155 @@
+"""A compact memory as a file a person shares with the program.
+
+The program owns only the bullets directly under the State and Key Events headings; everything
+else in the file (frontmatter, a preamble, notes, sub-sections, fences, comments) is a person's
+and stays byte for byte. Replaced state lines and key events past the cap move to ``## Archive``
+instead of disappearing. The same rules serve ``.compact_memory.md`` (level-2 sections) and a
+session's ``## Summary`` (level-3 sections inside it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from mdmem import edits
+from mdmem.compact import CompactMemory, KeyEvent, parse_compact
+from mdmem.entries import ARCHIVE_TITLE, Entry
+from mdmem.markdown import Document, Heading, parse_document
+
+STATE_WORDS = ("state", "status")
+EVENT_WORDS = ("event", "history", "timeline")
+
+
+@dataclass(frozen=True)
+class _Owned:
+    heading: Heading | None
+    items: tuple[Entry, ...]
+
+
+def read_memory(text: str, level: int = 2) -> CompactMemory:
+    """What the program owns in ``text``: the State and Key Events bullets."""
+    doc = parse_document("compact.md", text)
+    state = _owned(doc, STATE_WORDS, level)
+    events = _owned(doc, EVENT_WORDS, level)
+    bullets = "\n".join(f"- {_flat(e.text)}" for e in events.items)
+    return CompactMemory(
+        state=tuple(_flat(e.text) for e in state.items),
+        events=parse_compact(f"## Key Events\n{bullets}\n").events,
+    )
+
+
+def write_memory(
+    text: str,
+    memory: CompactMemory,
+    *,
+    max_events: int,
+    today: str,
+    level: int = 2,
+    title: str = "Compact Memory",
+) -> str:
+    """``text`` with its State and Key Events bullets replaced by ``memory``'s.
+
+    State lines that were there and are not any more, and the oldest key events past
+    ``max_events``, are appended to the Archive (dated) so nothing the file held is lost.
+    """
+    before = read_memory(text, level)
+    events = memory.events
+    overflow: tuple[KeyEvent, ...] = ()
+    if 0 <= max_events < len(events):
+        overflow, events = events[: len(events) - max_events], events[len(events) - max_events :]
+    if not text.strip():
+        text = f"# {title}\n" if level == 2 else ""
+    hashes = "#" * level
+    text = _replace_items(
+        text, STATE_WORDS, level, [f"- {_flat(s)}" for s in memory.state], f"{hashes} State"
+    )
+    lines = [replace(e, text=_flat(e.text)).render() for e in events]
+    text = _replace_items(text, EVENT_WORDS, level, lines, f"{hashes} Key Events")
+    kept = set(memory.state)
+    gone = [f"- (state until {today}) {_flat(s)}" for s in before.state if s not in kept]
+    gone += [replace(e, text=_flat(e.text)).render() for e in overflow]
+    if gone:
+        doc = parse_document("compact.md", text)
+        block = doc.newline.join(gone) + doc.newline
+        text = _append_under(doc, ARCHIVE_TITLE, level, block)
+    return text
+
+
+def _owned(doc: Document, words: tuple[str, ...], level: int) -> _Owned:
+    heading = next(
+        (
+            h
+            for h in doc.headings
+            if h.level == level
+            and any(w in h.title.lower() for w in words)
+            and h.title.strip().lower() != ARCHIVE_TITLE.lower()
+        ),
+        None,
+    )
+    if heading is None:
+        return _Owned(None, ())
+    items = tuple(
+        e
+        for e in doc.entries
+        if e.kind == "item"
+        and not e.archived
+        and e.start_line > heading.line
+        and _direct_heading(doc, e) == heading
+    )
+    return _Owned(heading, items)
+
+
+def _direct_heading(doc: Document, entry: Entry) -> Heading | None:
+    """The nearest heading above an entry (of any level)."""
+    above = [h for h in doc.headings if h.line < entry.start_line]
+    return above[-1] if above else None
+
+
+def _replace_items(
+    text: str, words: tuple[str, ...], level: int, bullets: list[str], heading_text: str
+) -> str:
+    doc = parse_document("compact.md", text)
+    owned = _owned(doc, words, level)
+    newline = doc.newline
+    block = "".join(b + newline for b in bullets)
+    if owned.heading is None:
+        if not bullets:
+            return text
+        sep = "" if text.endswith(newline * 2) or not text else newline
+        if text and not text.endswith("\n"):
+            sep = newline * 2
+        return text + sep + heading_text + newline + newline + block
+    lines = doc.lines
+    if owned.items:
+        first, last = owned.items[0].start_line, owned.items[-1].end_line
+        # only the program's bullets go; anything between them (a comment, a paragraph) stays
+        between = [
+            lines[n - 1]
+            for n in range(first, last + 1)
+            if not any(e.start_line <= n <= e.end_line for e in owned.items)
+        ]
+        lines[first - 1 : last] = [block, *between]
+        return "".join(lines)
+    if not bullets:
+        return text
+    return edits.insert_entry(doc, "compact", owned.heading.title, block)
+
+
+def _append_under(doc: Document, title: str, level: int, block: str) -> str:
+    heading = next(
+        (h for h in doc.headings if h.level == level and h.title.strip().lower() == title.lower()),
+        None,
+    )
+    if heading is not None:
+        return edits.insert_entry(doc, "archive", heading.title, block)
+    text = doc.text
+    newline = doc.newline
+    sep = newline if text.endswith(newline) else newline * 2
+    if text.endswith(newline * 2):
+        sep = ""
+    return text + sep + f"{'#' * level} {title}{newline}{newline}" + block
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
