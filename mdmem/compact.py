@@ -981,8 +981,10 @@ def _llm_input(messages: list[dict[str, str]], previous: CompactMemory | None) -
 
 
 def _strip_fence(text: str) -> str:
-    match = re.search(r"```[\w-]*\n(.*?)\n?```", text, re.S)
-    return match.group(1) if match else text
+    """A reply wrapped whole in one fence (models like to) → its content. A fence inside
+    the memory (a command in a key event) is content and stays."""
+    match = re.fullmatch(r"\s*(`{3,}|~{3,})[\w-]*[ \t]*\n(.*?)\n?\1\s*", text, re.S)
+    return match.group(2) if match else text
 
 
 # ---- the dispatcher --------------------------------------------------------------------------

@@ -290,7 +290,7 @@ def sessions_source(records: Sequence[SessionRecord], folder: str) -> Source:
             details.append(Unit(line, "", base + 10 + position))
     # priority: which sessions there were, how they ended, what was asked, key events
     units = heads + outcomes + asks + details
-    return Source("sessions", "Recent Sessions", folder, tuple(units + details), files=(folder,))
+    return Source("sessions", "Recent Sessions", folder, tuple(units), files=(folder,))
 
 
 def world_source(facts: Sequence[WorldFact], path: str) -> Source:

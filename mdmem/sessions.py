@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import traceback
 import unicodedata
@@ -220,6 +221,11 @@ class SessionRecord:
         return data
 
 
+def is_stamped(name: str) -> bool:
+    """Whether a session file's name starts with its start time (YYYYMMDD_HHMMSS_)."""
+    return bool(re.match(r"^\d{8}_\d{6}_", name))
+
+
 def is_session_path(path: str) -> bool:
     return path.startswith(SESSIONS_DIR + "/") and path.endswith(".md")
 
@@ -330,14 +336,14 @@ def _iso(value: object) -> str | None:
 
 
 def _number(value: object) -> float | None:
+    """A number written by hand, or None (not a number, or not a finite one)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value)
     try:
-        return float(str(value))
-    except (TypeError, ValueError):
+        number = float(value) if isinstance(value, int | float) else float(str(value))
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) and abs(number) < 1e12 else None
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -366,12 +372,21 @@ def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
     if end is None:
         raise edits.EditNotApplicable("the frontmatter has no closing '---'")
     pending = dict(values)
-    for n in range(1, end):
+    out = [lines[0]]
+    n = 1
+    while n < end:
         key = lines[n].split(":", 1)[0]
         if key in pending and not lines[n][:1].isspace():
-            lines[n] = f"{key}: {_yaml_value(pending.pop(key))}{newline}"
+            out.append(f"{key}: {_yaml_value(pending.pop(key))}{newline}")
+            n += 1
+            # a block-style value (indented lines below the key, as Obsidian writes) goes too
+            while n < end and (lines[n][:1] in (" ", "\t") or lines[n].lstrip().startswith("- ")):
+                n += 1
+            continue
+        out.append(lines[n])
+        n += 1
     extra = [f"{k}: {_yaml_value(v)}{newline}" for k, v in pending.items()]
-    return "".join(lines[:end] + extra + lines[end:])
+    return "".join(out + extra + lines[end:])
 
 
 def append_to_section(text: str, path: str, title: str, block: str) -> str:

@@ -125,7 +125,7 @@ def _tool_call(call: Any) -> str:
 
 def _load_file(path: Path) -> list[dict[str, str]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is not part of the JSON
     except OSError as exc:
         raise FileProblem(str(path), f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -568,30 +568,46 @@ class Workspace:
     ) -> list[SessionRecord]:
         """Recorded sessions, newest first: ``agent`` keeps one agent's own sessions,
         ``since`` (YYYY-MM-DD) the ones started on or after that day."""
-        from mdmem.sessions import SESSIONS_DIR, parse_session
+        from mdmem.sessions import SESSIONS_DIR, is_stamped
 
         folder = self.root / SESSIONS_DIR
         names = sorted((p.name for p in folder.glob("*.md")), reverse=True)
-        out: list[SessionRecord] = []
-        for name in names:
-            if limit is not None and len(out) >= limit:
+        # Files named YYYYMMDD_HHMMSS_… are read newest first and only as far as needed;
+        # files named otherwise (by hand) are always read, then everything is sorted.
+        stamped = [n for n in names if is_stamped(n)]
+        found = [r for n in names if not is_stamped(n) if (r := self._session_or_warn(n))]
+        found = [r for r in found if _session_matches(r, agent, since)]
+        taken = 0
+        for name in stamped:
+            if limit is not None and taken >= limit:
                 break
-            try:
-                record = parse_session(self.read(f"{SESSIONS_DIR}/{name}"))
-            except FileProblem as exc:
-                log.warning("skipped %s", exc)
-                continue
-            if agent is not None and record.agent != agent:
-                continue
-            if since is not None and (record.started or "")[:10] < since:
-                continue
-            out.append(record)
-        out.sort(key=lambda r: (r.started or "", r.id), reverse=True)
-        return out
+            record = self._session_or_warn(name)
+            if record is not None and _session_matches(record, agent, since):
+                found.append(record)
+                taken += 1
+        found.sort(key=lambda r: (r.started or "", r.id), reverse=True)
+        return found if limit is None else found[:limit]
+
+    def _session_or_warn(self, name: str) -> SessionRecord | None:
+        """A session file, or None with a warning naming it (one bad file spoils no listing)."""
+        try:
+            return self._load_session(name)
+        except FileProblem as exc:
+            log.warning("skipped %s", exc)
+            return None
+
+    def _load_session(self, name: str) -> SessionRecord:
+        from mdmem.sessions import SESSIONS_DIR, parse_session
+
+        rel = f"{SESSIONS_DIR}/{name}"
+        try:
+            return parse_session(self.read(rel))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise FileProblem(rel, f"cannot be read as a session: {exc}") from None
 
     def session_record(self, session_id: str) -> SessionRecord:
         """One session by id (file stem), path, or a unique part of its id."""
-        from mdmem.sessions import SESSIONS_DIR, parse_session
+        from mdmem.sessions import SESSIONS_DIR
 
         name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
         folder = self.root / SESSIONS_DIR
@@ -600,7 +616,7 @@ class Workspace:
         if len(matches) != 1:
             found = "no session" if not matches else f"{len(matches)} sessions"
             raise EntryNotFoundError(f"{found} matching {session_id!r} in {SESSIONS_DIR}/")
-        return parse_session(self.read(f"{SESSIONS_DIR}/{matches[0]}.md"))
+        return self._load_session(f"{matches[0]}.md")
 
     @property
     def task(self) -> Task:
@@ -1026,6 +1042,12 @@ def templates_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).parent.parent / "templates"
+
+
+def _session_matches(record: SessionRecord, agent: str | None, since: str | None) -> bool:
+    if agent is not None and record.agent != agent:
+        return False
+    return since is None or (record.started or "")[:10] >= since
 
 
 def _today() -> str:

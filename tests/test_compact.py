@@ -399,3 +399,29 @@ def test_strip_volatile_and_possessive_relative_dates() -> None:
         resolve_relative_dates("in this morning's meeting", "2026-11-19")
         == "in this morning's (2026-11-19) meeting"
     )
+
+
+def test_llm_reply_with_a_code_block_inside_is_kept() -> None:
+    reply = (
+        "# Compact Memory\n\n## State\n- run the tests with:\n```\nuv run pytest\n```\n\n"
+        "## Key Events\n- 2026-11-20 [test] 28 passed\n"
+    )
+    memory, _ = compact_llm(
+        [{"role": "user", "content": "run the tests"}],
+        LLMConfig(model="gpt-4o-mini"),
+        mock_response=reply,
+    )
+    assert memory.events[-1].text == "28 passed"
+    fenced = "```markdown\n" + reply + "```"
+    again, _ = compact_llm(
+        [{"role": "user", "content": "run the tests"}],
+        LLMConfig(model="gpt-4o-mini"),
+        mock_response=fenced,
+    )
+    assert again.events == memory.events
+
+
+def test_transcripts_with_a_bom_load(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"role": "user", "content": "hi"}).encode())
+    assert load_messages(path) == [{"role": "user", "content": "hi"}]

@@ -256,3 +256,31 @@ def test_killed_mid_session_loses_at_most_the_event_being_written(ws: Workspace)
     assert steps == list(range(len(steps)))  # in order, none torn
     assert len(steps) >= confirmed + 1  # every confirmed event is on disk
     assert record.status == "running"
+
+
+def test_listing_sorts_hand_named_files_by_their_start(ws: Workspace) -> None:
+    with ws.session("recent work") as s:
+        s.event("execute", "x")
+    (ws.root / ".sessions" / "notes-from-last-year.md").write_text(
+        "---\nagent: coder\nstarted: 2025-01-01T09:00:00\n---\n# Old notes\n"
+    )
+    (ws.root / ".sessions" / "20260101_090000_broken.md").write_text(
+        "---\nagent: coder\nrounds: 1e999\nduration_s: .nan\n---\n# Odd numbers\n"
+    )
+    newest = ws.sessions(agent="coder", limit=1)
+    assert [r.id for r in newest] == [s.id]
+    assert [r.id for r in ws.sessions(agent="coder")][-1] == "notes-from-last-year"
+    odd = ws.session_record("broken")
+    assert odd.rounds == 0 and odd.duration_s is None  # not a crash
+
+
+def test_block_style_frontmatter_edited_by_hand_stays_valid(ws: Workspace) -> None:
+    with ws.session("obsidian user") as s:
+        s.tool("shell", "ls", "ok")
+        path = ws.root / s.path
+        text = path.read_text().replace("tools: {shell: 1}", "tools:\n  shell: 1\n  grep: 4")
+        path.write_text(text)
+        s.tool("shell", "ls", "ok")
+    record = ws.session_record(s.id)
+    assert record.agent == "coder" and record.status == "completed"
+    assert dict(record.tools) == {"shell": 2}
