@@ -27,6 +27,7 @@ from mdmem.compact import (
 )
 from mdmem.config import LLMConfig
 from mdmem.entries import MEMORY_TYPES, Entry
+from mdmem.markdown import Document
 from mdmem.transcript import Source, load_messages
 
 if TYPE_CHECKING:
@@ -925,3 +926,28 @@ def _decide(
     text: str | None = None,
 ) -> Decision:
     return Decision(action, candidate, entry, text if text is not None else candidate.text, reason)
+
+
+def choose_section(doc: Document, text: str, type_: str) -> str | None:
+    """The existing section a new memory belongs under, when the file is organised by topic
+    (``## Testing``, ``## CI`` …) rather than by type: the one whose title and entries share
+    the most words with it (at least three points; a title word counts double). None: use
+    the section for its type (``## Skills`` …)."""
+    from mdmem.entries import ARCHIVE_TITLE, type_from_heading
+
+    if any(h.level > 1 and type_from_heading(h.title) == type_ for h in doc.headings):
+        return None
+    words = _content(text)
+    best, best_score = None, 2
+    for heading in doc.headings:
+        if heading.level < 2 or heading.title.strip().lower() == ARCHIVE_TITLE.lower():
+            continue
+        title = _content(heading.title)
+        body: set[str] = set()
+        for entry in doc.entries:
+            if entry.heading_path[-1:] == (heading.title,) and not entry.archived:
+                body |= _content(entry.text)
+        score = 2 * len(words & title) + len(words & body)
+        if score > best_score:
+            best, best_score = heading.title, score
+    return best

@@ -336,8 +336,10 @@ class Workspace:
         importance: float = 0.5,
         source: str | None = None,
         file: str | os.PathLike[str] | None = None,
+        section: str | None = None,
     ) -> Entry:
-        """Append a memory under the heading for its type (created if missing).
+        """Append a memory under the heading for its type (created if missing), or under
+        ``section`` when given.
 
         Skills go to ``learnings.md`` when it exists, everything else to ``memory.md``.
         Remembering the exact text already in the file returns the existing entry.
@@ -369,7 +371,7 @@ class Workspace:
                     found.append(entry)
                     return current
             block = edits.render_item(text, meta, doc.newline)
-            title = SECTION_TITLES.get(type, type.title())
+            title = section or SECTION_TITLES.get(type, type.title())
             return edits.insert_entry(doc, type, title, block)
 
         result = self._write(rel, absolute, edit)
@@ -831,7 +833,7 @@ class Workspace:
         offline: bool,
         llm_kwargs: dict[str, Any],
     ) -> ExtractReport:
-        from mdmem.extract import extract_llm, extract_offline, plan
+        from mdmem.extract import choose_section, extract_llm, extract_offline, plan
         from mdmem.reports import ExtractReport, MemoryChange
 
         llm = self.config.llm
@@ -865,7 +867,15 @@ class Workspace:
             c = d.candidate
             written: Entry | None = None
             if d.action in ("add", "keep_both"):
-                written = self.remember(d.text, c.type, c.importance, source=session_id)
+                rel = self._file_for(c.type)
+                current = self._overlay.get(rel) if self._overlay is not None else None
+                doc = (
+                    parse_document(rel, current) if current is not None else self._doc_or_none(rel)
+                )
+                topic = choose_section(doc, d.text, c.type) if doc is not None else None
+                written = self.remember(
+                    d.text, c.type, c.importance, source=session_id, section=topic
+                )
             elif d.action in ("replace", "merge") and d.existing is not None:
                 written = self.supersede(
                     d.existing, d.text, importance=c.importance, source=session_id
@@ -956,6 +966,12 @@ class Workspace:
         import asyncio
 
         return await asyncio.to_thread(self.extract, source, **kwargs)
+
+    def _doc_or_none(self, rel: str) -> Document | None:
+        try:
+            return self.read(rel) if (self.root / rel).exists() else None
+        except FileProblem:
+            return None
 
     def _entries_or_warn(self, path: str) -> list[Entry]:
         try:

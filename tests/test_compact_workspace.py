@@ -332,3 +332,13 @@ def test_a_persons_edit_to_a_session_summary_survives_recompaction(example: Work
     again = path.read_text()
     assert "A note on the summary." in again
     assert again.count("## Summary") == 1 and again.count("mdmem compacted:") == 1
+
+
+def test_skills_land_under_the_matching_topic(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    report = ws.extract("enum-ci", offline=True)
+    skills = [ws.get(c.entry_id) for c in report.changes if c.type == "skill" and c.entry_id]
+    assert skills
+    assert {s.heading_path[-1] for s in skills} <= {"Testing", "Database", "CI", "Docker"}
+    assert any(s.heading_path[-1] == "CI" for s in skills)
+    assert "## Skills" not in (ws.root / "learnings.md").read_text()
