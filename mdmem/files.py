@@ -160,11 +160,13 @@ def edit_file(
     display: str,
     initial: str = "",
     max_bytes: int = 50_000_000,
+    create: bool = True,
 ) -> WriteResult:
     """Apply ``edit`` (old text → new text) to ``path`` under a lock, compare-and-swap.
 
     If the file changes between our read and our write (a person saved it), the edit is redone
     on the new content. If it no longer applies there, ConflictError: nothing is written.
+    With ``create=False`` a missing file is a FileProblem, not a new file.
     """
     from filelock import FileLock, Timeout
 
@@ -172,7 +174,7 @@ def edit_file(
     try:
         with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
             remove_stale_temps(path)
-            return _edit_locked(path, edit, display, initial, max_bytes)
+            return _edit_locked(path, edit, display, initial, max_bytes, create)
     except Timeout:
         raise ConflictError(
             f"{display}: another mdmem process held the write lock for {LOCK_TIMEOUT_S:.0f} s "
@@ -181,10 +183,17 @@ def edit_file(
 
 
 def _edit_locked(
-    path: Path, edit: Callable[[str], str], display: str, initial: str, max_bytes: int
+    path: Path,
+    edit: Callable[[str], str],
+    display: str,
+    initial: str,
+    max_bytes: int,
+    create: bool,
 ) -> WriteResult:
     for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
         before = read_bytes(path)
+        if before is None and not create:
+            raise FileProblem(display, "no such file: it was deleted or moved; nothing written")
         text = initial if before is None else decode_markdown(display, before, max_bytes)
         try:
             new_text = edit(text)

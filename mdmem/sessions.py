@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import re
 import traceback
@@ -38,8 +39,10 @@ from typing import Any
 
 from mdmem import edits
 from mdmem.entries import Entry
+from mdmem.errors import FileProblem
 from mdmem.markdown import Document, block_tokens, parse_document, split_lines
 
+log = logging.getLogger("mdmem")
 SESSIONS_DIR = ".sessions"
 SECTIONS = ("Request", "Events", "Response", "Metadata")
 SUMMARY_SECTION = "Summary"
@@ -720,7 +723,10 @@ class Session:
             pending.update(text=new, starts=starts, end=end)
             return new
 
-        result = self._write(edit)
+        result = self._write_or_stop(edit)
+        if result is None:
+            self.events += events
+            return events
         if result == pending.get("text"):
             self._tail = (result, pending["end"]) if pending["end"] >= 0 else None
             lines = [result.count("\n", 0, x) + 1 for x in pending["starts"]]
@@ -731,10 +737,22 @@ class Session:
         return written
 
     def _edit(self, edit: Callable[[str], str]) -> str | None:
+        self._tail = None  # an edit elsewhere: find the end of Events again next time
+        return self._write_or_stop(edit)
+
+    def _write_or_stop(self, edit: Callable[[str], str]) -> str | None:
+        """Write, unless the file is gone: a person deleted it, so the session stops writing
+        (it goes on in memory) rather than bring the file back."""
         if self._write is None:
             return None
-        self._tail = None  # an edit elsewhere: find the end of Events again next time
-        return self._write(edit)
+        try:
+            return self._write(edit)
+        except FileProblem as exc:
+            if (exc.reason or "").startswith("no such file"):
+                log.warning("%s; session %s goes on in memory only", exc, self.id)
+                self._write, self._tail = None, None
+                return None
+            raise
 
 
 def _event_offsets(text: str, path: str, count: int) -> tuple[list[int], int]:

@@ -510,11 +510,13 @@ class Workspace:
                 "(switch with `mdmem mode full`)"
             )
 
-    def _file_writer(self, rel: str, what: str) -> Callable[[Callable[[str], str]], str]:
+    def _file_writer(
+        self, rel: str, what: str, *, create: bool = True
+    ) -> Callable[[Callable[[str], str]], str]:
         def write(edit: Callable[[str], str]) -> str:
             self._require_full(what)
             _, absolute = self.resolve(rel)
-            return self._write(rel, absolute, edit)
+            return self._write(rel, absolute, edit, create=create)
 
         return write
 
@@ -558,7 +560,7 @@ class Workspace:
             title,
             agent,
             path=rel,
-            write=self._file_writer(rel, "a session file"),
+            write=self._file_writer(rel, "a session file", create=False),
             started=started,
         )
 
@@ -983,7 +985,9 @@ class Workspace:
     def _expected(self, entry: str | Entry) -> Entry:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
-    def _write(self, rel: str, absolute: Path, edit: Callable[[str], str]) -> str:
+    def _write(
+        self, rel: str, absolute: Path, edit: Callable[[str], str], *, create: bool = True
+    ) -> str:
         if self._overlay is not None:  # a dry run: edits apply to copies in memory
             if rel not in self._overlay:
                 self._originals[rel] = "" if not absolute.exists() else self.read(rel).text
@@ -998,6 +1002,7 @@ class Workspace:
             edit,
             display=rel,
             max_bytes=self.config.max_file_bytes,
+            create=create,
         )
         return result.text
 

@@ -284,3 +284,17 @@ def test_block_style_frontmatter_edited_by_hand_stays_valid(ws: Workspace) -> No
     record = ws.session_record(s.id)
     assert record.agent == "coder" and record.status == "completed"
     assert dict(record.tools) == {"shell": 2}
+
+
+def test_a_session_file_deleted_mid_run_is_not_brought_back(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ws.session("doomed") as s:
+        s.event("execute", "one")
+        (ws.root / s.path).unlink()  # a person deletes it
+        s.event("execute", "two")
+        s.response("done")
+    assert not (ws.root / s.path).exists()
+    assert [e.text for e in s.events] == ["one", "two"]  # kept in memory
+    assert s.status == "completed"
+    assert "deleted" in caplog.text and s.id in caplog.text
