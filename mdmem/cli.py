@@ -521,9 +521,13 @@ def task_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def task_add(
     ctx: typer.Context,
     item: Annotated[str, typer.Argument(help="The TODO item, one line.")],
+    as_json: JsonOpt = False,
 ) -> None:
     """Append an open item to the TODO list."""
     added = _open(ctx).task.add(item)
+    if as_json:
+        _print_json(vars(added))
+        return
     typer.echo(f"added {added.n}. {added.text}")
 
 
@@ -532,15 +536,19 @@ def task_done(
     ctx: typer.Context,
     n: Annotated[int, typer.Argument(help="Item number (as `mdmem task` shows it).")],
     undo: Annotated[bool, typer.Option(help="Untick it instead.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Tick TODO item N (the same as ticking its box by hand)."""
     ws = _open(ctx)
     try:
         item = ws.task.complete(n, done=not undo)
     except IndexError as exc:
-        _fail(str(exc), 2)
-    typer.echo(f"{'[x]' if item.done else '[ ]'} {item.n}. {item.text}")
+        _fail(str(exc))
     current = ws.task.current()
+    if as_json:
+        _print_json({"item": vars(item), "current": vars(current) if current else None})
+        return
+    typer.echo(f"{'[x]' if item.done else '[ ]'} {item.n}. {item.text}")
     typer.echo(f"now: {current.n}. {current.text}" if current else "all items done")
 
 
@@ -548,11 +556,15 @@ def task_done(
 def task_phase(
     ctx: typer.Context,
     phase: Annotated[str | None, typer.Argument(help="New phase (omit to show it).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show or set the task's phase (plan, implement, verify, … any word you use)."""
     ws = _open(ctx)
     if phase is not None:
         ws.task.set_phase(phase)
+    if as_json:
+        _print_json({"phase": ws.task.phase})
+        return
     typer.echo(ws.task.phase)
 
 
@@ -562,9 +574,13 @@ def task_new(
     title: Annotated[str, typer.Argument(help="What the task is.")],
     items: Annotated[list[str] | None, typer.Argument(help="Initial TODO items.")] = None,
     phase: Annotated[str, typer.Option(help="Starting phase.")] = "plan",
+    as_json: JsonOpt = False,
 ) -> None:
     """Start a new task; the previous one is kept in .tasks/ (never deleted)."""
     state = _open(ctx).task.new(title, items or [], phase=phase)
+    if as_json:
+        _print_json(state.to_dict())
+        return
     typer.echo(f"new task: {state.title} ({len(state.items)} items, phase {state.phase})")
 
 
@@ -607,7 +623,10 @@ def world(
             ws.world.remove(key)
         except KeyError:
             _fail(f"no world fact {key!r} in world_state.md")
-        typer.echo(f"archived {key}")
+        if as_json:
+            _print_json({"archived": key})
+        else:
+            typer.echo(f"archived {key}")
         return
     if key is not None and value is not None:
         fact = ws.world.set(key, value, section=section)

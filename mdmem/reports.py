@@ -48,6 +48,8 @@ class ExtractReport:
         return sum(change.action != "skip" for change in self.changes)
 
     def summary(self) -> str:
+        if not self.changes:
+            return f"no lasting memories found ({self.engine})"
         parts = [f"{self.count(a)} {a}" for a in ("add", "replace", "merge", "keep_both", "skip")]
         verb = "would change" if self.dry_run else "changed"
         return (

@@ -909,10 +909,13 @@ class Workspace:
         if source is None:
             own = self.sessions(agent=self.agent, limit=1)
             if not own:
-                raise EntryNotFoundError(
-                    f"nothing to compact: no session of agent {self.agent!r} in .sessions/; "
-                    "give messages, a transcript file or a session id"
+                hint = (
+                    "minimal mode records no session files: give messages or a transcript"
+                    if self.mode == "minimal"
+                    else f"no session of agent {self.agent!r} in .sessions/ yet: give "
+                    "messages, a transcript file or a session id"
                 )
+                raise EntryNotFoundError(f"nothing to compact: {hint}")
             record = own[0]
         elif isinstance(source, Session):
             record = self.session_record(source.id) if source.path else source.record()

@@ -145,18 +145,24 @@ def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
     assert "-> [ ] 4. tests/test_numbering_concurrency.py" in out.stdout
     out = run(*w, "task", "done", "4")
     assert out.returncode == 0 and "now: 5." in out.stdout
-    assert run(*w, "task", "done", "99").returncode == 2
-    assert run(*w, "task", "add", "Write the changelog").stdout.startswith("added 7.")
+    out = run(*w, "task", "done", "99")
+    assert out.returncode == 1 and "no TODO item 99" in out.stderr  # a data error, not usage
+    assert json.loads(run(*w, "task", "add", "x", "--json").stdout)["text"] == "x"
+    assert run(*w, "task", "add", "Write the changelog").stdout.startswith("added 8.")
+    done = json.loads(run(*w, "task", "done", "7", "--json").stdout)
+    assert done["item"]["done"] is True and done["current"]["n"] == 5
     assert run(*w, "task", "phase", "verify").stdout.strip() == "verify"
     state = json.loads(run(*w, "task", "list", "--json").stdout)
     assert (state["pointer"], state["phase"]) == (5, "verify")
+    assert json.loads(run(*w, "task", "phase", "--json").stdout) == {"phase": "verify"}
 
     assert "5433" in run(*w, "world", "db").stdout
     out = run(*w, "world", "db", "PostgreSQL 16.4 on 6543")
     assert out.returncode == 0 and out.stdout.startswith("world_state.md:")
     assert run(*w, "world", "db").stdout.strip() == "PostgreSQL 16.4 on 6543"
     assert run(*w, "world", "no such key").returncode == 1
-    assert run(*w, "world", "--remove", "heroku").returncode == 0
+    removed = run(*w, "world", "--remove", "heroku", "--json")
+    assert json.loads(removed.stdout) == {"archived": "heroku"}
 
     assert run(*w, "mode").stdout.strip() == "full"
     out = run(*w, "mode", "minimal", "--json")
