@@ -18,6 +18,20 @@
 The checkboxes are the truth: a person ticking a box by hand is the same as ``complete``.
 ``Pointer`` (the number of the first open item) is derived from them and rewritten on every
 program write, so a stale pointer after a hand edit does no harm.
+
+Only top-level list items under ``## TODO`` (and any sub-heading of it) are TODO items. A list
+nested in an item belongs to that item: the item's ``text`` is its first line plus continuation
+lines that are not list items, and the nested items are ``subitems``, ``(text, done)`` pairs in
+order, ``done`` being None for a plain bullet (a note, not a box). So::
+
+    - [ ] Deploy
+      - [ ] staging
+      - [x] production
+
+is one item, ``Deploy``, with ``subitems == (("staging", False), ("production", True))``; item
+numbers, ``current()`` and the pointer depend on top-level boxes only, and a child ticked by
+hand shows up in ``subitems``. ``add`` appends after the last TODO item (in its list style),
+wherever it stands, so sub-headings inside ``## TODO`` keep their order and numbering.
 """
 
 from __future__ import annotations
@@ -25,11 +39,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mdmem import edits
-from mdmem.entries import Entry
-from mdmem.markdown import Document, parse_document
+from mdmem.entries import Entry, find_meta
+from mdmem.markdown import Document, block_tokens, parse_document
 
 TASK_FILE = "task_process.md"
 STATE, TODO, INSTRUCTIONS = "State", "TODO", "Instructions"
@@ -38,6 +52,9 @@ _RULE = re.compile(
     r"^IF\s+(?P<cond>.+?)\s+THEN\s+(?P<then>.+?)(?:\s+ELSE\s+(?P<else>.+))?$", re.I | re.S
 )
 _FIELD = re.compile(r"^(?P<key>[A-Za-z][\w -]{0,40}?)\s*:\s*(?P<value>.*)$", re.S)
+_MARKER = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+_CHECK = re.compile(r"^\[([ xX])\](?:[ \t]+|$)")
+_ORDERED = re.compile(r"^([ \t]*)(\d{1,9})([.)])([ \t]+)")
 
 
 @dataclass(frozen=True)
@@ -45,8 +62,12 @@ class TaskItem:
     n: int
     """1-based position in the TODO list (done items count too, so numbers are stable)."""
     text: str
+    """The item's first line plus continuation lines that are not list items."""
     done: bool
     line: int
+    subitems: tuple[tuple[str, bool | None], ...] = ()
+    """Items of a list nested in this one, as ``(text, done)``; done is None for a plain
+    bullet. They don't count in numbering, the pointer or ``current()``."""
 
 
 @dataclass(frozen=True)
@@ -96,12 +117,15 @@ def parse_task(doc: Document) -> TaskState:
     items: list[TaskItem] = []
     rules: list[Instruction] = []
     fields: dict[str, str] = {}
+    parts = item_parts(doc)
     for entry in doc.entries:
         section = _section_of(entry)
         if section == TODO and entry.kind == "item":
-            items.append(
-                TaskItem(len(items) + 1, entry.text, bool(entry.checked), entry.start_line)
-            )
+            part = parts.get(entry.start_line)
+            text = own_text(doc, part) if part else entry.text
+            subs = tuple(_subitem(doc, child) for child in part.children) if part else ()
+            n = len(items) + 1
+            items.append(TaskItem(n, text, bool(entry.checked), entry.start_line, subs))
         elif section == INSTRUCTIONS:
             rules.append(_instruction(entry))
         elif section == STATE and (m := _FIELD.match(entry.text)):
@@ -111,6 +135,80 @@ def parse_task(doc: Document) -> TaskState:
     if title.lower() in ("(none yet)", "none"):
         title = ""
     return TaskState(title, phase, current, tuple(items), tuple(rules), fields)
+
+
+@dataclass
+class ItemPart:
+    """Where a list item's own lines end and its nested items are (1-based lines)."""
+
+    start: int
+    end: int
+    """Last line of the whole item, nested lists included (trailing blank lines too)."""
+    nested: int | None = None
+    """First line of the first list nested in the item, if any."""
+    children: list[ItemPart] = field(default_factory=list)
+
+    @property
+    def own_end(self) -> int:
+        """Last line of the item's own text: before its first nested list."""
+        return self.end if self.nested is None else max(self.start, self.nested - 1)
+
+
+def item_parts(doc: Document) -> dict[int, ItemPart]:
+    """Every list item that is not inside another one, by its first line."""
+    lines = doc.lines
+    skip = doc.body_start - 1
+    tokens = block_tokens("\n" * skip + "".join(lines[skip:]))
+    top: dict[int, ItemPart] = {}
+    stack: list[ItemPart] = []
+    for tok in tokens:
+        if tok.type in ("bullet_list_open", "ordered_list_open") and tok.map:
+            if stack and stack[-1].nested is None:
+                stack[-1].nested = tok.map[0] + 1
+        elif tok.type == "list_item_open" and tok.map:
+            part = ItemPart(tok.map[0] + 1, tok.map[1])
+            if stack:
+                stack[-1].children.append(part)
+            else:
+                top[part.start] = part
+            stack.append(part)
+        elif tok.type == "list_item_close" and stack:
+            stack.pop()
+    return top
+
+
+def own_text(doc: Document, part: ItemPart) -> str:
+    """An item's text without its nested lists: marker, box and metadata comment removed."""
+    lines = doc.lines
+    end = part.own_end
+    while end > part.start and not lines[end - 1].strip():
+        end -= 1
+    raw = [line.rstrip("\r\n") for line in lines[part.start - 1 : end]]
+    for i, line in enumerate(raw):
+        if match := find_meta(line):
+            raw[i] = line[: match.start()] + line[match.end() :]
+            break
+    marker = _MARKER.match(raw[0])
+    width = marker.end() if marker else 0
+    first = raw[0][width:]
+    if box := _CHECK.match(first):
+        first = first[box.end() :]
+    rest = [_dedent(line, width).rstrip() for line in raw[1:]]
+    return "\n".join([first.strip(), *rest]).strip()
+
+
+def _subitem(doc: Document, part: ItemPart) -> tuple[str, bool | None]:
+    line = doc.lines[part.start - 1]
+    marker = _MARKER.match(line)
+    box = _CHECK.match(line[marker.end() :]) if marker else None
+    return own_text(doc, part), (box.group(1) != " " if box else None)
+
+
+def _dedent(line: str, width: int) -> str:
+    if line[:width] == " " * width:
+        return line[width:]
+    expanded = line.expandtabs(4)
+    return expanded[min(width, len(expanded) - len(expanded.lstrip(" "))) :]
 
 
 def _section_of(entry: Entry) -> str | None:
@@ -134,9 +232,51 @@ def _instruction(entry: Entry) -> Instruction:
 
 
 def add_item(text: str, path: str, item: str) -> str:
+    return add_item_at(text, path, item)[0]
+
+
+def add_item_at(text: str, path: str, item: str) -> tuple[str, int]:
+    """Append an open item right after the last TODO item, in that item's list style (under
+    ``## TODO`` when there is none). Returns the new text and the new item's number."""
     doc = parse_document(path, text)
-    block = f"- [ ] {_line(item)}{doc.newline}"
-    return sync_pointer(edits.insert_entry(doc, "todo", TODO, block), path)
+    item = _line(item)
+    items = parse_task(doc).items
+    new = None
+    if items:
+        lines = doc.lines
+        last = items[-1]
+        lead = _next_lead(lines[last.line - 1])
+        end = next(e.end_line for e in doc.entries if e.start_line == last.line)
+        if lead is not None:
+            chunk = f"{lead}[ ] {item}{doc.newline}"
+            if not lines[end - 1].endswith("\n"):
+                chunk = doc.newline + chunk  # the file had no final newline
+            new = "".join(lines[:end]) + chunk + "".join(lines[end:])
+            if not any(i.line == end + 1 for i in parse_task(parse_document(path, new)).items):
+                new = None  # not a TODO item where it stands: fall back to the section's end
+    if new is None:
+        new = edits.insert_entry(doc, "todo", TODO, f"- [ ] {item}{doc.newline}")
+    return sync_pointer(new, path), _first_new_item(text, new, path)
+
+
+def _next_lead(line: str) -> str | None:
+    """The list marker for an item after ``line``'s: same indent, bullet and spacing, or the
+    next number of an ordered list."""
+    if m := _ORDERED.match(line):
+        return f"{m.group(1)}{int(m.group(2)) + 1}{m.group(3)}{m.group(4)}"
+    m = re.match(r"^[ \t]*[-*+][ \t]+", line)
+    return m.group(0) if m else None
+
+
+def _first_new_item(old: str, new: str, path: str) -> int:
+    """Number of the first TODO item at or after the first line ``new`` changed."""
+    before = [line.rstrip("\r\n") for line in old.split("\n")]
+    after = [line.rstrip("\r\n") for line in new.split("\n")]
+    same = 0
+    while same < min(len(before), len(after)) and before[same] == after[same]:
+        same += 1
+    items = parse_task(parse_document(path, new)).items
+    return next((i.n for i in items if i.line > same), len(items))
 
 
 def complete_item(text: str, path: str, n: int, done: bool = True) -> str:
@@ -243,8 +383,15 @@ class Task:
 
     def add(self, item: str) -> TaskItem:
         """Append an open item to the TODO list."""
-        new = self._write(lambda text: add_item(text, TASK_FILE, item))
-        return parse_task(parse_document(TASK_FILE, new)).items[-1]
+        written = 0
+
+        def edit(text: str) -> str:
+            nonlocal written  # the last run is the one written (a retry redoes the edit)
+            new, written = add_item_at(text, TASK_FILE, item)
+            return new
+
+        new = self._write(edit)
+        return parse_task(parse_document(TASK_FILE, new)).items[written - 1]
 
     def complete(self, n: int, done: bool = True) -> TaskItem:
         """Tick item ``n`` (1-based); ``done=False`` unticks it. Ticking twice is harmless."""
@@ -266,14 +413,20 @@ class Task:
         """Start a new task. The previous one, if it had any content, is kept as
         ``.tasks/YYYYMMDD_HHMMSS_<slug>.md``: nothing is thrown away."""
         body = new_task(title, items, phase, "\n")  # validates before anything is written
+        replaced: tuple[str, str] | None = None
 
         def edit(text: str) -> str:
+            # Only note what is replaced: the edit may run again if a person saves meanwhile,
+            # and the old task is archived once, after the write went through.
+            nonlocal replaced
             old = parse_task(parse_document(TASK_FILE, text)) if text else None
-            if old and (old.items or old.title):
-                self._archive(old.title or "task", text)
+            replaced = (old.title or "task", text) if old and (old.items or old.title) else None
             return body.replace("\n", parse_document(TASK_FILE, text).newline) if text else body
 
-        return parse_task(parse_document(TASK_FILE, self._write(edit)))
+        new = self._write(edit)
+        if replaced is not None:
+            self._archive(*replaced)
+        return parse_task(parse_document(TASK_FILE, new))
 
 
 def archive_name(title: str, moment: dt.datetime) -> str:

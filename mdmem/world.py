@@ -1,8 +1,11 @@
 """world_state.md: facts about the environment, one ``- **key**: value`` bullet each.
 
 Sections group them (``## Environment``, ``## Repository`` …). Keys match case-insensitively;
-a plain ``- key: value`` bullet written by hand counts too. Setting a key rewrites only that
-bullet; removing one moves it to ``## Archive``.
+a plain ``- key: value`` bullet written by hand counts too. A fact's value is the rest of the
+bullet's first line plus its continuation lines that are not list items; a list nested in the
+bullet (a person's notes) is not part of the value. Setting a key rewrites only the value's
+lines, keeping the key as written (bold or plain, its spelling), the metadata comment and any
+nested bullets byte for byte; removing one moves the whole bullet to ``## Archive``.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mdmem import edits
-from mdmem.entries import ARCHIVE_TITLE, Entry
+from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta
 from mdmem.markdown import Document, parse_document
+from mdmem.task import ItemPart, item_parts, own_text
 
 WORLD_FILE = "world_state.md"
 DEFAULT_SECTION = "Environment"
@@ -22,6 +26,8 @@ _FACT = re.compile(
     r"^(?:\*\*(?P<bold>[^*\n]+?)\*\*\s*:|(?P<plain>[^:\n*`]{1,60}?)\s*:)\s*(?P<value>.*)$", re.S
 )
 _KEY = re.compile(r"^[^\n:*`<>]{1,60}$")
+_LEAD = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?")
+_KEY_PART = re.compile(r"^(?:\*\*[^*\n]+?\*\*\s*:|[^:\n*`]{1,60}?\s*:)")
 
 
 @dataclass(frozen=True)
@@ -37,17 +43,19 @@ class WorldFact:
 
 def parse_world(doc: Document) -> list[WorldFact]:
     facts = []
+    parts = item_parts(doc)
     for entry in doc.entries:
-        fact = _fact(entry)
+        fact = _fact(doc, entry, parts)
         if fact is not None:
             facts.append(fact)
     return facts
 
 
-def _fact(entry: Entry) -> WorldFact | None:
+def _fact(doc: Document, entry: Entry, parts: dict[int, ItemPart]) -> WorldFact | None:
     if entry.archived or entry.kind != "item":
         return None
-    match = _FACT.match(entry.text)
+    part = parts.get(entry.start_line)
+    match = _FACT.match(own_text(doc, part) if part else entry.text)
     if match is None:
         return None
     key = (match.group("bold") or match.group("plain") or "").strip()
@@ -69,15 +77,7 @@ def set_fact(text: str, path: str, key: str, value: str, section: str | None) ->
     value = edits.check_text(value)
     found = _find(doc, key)
     if found is not None:
-        entry, fact = found
-        lines = doc.lines
-        first = lines[entry.start_line - 1]
-        marker = re.match(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+", first)
-        lead = marker.group(0) if marker else "- "
-        ending = lines[entry.end_line - 1][len(lines[entry.end_line - 1].rstrip("\r\n")) :]
-        body = _render(fact.key, value, doc.newline, " " * len(lead))
-        lines[entry.start_line - 1 : entry.end_line] = [lead + body + (ending or "")]
-        return "".join(lines)
+        return _rewrite_value(doc, found[0], value)
     title = section or _first_section(doc) or DEFAULT_SECTION
     block = "- " + _render(key, value, doc.newline, "  ") + doc.newline
     return edits.insert_entry(doc, "world", title, block)
@@ -93,6 +93,34 @@ def remove_fact(text: str, path: str, key: str) -> str:
     return edits.archive_entry(text, path, entry.id, stamp)
 
 
+def _rewrite_value(doc: Document, entry: Entry, value: str) -> str:
+    """Replace the value's lines of ``entry``'s bullet; every other byte stays as it was."""
+    lines = doc.lines
+    part = item_parts(doc).get(entry.start_line)
+    end = part.own_end if part else entry.end_line
+    while end > entry.start_line and not lines[end - 1].strip():
+        end -= 1  # blank lines before a nested list stay
+    first = lines[entry.start_line - 1].rstrip("\r\n")
+    comment = ""
+    if meta := find_meta(first):
+        comment = " " + meta.group(0).strip()
+        first = first[: meta.start()] + first[meta.end() :]
+    lead = _LEAD.match(first)
+    key_part = _KEY_PART.match(first[lead.end() :]) if lead else None
+    if lead is None or key_part is None:  # _fact matched this bullet: cannot happen
+        raise edits.EditNotApplicable(f"{doc.path}:{entry.start_line}: not a key: value bullet")
+    head = first[: lead.end() + key_part.end()]
+    space = re.match(r"[ \t]*", first[len(head) :]).group(0) or " "
+    marker = re.match(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+", first)
+    pad = " " * len(marker.group(0).expandtabs(4)) if marker else "  "
+    top, *rest = value.split("\n")
+    out = [head + space + top + comment] + [pad + line if line.strip() else "" for line in rest]
+    last = lines[end - 1]
+    ending = last[len(last.rstrip("\r\n")) :]
+    lines[entry.start_line - 1 : end] = [doc.newline.join(out) + ending]
+    return "".join(lines)
+
+
 def _render(key: str, value: str, newline: str, pad: str) -> str:
     first, *rest = value.split("\n")
     out = [f"**{key}**: {first}"] + [pad + line if line.strip() else "" for line in rest]
@@ -101,8 +129,9 @@ def _render(key: str, value: str, newline: str, pad: str) -> str:
 
 def _find(doc: Document, key: str) -> tuple[Entry, WorldFact] | None:
     wanted = key.casefold()
+    parts = item_parts(doc)
     for entry in doc.entries:
-        fact = _fact(entry)
+        fact = _fact(doc, entry, parts)
         if fact is not None and fact.key.casefold() == wanted:
             return entry, fact
     return None

@@ -8,6 +8,8 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.errors import ModeError
+from mdmem.markdown import Document, parse_document
+from mdmem.task import Task
 
 
 def test_task_loop_on_the_example(example: Workspace) -> None:
@@ -118,8 +120,8 @@ def test_world_get_set_keep_everything_else(example: Workspace) -> None:
 def test_hand_written_plain_keys_count(ws: Workspace) -> None:
     (ws.root / "world_state.md").write_text("# World\n\n## Infra\n- region: fra\n")
     assert ws.world.get("Region") == "fra"
-    ws.world.set("region", "ams")
-    assert (ws.root / "world_state.md").read_text() == "# World\n\n## Infra\n- **region**: ams\n"
+    ws.world.set("region", "ams")  # the person's key stays as they wrote it
+    assert (ws.root / "world_state.md").read_text() == "# World\n\n## Infra\n- region: ams\n"
 
 
 def test_minimal_mode_reads_but_never_writes_task_or_world(tmp_path: Path) -> None:
@@ -158,3 +160,174 @@ def test_switching_to_full_creates_missing_files(tmp_path: Path) -> None:
     assert (ws.root / "mdmem.toml").read_text() == 'agent = "bot"\nmode = "full"\n[search]\nk = 3\n'
     assert (ws.root / ".sessions").is_dir()
     ws.task.add("now possible")
+
+
+def test_world_set_keeps_a_persons_nested_bullets(ws: Workspace) -> None:
+    path = ws.root / "world_state.md"
+    path.write_text(
+        "## Env\n- **db**: postgres 16\n  - note by human: do not upgrade\n  - port 5433\n"
+        "- **os**: linux\n"
+    )
+    assert ws.world.get("db") == "postgres 16"  # the value only, not the notes under it
+    fact = ws.world.set("db", "postgres 17")
+    assert fact.value == "postgres 17"
+    assert path.read_text() == (
+        "## Env\n- **db**: postgres 17\n  - note by human: do not upgrade\n  - port 5433\n"
+        "- **os**: linux\n"
+    )
+    ws.world.set("db", "postgres 17\nupgraded by the agent")  # continuation lines are value
+    assert path.read_text() == (
+        "## Env\n- **db**: postgres 17\n  upgraded by the agent\n"
+        "  - note by human: do not upgrade\n  - port 5433\n- **os**: linux\n"
+    )
+    assert ws.world.get("db") == "postgres 17\nupgraded by the agent"
+    ws.world.set("db", "postgres 18")
+    assert path.read_text() == (
+        "## Env\n- **db**: postgres 18\n  - note by human: do not upgrade\n  - port 5433\n"
+        "- **os**: linux\n"
+    )
+
+
+def test_world_set_keeps_the_key_as_written(ws: Workspace) -> None:
+    path = ws.root / "world_state.md"
+    path.write_text(
+        "# World\n\n## Infra\n- **Region** :  fra <!-- mdmem id=m-0123456789 -->\n"
+        "* Cloud Provider: hetzner\n"
+    )
+    ws.world.set("region", "ams")
+    ws.world.set("cloud provider", "fly.io")
+    assert path.read_text() == (
+        "# World\n\n## Infra\n- **Region** :  ams <!-- mdmem id=m-0123456789 -->\n"
+        "* Cloud Provider: fly.io\n"
+    )
+    assert ws.world.as_dict() == {"Region": "ams", "Cloud Provider": "fly.io"}
+
+
+def test_task_add_after_the_last_item_under_sub_headings(ws: Workspace) -> None:
+    path = ws.root / "task_process.md"
+    path.write_text("## TODO\n### Backend\n- [ ] one\n### Frontend\n- [ ] two\n")
+    added = ws.task.add("new item")
+    assert (added.n, added.text, added.done) == (3, "new item", False)
+    assert [i.text for i in ws.task.items()] == ["one", "two", "new item"]
+    assert path.read_text().startswith(
+        "## TODO\n### Backend\n- [ ] one\n### Frontend\n- [ ] two\n- [ ] new item\n"
+    )
+    # an ordered, indented list with nested items: the next number, after the children
+    path.write_text("## TODO\n\n  1) [x] one\n  2) [ ] two\n     - [ ] detail\n\n## Instructions\n")
+    added = ws.task.add("three")
+    assert (added.n, added.text, added.line) == (3, "three", 6)
+    assert path.read_text().startswith(
+        "## TODO\n\n  1) [x] one\n  2) [ ] two\n     - [ ] detail\n  3) [ ] three\n\n"
+        "## Instructions\n"
+    )
+    # no items yet: right under the TODO heading
+    path.write_text("# Task: t\n\n## TODO\n### Later\n")
+    added = ws.task.add("first")
+    assert (added.n, added.text) == (1, "first")
+    assert path.read_text().startswith("# Task: t\n\n## TODO\n\n- [ ] first\n\n### Later\n")
+
+
+def test_new_task_archives_once_even_when_the_write_is_retried() -> None:
+    first = "# Task: Old\n\n## TODO\n- [ ] a\n"
+    saved = "# Task: Old\n\n## TODO\n- [ ] a\n- [ ] b, saved by a person meanwhile\n"
+    written: list[str] = []
+    archived: list[tuple[str, str]] = []
+
+    def read() -> Document | None:
+        return parse_document("task_process.md", written[-1]) if written else None
+
+    def retried_write(edit):  # what edit_file does when the file changes under it
+        edit(first)
+        written.append(edit(saved))
+        return written[-1]
+
+    task = Task(read, retried_write, lambda title, text: archived.append((title, text)))
+    state = task.new("New", ["x"])
+    assert state.title == "New" and [i.text for i in state.items] == ["x"]
+    assert archived == [("Old", saved)]
+
+    def failed_write(edit):
+        edit(first)
+        raise RuntimeError("disk full")
+
+    archived.clear()
+    task = Task(read, failed_write, lambda title, text: archived.append((title, text)))
+    with pytest.raises(RuntimeError):
+        task.new("Newer")
+    assert archived == []  # nothing was replaced, so nothing is archived
+
+
+def test_nested_checkboxes_belong_to_their_parent(ws: Workspace) -> None:
+    path = ws.root / "task_process.md"
+    text = (
+        "# Task: t\n\n## State\n- Phase: implement\n- Pointer: 1\n\n## TODO\n"
+        "- [ ] parent\n  still the parent\n  - [ ] child a\n  - [x] child b\n  - a plain note\n"
+        "- [ ] second\n"
+    )
+    path.write_text(text)
+    items = ws.task.items()
+    assert [(i.n, i.text, i.done) for i in items] == [
+        (1, "parent\nstill the parent", False),
+        (2, "second", False),
+    ]
+    assert items[0].subitems == (("child a", False), ("child b", True), ("a plain note", None))
+    assert ws.task.current().n == 1
+    path.write_text(text.replace("- [ ] child a", "- [x] child a"))  # ticked by hand
+    assert ws.task.items()[0].subitems[0] == ("child a", True)
+    assert ws.task.current().n == 1  # a child doesn't tick its parent
+    assert ws.task.complete(1).subitems[0] == ("child a", True)
+    assert ws.task.current().text == "second"
+    assert ws.task.state().to_dict()["items"][0]["subitems"][1] == ("child b", True)
+
+
+def _only_crlf(text: str) -> bool:
+    return text.count("\n") == text.count("\r\n") > 0
+
+
+def test_crlf_files_stay_crlf(ws: Workspace) -> None:
+    task_path = ws.root / "task_process.md"
+    world_path = ws.root / "world_state.md"
+    task_path.write_bytes(
+        b"# Task: t\r\n\r\n## State\r\n- Phase: plan\r\n\r\n## TODO\r\n- [ ] one\r\n"
+        b"  - [ ] sub\r\n\r\n## Instructions\r\n"
+    )
+    world_path.write_bytes(b"# World\r\n\r\n## Env\r\n- **db**: pg\r\n  - keep\r\n")
+    steps = [
+        lambda: ws.task.add("two"),
+        lambda: ws.task.complete(1),
+        lambda: ws.task.set_phase("implement"),
+        lambda: ws.task.instruct("tests fail", "fix them"),
+        lambda: ws.task.new("next", ["a"]),
+        lambda: ws.task.add("b"),
+    ]
+    for step in steps:
+        step()
+        assert _only_crlf(task_path.read_bytes().decode()), step
+    assert [i.text for i in ws.task.items()] == ["a", "b"]
+    for step in [
+        lambda: ws.world.set("db", "pg 17\nsecond line"),
+        lambda: ws.world.set("cache", "redis"),
+        lambda: ws.world.set("cdn", "none", section="Edge"),
+        lambda: ws.world.remove("cache"),
+    ]:
+        step()
+        assert _only_crlf(world_path.read_bytes().decode()), step
+    assert ws.world.get("db") == "pg 17\nsecond line"
+    assert b"  - keep\r\n" in world_path.read_bytes()
+
+
+def test_a_bom_is_kept_and_does_not_get_in_the_way(ws: Workspace) -> None:
+    bom = "\ufeff".encode()
+    task_path = ws.root / "task_process.md"
+    world_path = ws.root / "world_state.md"
+    task_path.write_bytes(bom + b"# Task: t\n\n## TODO\n- [ ] one\n")
+    world_path.write_bytes(bom + b"- **db**: pg\n")
+    assert ws.task.state().title == "t" and ws.world.get("db") == "pg"
+    assert ws.task.add("two").n == 2
+    ws.task.complete(1)
+    assert ws.world.set("db", "pg 17").value == "pg 17"
+    task = task_path.read_bytes()
+    assert task.startswith(bom + b"# Task: t\n") and task.count(bom) == 1
+    assert b"- [x] one\n- [ ] two\n" in task
+    assert world_path.read_bytes() == bom + b"- **db**: pg 17\n"
+    assert [(i.text, i.done) for i in ws.task.items()] == [("one", True), ("two", False)]
