@@ -597,6 +597,9 @@ def _show_task(ctx: typer.Context, as_json: bool) -> None:
     for item in state.items:
         mark = "->" if current is not None and item.n == current.n else "  "
         typer.echo(f"{mark} [{'x' if item.done else ' '}] {item.n}. {item.text}")
+        for text, done in item.subitems:
+            box = "" if done is None else "[x] " if done else "[ ] "
+            typer.echo(f"         {box}{text}")
     if state.instructions:
         typer.echo("instructions:")
         for rule in state.instructions:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from mdmem.compact import parse_compact
 from mdmem.entries import Entry
 from mdmem.sessions import SessionRecord
-from mdmem.task import TaskState
+from mdmem.task import TaskItem, TaskState
 from mdmem.tokens import TokenCounter
 from mdmem.world import WorldFact
 
@@ -201,6 +201,8 @@ def _fit(source: Source, allot: int, costs: list[int], count: TokenCounter) -> i
         used += extra
         seen_groups.add(unit.group)
         n += 1
+    if n == 0 and used + marker > allot:
+        return -1  # not even its heading and marker fit: reported in the usage only
     return n
 
 
@@ -243,14 +245,14 @@ def task_source(state: TaskState, path: str) -> Source:
     units.append(Unit(f"Task: {state.title or '(untitled)'} (phase {state.phase}; {done})", "", 0))
     current = state.current
     if current is not None:
-        units.append(Unit(f"Now: {current.n}. {_flat(current.text)}", "", 1))
+        units.append(Unit(f"Now: {current.n}. {_item(current)}", "", 1))
     units += [
         Unit(f"- {rule.text}", "Instructions", 100 + rule.line) for rule in state.instructions
     ]
     open_items = [i for i in state.items if not i.done and i is not current]
-    units += [Unit(f"- [ ] {i.n}. {_flat(i.text)}", "TODO", 1000 + i.n) for i in open_items]
+    units += [Unit(f"- [ ] {i.n}. {_item(i)}", "TODO", 1000 + i.n) for i in open_items]
     done_items = [i for i in reversed(state.items) if i.done]
-    units += [Unit(f"- [x] {i.n}. {_flat(i.text)}", "TODO", 1000 + i.n) for i in done_items]
+    units += [Unit(f"- [x] {i.n}. {_item(i)}", "TODO", 1000 + i.n) for i in done_items]
     return Source(
         "task", "Current Task", path, tuple(units), ("Instructions", "TODO"), files=(path,)
     )
@@ -344,6 +346,15 @@ def compact_source(entries: Sequence[Entry], path: str) -> Source:
         for n, e in reversed(list(enumerate(events)))
     ]
     return Source("compact", "Compact Memory", path, tuple(units), ("State", "Key Events"), (path,))
+
+
+def _item(item: TaskItem) -> str:
+    """A TODO item on one line, its sub-items (ticked or not) after it."""
+    subs = [
+        f"{'' if done is None else '[x] ' if done else '[ ] '}{_flat(text)}"
+        for text, done in item.subitems
+    ]
+    return _flat(item.text) + (f" ({'; '.join(subs)})" if subs else "")
 
 
 def _flat(text: str) -> str:

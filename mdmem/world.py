@@ -59,7 +59,9 @@ def _fact(doc: Document, entry: Entry, parts: dict[int, ItemPart]) -> WorldFact 
     if match is None:
         return None
     key = (match.group("bold") or match.group("plain") or "").strip()
-    section = entry.heading_path[-1] if len(entry.heading_path) > 1 else ""
+    # the innermost heading below the file's title (a file of ## sections only has no title)
+    above = [h for h in doc.headings if h.line < entry.start_line and h.level > 1]
+    section = above[-1].title if above else ""
     return WorldFact(key, match.group("value").strip(), section, entry.start_line)
 
 

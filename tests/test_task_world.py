@@ -331,3 +331,13 @@ def test_a_bom_is_kept_and_does_not_get_in_the_way(ws: Workspace) -> None:
     assert b"- [x] one\n- [ ] two\n" in task
     assert world_path.read_bytes() == bom + b"- **db**: pg 17\n"
     assert [(i.text, i.done) for i in ws.task.items()] == [("one", True), ("two", False)]
+
+
+def test_sections_without_a_file_title_and_subitems_in_context(ws: Workspace) -> None:
+    (ws.root / "world_state.md").write_text("## Infra\n- **region**: fra\n")
+    assert [(f.key, f.section) for f in ws.world.facts()] == [("region", "Infra")]
+    (ws.root / "task_process.md").write_text(
+        "# Task: ship\n\n## TODO\n- [ ] Deploy\n  - [ ] staging\n  - [x] production\n"
+    )
+    text = ws.build_context(budget_tokens=2000).text
+    assert "Now: 1. Deploy ([ ] staging; [x] production)" in text
