@@ -981,10 +981,16 @@ def _llm_input(messages: list[dict[str, str]], previous: CompactMemory | None) -
 
 
 def _strip_fence(text: str) -> str:
-    """A reply wrapped whole in one fence (models like to) → its content. A fence inside
-    the memory (a command in a key event) is content and stays."""
-    match = re.fullmatch(r"\s*(`{3,}|~{3,})[\w-]*[ \t]*\n(.*?)\n?\1\s*", text, re.S)
-    return match.group(2) if match else text
+    """The memory out of a reply that fenced it (models like to, often after a line of
+    prose). A fence inside the memory itself (a command in a key event) is content: only a
+    fenced block holding the memory's headings is unwrapped."""
+    for opening in re.finditer(r"^(`{3,}|~{3,})[\w-]*[ \t]*$", text, re.M):
+        # the fence that wraps the memory closes last (code blocks inside it close earlier)
+        rest = text[opening.end() + 1 :]
+        closings = list(re.finditer(rf"^{re.escape(opening.group(1))}[ \t]*$", rest, re.M))
+        if closings and re.search(r"^#{1,3}\s", rest[: closings[-1].start()], re.M):
+            return rest[: closings[-1].start()].rstrip("\n")
+    return text
 
 
 # ---- the dispatcher --------------------------------------------------------------------------

@@ -9,11 +9,11 @@ session's ``## Summary`` (level-3 sections inside it).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from mdmem import edits
 from mdmem.compact import CompactMemory, KeyEvent, parse_compact
+from mdmem.edits import one_line
 from mdmem.entries import ARCHIVE_TITLE, Entry
 from mdmem.markdown import Document, Heading, parse_document
 
@@ -32,9 +32,9 @@ def read_memory(text: str, level: int = 2) -> CompactMemory:
     doc = parse_document("compact.md", text)
     state = _owned(doc, STATE_WORDS, level)
     events = _owned(doc, EVENT_WORDS, level)
-    bullets = "\n".join(f"- {_flat(e.text)}" for e in events.items)
+    bullets = "\n".join(f"- {one_line(e.text)}" for e in events.items)
     return CompactMemory(
-        state=tuple(_flat(e.text) for e in state.items),
+        state=tuple(one_line(e.text) for e in state.items),
         events=parse_compact(f"## Key Events\n{bullets}\n").events,
     )
 
@@ -62,13 +62,13 @@ def write_memory(
         text = f"# {title}\n" if level == 2 else ""
     hashes = "#" * level
     text = _replace_items(
-        text, STATE_WORDS, level, [f"- {_flat(s)}" for s in memory.state], f"{hashes} State"
+        text, STATE_WORDS, level, [f"- {one_line(s)}" for s in memory.state], f"{hashes} State"
     )
-    lines = [replace(e, text=_flat(e.text)).render() for e in events]
+    lines = [replace(e, text=one_line(e.text)).render() for e in events]
     text = _replace_items(text, EVENT_WORDS, level, lines, f"{hashes} Key Events")
     kept = set(memory.state)
-    gone = [f"- (state until {today}) {_flat(s)}" for s in before.state if s not in kept]
-    gone += [replace(e, text=_flat(e.text)).render() for e in overflow]
+    gone = [f"- (state until {today}) {one_line(s)}" for s in before.state if s not in kept]
+    gone += [replace(e, text=one_line(e.text)).render() for e in overflow]
     if gone:
         doc = parse_document("compact.md", text)
         block = doc.newline.join(gone) + doc.newline
@@ -149,7 +149,3 @@ def _append_under(doc: Document, title: str, level: int, block: str) -> str:
     if text.endswith(newline * 2):
         sep = ""
     return text + sep + f"{'#' * level} {title}{newline}{newline}" + block
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()

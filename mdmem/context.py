@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mdmem.compact import parse_compact
+from mdmem.edits import one_line
 from mdmem.entries import Entry
 from mdmem.sessions import SessionRecord
 from mdmem.task import TaskItem, TaskState
@@ -270,16 +271,16 @@ def sessions_source(records: Sequence[SessionRecord], folder: str) -> Source:
         head = f"- {when} {record.title} [{record.status}] ({record.path or record.id})"
         heads.append(Unit(head, "", base))
         if record.request:
-            asks.append(Unit(f"  Request: {_flat(record.request)}", "", base + 1))
+            asks.append(Unit(f"  Request: {one_line(record.request)}", "", base + 1))
         summary = parse_compact(record.summary) if record.summary else None
         if summary and summary.state:
             outcomes.append(Unit(f"  Summary: {'; '.join(summary.state)}", "", base + 2))
         elif record.response:
-            outcomes.append(Unit(f"  Response: {_flat(record.response)}", "", base + 2))
+            outcomes.append(Unit(f"  Response: {one_line(record.response)}", "", base + 2))
         if summary and summary.events:
             # a compacted session: its key events stand for the raw stream
             for position, key_event in reversed(list(enumerate(summary.events))):
-                line = f"  - [{key_event.tag}] {_flat(key_event.text)}"
+                line = f"  - [{key_event.tag}] {one_line(key_event.text)}"
                 details.append(Unit(line, "", base + 10 + position))
             continue
         key = [
@@ -288,7 +289,7 @@ def sessions_source(records: Sequence[SessionRecord], folder: str) -> Source:
             if e.importance >= KEY_EVENT_MIN_IMPORTANCE
         ]
         for position, event in sorted(key, key=lambda pe: -pe[1].importance)[:8]:
-            line = f"  - {event.time} [{event.action}] {_flat(event.text)}"
+            line = f"  - {event.time} [{event.action}] {one_line(event.text)}"
             details.append(Unit(line, "", base + 10 + position))
     # priority: which sessions there were, how they ended, what was asked, key events
     units = heads + outcomes + asks + details
@@ -302,7 +303,7 @@ def world_source(facts: Sequence[WorldFact], path: str) -> Source:
         group = fact.section or "World"
         if group not in groups:
             groups.append(group)
-        units.append(Unit(f"- {fact.key}: {_flat(fact.value)}", group, n))
+        units.append(Unit(f"- {fact.key}: {one_line(fact.value)}", group, n))
     return Source("world", "World State", path, tuple(units), tuple(groups), files=(path,))
 
 
@@ -319,7 +320,9 @@ def knowledge_source(
             _neg_date(e.created),
         )
     )
-    units = [Unit(f"- {_flat(e.text)}", MEMORY_GROUPS[e.type], n) for n, e in enumerate(memories)]
+    units = [
+        Unit(f"- {one_line(e.text)}", MEMORY_GROUPS[e.type], n) for n, e in enumerate(memories)
+    ]
     return Source(
         "knowledge",
         "Memory",
@@ -332,7 +335,7 @@ def knowledge_source(
 
 def retrieved_source(hits: Sequence[tuple[str, str]]) -> Source:
     """Search hits not already shown by another source: (``path:lines``, text) pairs."""
-    units = [Unit(f"- {_flat(text)} ({where})", "", n) for n, (where, text) in enumerate(hits)]
+    units = [Unit(f"- {one_line(text)} ({where})", "", n) for n, (where, text) in enumerate(hits)]
     return Source("retrieved", "Related Memories", "search results", tuple(units))
 
 
@@ -340,9 +343,9 @@ def compact_source(entries: Sequence[Entry], path: str) -> Source:
     """``.compact_memory.md``: its State first, then its key events, newest first."""
     state = [e for e in entries if e.heading_path[-1:] != ("Key Events",)]
     events = [e for e in entries if e.heading_path[-1:] == ("Key Events",)]
-    units = [Unit(f"- {_flat(e.text)}", "State", n) for n, e in enumerate(state)]
+    units = [Unit(f"- {one_line(e.text)}", "State", n) for n, e in enumerate(state)]
     units += [
-        Unit(f"- {_flat(e.text)}", "Key Events", 10_000 + n)
+        Unit(f"- {one_line(e.text)}", "Key Events", 10_000 + n)
         for n, e in reversed(list(enumerate(events)))
     ]
     return Source("compact", "Compact Memory", path, tuple(units), ("State", "Key Events"), (path,))
@@ -351,14 +354,10 @@ def compact_source(entries: Sequence[Entry], path: str) -> Source:
 def _item(item: TaskItem) -> str:
     """A TODO item on one line, its sub-items (ticked or not) after it."""
     subs = [
-        f"{'' if done is None else '[x] ' if done else '[ ] '}{_flat(text)}"
+        f"{'' if done is None else '[x] ' if done else '[ ] '}{one_line(text)}"
         for text, done in item.subitems
     ]
-    return _flat(item.text) + (f" ({'; '.join(subs)})" if subs else "")
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
+    return one_line(item.text) + (f" ({'; '.join(subs)})" if subs else "")
 
 
 def _neg_date(value: str | None) -> str:

@@ -27,6 +27,11 @@ def check_text(text: str) -> str:
     return text
 
 
+def one_line(text: str) -> str:
+    """Text on one line: runs of whitespace (newlines included) become one space."""
+    return " ".join(text.split())
+
+
 def render_item(text: str, meta: Mapping[str, object], newline: str, marker: str = "-") -> str:
     """A list item: ``- first line <!-- mdmem ... -->`` plus indented continuation lines."""
     first, *rest = check_text(text).split("\n")

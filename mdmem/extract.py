@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mdmem.compact import (
+    STOPWORDS,
     Piece,
     error_fix_chains,
     split_pieces,
@@ -888,8 +889,6 @@ def _different_value(new: str, old: str) -> bool:
 
 
 def _content(text: str) -> frozenset[str]:
-    from mdmem.compact import STOPWORDS
-
     return frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS)
 
 

@@ -22,6 +22,10 @@ MAX_WRITE_ATTEMPTS = 8
 TEMP_SUFFIX = ".mdmem-tmp"
 
 
+Writer = Callable[[Callable[[str], str]], str]
+"""Applies an edit (old text → new text) to one file safely; returns the text now on disk."""
+
+
 class EditNotApplicable(MdmemError):
     """Raised by an edit function when the edit no longer makes sense on the current text."""
 

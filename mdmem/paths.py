@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 
 from mdmem.errors import UnsafePathError
@@ -24,3 +26,16 @@ def workspace_path(root: Path, name: str | Path, what: str = "file") -> tuple[st
     if real != real_root and real_root not in real.parents:
         raise UnsafePathError(f"{what} {text!r} leads outside the workspace (to {real})")
     return pure.as_posix(), absolute
+
+
+def slugify(title: str, limit: int = 40) -> str:
+    """A file-name-safe slug: ASCII letters, digits and dashes (``session`` if none)."""
+    ascii_ = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.findall(r"[a-z0-9]+", ascii_.lower())
+    slug = ""
+    for word in words:
+        nxt = f"{slug}-{word}" if slug else word
+        if len(nxt) > limit:
+            break
+        slug = nxt
+    return slug or (words[0][:limit] if words else "session")

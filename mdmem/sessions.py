@@ -31,7 +31,6 @@ import logging
 import math
 import re
 import traceback
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -40,7 +39,8 @@ from typing import Any
 from mdmem import edits
 from mdmem.entries import Entry
 from mdmem.errors import FileProblem
-from mdmem.markdown import Document, block_tokens, parse_document, split_lines
+from mdmem.files import Writer
+from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
 
 log = logging.getLogger("mdmem")
 SESSIONS_DIR = ".sessions"
@@ -109,19 +109,6 @@ def infer_importance(action: str) -> float:
 def canonical_action(action: str) -> str:
     name = normal_action(action)
     return _ALIASES.get(name, name)
-
-
-def slugify(title: str, limit: int = 40) -> str:
-    """A file-name-safe slug: ASCII letters, digits and dashes (``session`` if none)."""
-    ascii_ = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
-    words = re.findall(r"[a-z0-9]+", ascii_.lower())
-    slug = ""
-    for word in words:
-        nxt = f"{slug}-{word}" if slug else word
-        if len(nxt) > limit:
-            break
-        slug = nxt
-    return slug or (words[0][:limit] if words else "session")
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -489,10 +476,6 @@ def _stamp(moment: dt.datetime) -> str:
     return moment.replace(microsecond=0).isoformat()
 
 
-Writer = Callable[[Callable[[str], str]], str]
-"""Applies an edit (old text → new text) to the session file safely; returns the new text."""
-
-
 class Session:
     """Records one session as it happens. Get one from ``Workspace.session(...)``.
 
@@ -663,7 +646,7 @@ class Session:
     # ---- internals -------------------------------------------------------------------------
 
     def _append_part(self, current: str, section: str, text: str) -> str:
-        newline = "\r\n" if "\r\n" in current else "\n"
+        newline = newline_of(current)
         return _append_paragraph(current, self.path or "", section, text, newline)
 
     def _front(self, final: bool = False) -> dict[str, object]:
@@ -701,7 +684,7 @@ class Session:
         pending: dict[str, Any] = {}
 
         def edit(current: str) -> str:
-            newline = "\r\n" if "\r\n" in current else "\n"
+            newline = newline_of(current)
             blocks = [render_event(e.time, e.action, e.text, e.importance, newline) for e in events]
             if self._tail is not None and self._tail[0] == current:
                 offset = self._tail[1]

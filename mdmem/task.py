@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from mdmem import edits
 from mdmem.entries import Entry, find_meta
+from mdmem.files import Writer
 from mdmem.markdown import Document, block_tokens, parse_document
 
 TASK_FILE = "task_process.md"
@@ -344,8 +345,6 @@ def _line(text: str) -> str:
 
 # ---- the object agents use ------------------------------------------------------------------
 
-Writer = Callable[[Callable[[str], str]], str]
-
 
 class Task:
     """``ws.task``: read and advance task_process.md (full mode writes it; minimal only reads)."""
@@ -430,6 +429,6 @@ class Task:
 
 
 def archive_name(title: str, moment: dt.datetime) -> str:
-    from mdmem.sessions import slugify
+    from mdmem.paths import slugify
 
     return f".tasks/{moment.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}.md"

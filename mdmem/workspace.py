@@ -537,7 +537,8 @@ class Workspace:
         on disk when the call returns); minimal mode keeps the session in memory only, ready
         to be compacted.
         """
-        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton, slugify
+        from mdmem.paths import slugify
+        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton
 
         agent = check_name(agent or self.agent, "agent")
         title = edits.check_text(title).split("\n", 1)[0]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mdmem import edits
 from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta
+from mdmem.files import Writer
 from mdmem.markdown import Document, parse_document
 from mdmem.task import ItemPart, item_parts, own_text
 
@@ -144,9 +145,6 @@ def _first_section(doc: Document) -> str | None:
         if heading.level == 2 and heading.title.strip().lower() != ARCHIVE_TITLE.lower():
             return heading.title.strip()
     return None
-
-
-Writer = Callable[[Callable[[str], str]], str]
 
 
 class World:

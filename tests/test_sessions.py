@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from mdmem import Workspace
 from mdmem.errors import EntryNotFoundError
 from mdmem.markdown import parse_document
-from mdmem.sessions import infer_importance, parse_session, slugify
+from mdmem.paths import slugify
+from mdmem.sessions import infer_importance, parse_session
 
 
 def _headings(path: Path) -> list[str]:
