@@ -254,7 +254,8 @@ def parse_session(doc: Document) -> SessionRecord:
         events=tuple(e for e in events if e is not None),
         responses=_paragraphs(sections.get("Response", "")),
         metadata=metadata,
-        summary=sections.get(SUMMARY_SECTION, "").strip(),
+        # the compaction stamp is for the file's reader, not part of the summary
+        summary=re.sub(r"(?m)^<!--.*?-->[ \t]*\n?", "", sections.get(SUMMARY_SECTION, "")).strip(),
     )
 
 

@@ -742,6 +742,7 @@ class Workspace:
         with self._dry_run(dry_run) as changes:
             if flush:
                 extraction = self._extract(messages, session_id, offline, llm_kwargs)
+                extraction = replace(extraction, dry_run=dry_run)
             if into is not None:
                 record = self.session_record(into)
             target = COMPACT_FILE

@@ -76,7 +76,8 @@ def test_dry_run_changes_no_file_and_shows_the_diff(example: Workspace) -> None:
     before = _files(ws)
     report = ws.compact("enum-ci", dry_run=True, offline=True)
     assert _files(ws) == before
-    assert report.dry_run and report.extraction is not None
+    assert report.dry_run and report.extraction is not None and report.extraction.dry_run
+    assert "would change" in report.extraction.summary()
     assert "+## Summary" in report.diff and "+++ b/memory.md" in report.diff
     extract = ws.extract("enum-ci", dry_run=True, offline=True)
     assert _files(ws) == before and extract.diff.startswith("--- a/")
@@ -89,6 +90,7 @@ def test_full_mode_writes_a_summary_section_in_the_session(example: Workspace) -
     assert report.extraction is None
     record = ws.session_record("enum-ci")
     assert len(record.events) == 20 and record.status == "failed"  # the session is intact
+    assert "<!--" not in record.summary  # the stamp is not part of the summary
     summary = parse_compact(record.summary)
     assert any("invoice_status" in e.text and e.tag == "error→fix" for e in summary.events)
     again = ws.compact("enum-ci", offline=True, flush=False)
