@@ -17,9 +17,18 @@ _BULLET = re.compile(r"^([-*+])[ \t]")
 _ITEM_PREFIX = re.compile(r"^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)")
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Control characters (not tab or newline): a NUL would make the file read as binary."""
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as U+FFFD, so the file stays text."""
+    return CONTROL.sub("\ufffd", text)
+
+
 def check_text(text: str) -> str:
     """Text a program may write as an entry: non-empty, no HTML comment markers."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    text = printable(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
     if not text:
         raise ValueError("an entry needs some text")
     if "<!--" in text or "-->" in text:

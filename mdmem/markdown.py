@@ -32,6 +32,7 @@ from mdmem.entries import (
 _FM_OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$")
 _MARKER = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+_LONE_CR = re.compile(r"\r(?!\n)")
 _CHECKBOX = re.compile(r"^\[([ xX])\](?:[ \t]+|$)")
 
 
@@ -108,7 +109,8 @@ def parse_document(path: str, text: str) -> Document:
     frontmatter, fm_end = _frontmatter(path, text, lines, problems)
     # Blank the frontmatter lines so markdown-it's line maps are file line numbers.
     body = "\n" * fm_end + "".join(lines[fm_end:])
-    tokens = _parser().parse(body)
+    # markdown-it also breaks lines at a lone CR; we don't: keep both line counts the same
+    tokens = _parser().parse(_LONE_CR.sub(" ", body))
 
     headings: list[Heading] = []
     entries: list[Entry] = []

@@ -268,7 +268,8 @@ def _sections(doc: Document) -> dict[str, str]:
         if heading.level != 2:
             continue
         end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
-        out.setdefault(heading.title.strip(), "".join(lines[heading.line : end]))
+        text = "".join(lines[heading.line : end]).replace("\r\n", "\n")
+        out.setdefault(heading.title.strip(), text)
     return out
 
 
@@ -458,7 +459,9 @@ def _block_safe(text: str) -> bool:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()).replace("<!--", "<!- -").replace("-->", "- ->")
+    """One line that can sit inside an item or frontmatter: no comment markers, no controls."""
+    flat = edits.one_line(edits.printable(text))
+    return flat.replace("<!--", "<!- -").replace("-->", "- ->")
 
 
 def _yaml_value(value: object) -> str:
@@ -779,7 +782,7 @@ def _append_paragraph(current: str, path: str, section: str, text: str, newline:
 def _checked(text: str, what: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a string, got {type(text).__name__}")
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = edits.printable(text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
     text = "\n".join(line.rstrip() for line in lines).strip()  # trailing blanks are not kept
     if not text:
         raise ValueError(f"{what} cannot be empty")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as dt
 import logging
 import os
@@ -10,7 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -104,11 +105,9 @@ class Workspace:
         self.config = config if config is not None else load_config(self.root)
         self._embedder = embedder
         self._index: Index | None = None
-        self._overlay: dict[str, str] | None = None
         # parsed documents by path, with the bytes they came from (parsing is the slow part)
         self._parsed: OrderedDict[str, tuple[bytes, Document]] = OrderedDict()
         self._parsed_lock = threading.Lock()
-        self._originals: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -783,10 +782,8 @@ class Workspace:
                 if rel == COMPACT_FILE:
                     merged = merge(read_memory(current), result.memory)
                     return write_memory(current, merged, max_events=limit, today=_today())
-                body = section_text(current, rel, SUMMARY_SECTION)
-                body = "".join(
-                    line for line in body.splitlines(True) if "mdmem compacted:" not in line
-                )
+                body = section_text(current, rel, SUMMARY_SECTION)  # (\n line ends)
+                body = _STAMP.sub("", body)
                 merged = merge(read_memory(body, level=3), result.memory)
                 body = write_memory(
                     body.strip("\n"), merged, max_events=limit, today=_today(), level=3
@@ -872,7 +869,8 @@ class Workspace:
             written: Entry | None = None
             if d.action in ("add", "keep_both"):
                 rel = self._file_for(c.type)
-                current = self._overlay.get(rel) if self._overlay is not None else None
+                run = self._dry()
+                current = run.texts.get(rel) if run is not None else None
                 doc = (
                     parse_document(rel, current) if current is not None else self._doc_or_none(rel)
                 )
@@ -943,18 +941,26 @@ class Workspace:
         return load_messages(record), record
 
     @contextlib.contextmanager
-    def _dry_run(self, dry: bool) -> Iterator[_Changes]:
-        """Inside, every write goes to memory when ``dry``; ``.diff()`` tells what changed."""
-        changes = _Changes(self)
-        if not dry or self._overlay is not None:
-            yield changes
+    def _dry_run(self, dry: bool) -> Iterator[DryRun]:
+        """Inside, with ``dry``, this call's writes go to memory; ``.diff()`` tells what changed.
+
+        The dry run lives in a context variable: other threads and tasks writing through the
+        same Workspace at the same time write to disk as usual.
+        """
+        current = self._dry()
+        if current is not None or not dry:
+            yield current or DryRun(0)
             return
-        self._overlay, self._originals = {}, {}
+        run = DryRun(id(self))
+        token = _DRY_RUN.set(run)
         try:
-            yield changes
+            yield run
         finally:
-            changes.freeze()
-            self._overlay, self._originals = None, {}
+            _DRY_RUN.reset(token)
+
+    def _dry(self) -> DryRun | None:
+        run = _DRY_RUN.get()
+        return run if run is not None and run.owner == id(self) else None
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""
@@ -993,12 +999,13 @@ class Workspace:
     def _write(
         self, rel: str, absolute: Path, edit: Callable[[str], str], *, create: bool = True
     ) -> str:
-        if self._overlay is not None:  # a dry run: edits apply to copies in memory
-            if rel not in self._overlay:
-                self._originals[rel] = "" if not absolute.exists() else self.read(rel).text
-            current = self._overlay.get(rel, self._originals[rel])
-            self._overlay[rel] = edit(current)
-            return self._overlay[rel]
+        run = self._dry()
+        if run is not None:  # a dry run: edits apply to copies in memory
+            if rel not in run.texts:
+                run.originals[rel] = "" if not absolute.exists() else self.read(rel).text
+            current = run.texts.get(rel, run.originals[rel])
+            run.texts[rel] = edit(current)
+            return run.texts[rel]
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
         lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
         result = edit_file(
@@ -1017,24 +1024,26 @@ class Workspace:
         return MEMORY_FILE
 
 
-class _Changes:
-    """The files a dry run would have changed, as a diff."""
+@dataclass
+class DryRun:
+    """The files one dry run would change: their texts before and after, as a diff."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self._ws = ws
-        self._frozen: str | None = None
-
-    def freeze(self) -> None:
-        self._frozen = self.diff()
+    owner: int
+    texts: dict[str, str] = field(default_factory=dict)
+    originals: dict[str, str] = field(default_factory=dict)
 
     def diff(self) -> str:
-        if self._frozen is not None:
-            return self._frozen
-        if self._ws._overlay is None:
-            return ""
         from mdmem.reports import unified_diff
 
-        return unified_diff(self._ws._originals, self._ws._overlay)
+        return unified_diff(self.originals, self.texts) if self.texts else ""
+
+
+_STAMP = re.compile(r"(?m)^<!-- mdmem compacted: [^>]*-->[ \t]*\n?")
+"""The line compaction writes atop a session's summary (replaced on each compaction)."""
+
+_DRY_RUN: contextvars.ContextVar[DryRun | None] = contextvars.ContextVar(
+    "mdmem_dry_run", default=None
+)
 
 
 def _make_embedder(config: Config) -> Embedder:

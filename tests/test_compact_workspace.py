@@ -344,3 +344,28 @@ def test_skills_land_under_the_matching_topic(example: Workspace) -> None:
     assert {s.heading_path[-1] for s in skills} <= {"Testing", "Database", "CI", "Docker"}
     assert any(s.heading_path[-1] == "CI" for s in skills)
     assert "## Skills" not in (ws.root / "learnings.md").read_text()
+
+
+def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    ws = _keyword_only(example)
+    inside, release = threading.Event(), threading.Event()
+
+    def dry_run_in_a_worker() -> str:
+        with ws._dry_run(True) as run:
+            ws.remember("only in the dry run", type="fact")
+            inside.set()
+            release.wait(10)
+        return run.diff()
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(dry_run_in_a_worker)
+        assert inside.wait(10)
+        ws.remember("User likes tea", type="preference")  # a real write meanwhile
+        release.set()
+        diff = future.result()
+    text = (ws.root / "memory.md").read_text()
+    assert "User likes tea" in text and "only in the dry run" not in text
+    assert "+- only in the dry run" in diff and "tea" not in diff

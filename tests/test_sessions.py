@@ -299,3 +299,38 @@ def test_a_session_file_deleted_mid_run_is_not_brought_back(
     assert [e.text for e in s.events] == ["one", "two"]  # kept in memory
     assert s.status == "completed"
     assert "deleted" in caplog.text and s.id in caplog.text
+
+
+def test_control_characters_never_make_a_file_binary(ws: Workspace) -> None:
+    with ws.session("binary output") as s:
+        s.tool("cat", {"path": "a.out"}, "ELF\x00\x01 binary")
+        s.event("execute", "next")
+    record = ws.session_record(s.id)
+    assert record.status == "completed"
+    assert record.events[1].text == "cat → ELF\ufffd\ufffd binary"
+    entry = ws.remember("a\x00b", type="fact")
+    assert entry.text == "a\ufffdb" and ws.entries("memory.md")
+
+
+def test_crlf_session_files_read_and_compact_cleanly(example: Workspace) -> None:
+    (example.root / "mdmem.toml").write_text(
+        'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
+    )
+    ws = Workspace.open(example.root)
+    path = ws.root / ".sessions" / "20261119_142210_invoice-status-enum-ci.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    record = ws.session_record("enum-ci")
+    assert "\r" not in record.request and len(record.events) == 20
+    for _ in range(3):
+        ws.compact("enum-ci", offline=True, flush=False)
+    data = path.read_bytes()
+    assert b"\r\r" not in data and data.count(b"\n") == data.count(b"\r\n")
+    assert ws.session_record("enum-ci").summary
+    assert ws.sessions()  # still listable
+
+
+def test_a_lone_carriage_return_does_not_break_parsing(ws: Workspace) -> None:
+    (ws.root / "notes.md").write_text("# N\r\r- a\r\n- b\n")
+    texts = [e.text for e in ws.entries("notes.md")]
+    assert texts[-1] == "b"
+    ws.snapshot()
