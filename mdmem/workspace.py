@@ -1038,7 +1038,7 @@ class DryRun:
         return unified_diff(self.originals, self.texts) if self.texts else ""
 
 
-_STAMP = re.compile(r"(?m)^<!-- mdmem compacted: [^>]*-->[ \t]*\n?")
+_STAMP = re.compile(r"(?m)^<!-- mdmem compacted: .*?-->[ \t]*\n?")
 """The line compaction writes atop a session's summary (replaced on each compaction)."""
 
 _DRY_RUN: contextvars.ContextVar[DryRun | None] = contextvars.ContextVar(

@@ -369,3 +369,14 @@ def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> 
     text = (ws.root / "memory.md").read_text()
     assert "User likes tea" in text and "only in the dry run" not in text
     assert "+- only in the dry run" in diff and "tea" not in diff
+
+
+def test_only_the_stamp_line_is_replaced(example: Workspace) -> None:
+    ws = _keyword_only(example)
+    report = ws.compact("enum-ci", offline=True, flush=False)
+    path = ws.root / report.path
+    path.write_text(path.read_text() + "\nSee the mdmem compacted: marker docs.\n")
+    ws.compact("enum-ci", offline=True, flush=False)
+    text = path.read_text()
+    assert "See the mdmem compacted: marker docs." in text
+    assert text.count("<!-- mdmem compacted:") == 1
