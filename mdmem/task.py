@@ -129,7 +129,7 @@ def parse_task(doc: Document) -> TaskState:
             items.append(TaskItem(n, text, bool(entry.checked), entry.start_line, subs))
         elif section == INSTRUCTIONS:
             rules.append(_instruction(entry))
-        elif section == STATE and (m := _FIELD.match(entry.text)):
+        elif section == STATE and (m := _FIELD.match(entry.text.split("\n", 1)[0])):
             fields[m.group("key").strip()] = m.group("value").strip()
     phase = next((v for k, v in fields.items() if k.lower() == "phase"), "") or "idle"
     current = next((item.n for item in items if not item.done), 0)
@@ -298,13 +298,14 @@ def set_field(text: str, path: str, key: str, value: str) -> str:
     doc = parse_document(path, text)
     value = _line(value)
     for entry in doc.entries:
-        m = _FIELD.match(entry.text)
+        m = _FIELD.match(entry.text.split("\n", 1)[0])
         if _section_of(entry) == STATE and m and m.group("key").strip().lower() == key.lower():
+            # only the value on the first line changes; notes below it are a person's
             lines = doc.lines
             first = lines[entry.start_line - 1]
             start = first.index(":", first.index(m.group("key"))) + 1
             ending = first[len(first.rstrip("\r\n")) :]
-            lines[entry.start_line - 1 : entry.end_line] = [f"{first[:start]} {value}{ending}"]
+            lines[entry.start_line - 1] = f"{first[:start]} {value}{ending}"
             return "".join(lines)
     return edits.insert_entry(doc, "state", STATE, f"- {key}: {value}{doc.newline}")
 
@@ -412,20 +413,34 @@ class Task:
         """Start a new task. The previous one, if it had any content, is kept as
         ``.tasks/YYYYMMDD_HHMMSS_<slug>.md``: nothing is thrown away."""
         body = new_task(title, items, phase, "\n")  # validates before anything is written
-        replaced: tuple[str, str] | None = None
+        archived: list[str] = []
 
         def edit(text: str) -> str:
-            # Only note what is replaced: the edit may run again if a person saves meanwhile,
-            # and the old task is archived once, after the write went through.
-            nonlocal replaced
-            old = parse_task(parse_document(TASK_FILE, text)) if text else None
-            replaced = (old.title or "task", text) if old and (old.items or old.title) else None
+            # The old task is kept before it is replaced: if keeping it fails, nothing is
+            # replaced. A retried edit (a person saved meanwhile) keeps the newer text too.
+            if worth_keeping(text) and text not in archived:
+                old = parse_task(parse_document(TASK_FILE, text))
+                self._archive(old.title or "task", text)
+                archived.append(text)
             return body.replace("\n", parse_document(TASK_FILE, text).newline) if text else body
 
-        new = self._write(edit)
-        if replaced is not None:
-            self._archive(*replaced)
-        return parse_task(parse_document(TASK_FILE, new))
+        return parse_task(parse_document(TASK_FILE, self._write(edit)))
+
+
+def worth_keeping(text: str) -> bool:
+    """Whether a task file holds anything beyond the empty template (headings, Phase and
+    Pointer lines, comments): a title, items, instructions, notes."""
+    state = parse_task(parse_document(TASK_FILE, text))
+    if state.title:
+        return True
+    for line in text.splitlines():
+        bare = line.strip()
+        if not bare or bare.startswith("#") or bare.startswith("<!--"):
+            continue
+        if re.match(r"^[-*+]\s+(phase|pointer)\s*:", bare, re.I):
+            continue
+        return True
+    return False
 
 
 def archive_name(title: str, moment: dt.datetime) -> str:

@@ -34,7 +34,7 @@ from mdmem.errors import (
     ModeError,
     WorkspaceNotFoundError,
 )
-from mdmem.files import EditNotApplicable, atomic_write, create_exclusive, edit_file, read_markdown
+from mdmem.files import EditNotApplicable, create_exclusive, edit_file, read_markdown
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
@@ -628,9 +628,14 @@ class Workspace:
         from mdmem.task import Task, archive_name
 
         def archive(title: str, text: str) -> None:
-            _, absolute = self.resolve(archive_name(title, dt.datetime.now()))
+            rel, absolute = self.resolve(archive_name(title, dt.datetime.now()))
             absolute.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(absolute, text.encode("utf-8"))
+            data = text.encode("utf-8")
+            for n in range(1, 1000):  # never over an earlier archive
+                target = absolute if n == 1 else absolute.with_name(f"{absolute.stem}-{n}.md")
+                if create_exclusive(target, data):
+                    return
+            raise ConflictError(f"{rel}: too many archived tasks with this name")
 
         return Task(self._reader(TASK_FILE), self._file_writer(TASK_FILE, TASK_FILE), archive)
 

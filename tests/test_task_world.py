@@ -227,7 +227,7 @@ def test_task_add_after_the_last_item_under_sub_headings(ws: Workspace) -> None:
     assert path.read_text().startswith("# Task: t\n\n## TODO\n\n- [ ] first\n\n### Later\n")
 
 
-def test_new_task_archives_once_even_when_the_write_is_retried() -> None:
+def test_new_task_keeps_the_old_one_before_replacing_it() -> None:
     first = "# Task: Old\n\n## TODO\n- [ ] a\n"
     saved = "# Task: Old\n\n## TODO\n- [ ] a\n- [ ] b, saved by a person meanwhile\n"
     written: list[str] = []
@@ -244,17 +244,52 @@ def test_new_task_archives_once_even_when_the_write_is_retried() -> None:
     task = Task(read, retried_write, lambda title, text: archived.append((title, text)))
     state = task.new("New", ["x"])
     assert state.title == "New" and [i.text for i in state.items] == ["x"]
-    assert archived == [("Old", saved)]
+    assert archived == [("Old", first), ("Old", saved)]  # the person's save is kept too
 
-    def failed_write(edit):
-        edit(first)
-        raise RuntimeError("disk full")
+    def archive_fails(title: str, text: str) -> None:
+        raise OSError("disk full")
 
-    archived.clear()
-    task = Task(read, failed_write, lambda title, text: archived.append((title, text)))
-    with pytest.raises(RuntimeError):
+    written.clear()
+    task = Task(read, retried_write, archive_fails)
+    with pytest.raises(OSError):
         task.new("Newer")
-    assert archived == []  # nothing was replaced, so nothing is archived
+    assert written == []  # the old task could not be kept, so it was not replaced
+
+
+def test_new_task_keeps_notes_of_an_untitled_task_and_same_second_archives(
+    ws: Workspace,
+) -> None:
+    path = ws.root / "task_process.md"
+    path.write_text(
+        "# Task: (none yet)\n\n## State\n- Phase: idle\n- Pointer: 0\n\n## Instructions\n"
+        "- IF x THEN y\n\n## Notes\nA person's note.\n"
+    )
+    for n in range(3):
+        ws.task.new("Same", [f"item {n}"])
+    kept = sorted(p.read_text() for p in (ws.root / ".tasks").glob("*.md"))
+    assert len(kept) == 3
+    assert any("A person's note." in text for text in kept)
+    assert (
+        sum("item 0" in text for text in kept) == 1 and sum("item 1" in text for text in kept) == 1
+    )
+    fresh = Workspace.init(ws.root.parent / "fresh", mode="full")
+    fresh.task.new("First")
+    assert not (fresh.root / ".tasks").exists()  # the empty template is not worth keeping
+
+
+def test_phase_and_pointer_updates_keep_notes_below_them(example: Workspace) -> None:
+    path = example.root / "task_process.md"
+    text = path.read_text().replace(
+        "- Phase: implement\n", "- Phase: implement\n  - waiting on Chen Jing for the year rule\n"
+    )
+    text = text.replace("- Pointer: 4\n", "- Pointer: 4\n  - a note on the pointer\n")
+    path.write_text(text)
+    example.task.set_phase("verify")
+    example.task.complete(4)
+    after = path.read_text()
+    assert "- Phase: verify\n  - waiting on Chen Jing for the year rule\n" in after
+    assert "- Pointer: 5\n  - a note on the pointer\n" in after
+    assert example.task.phase == "verify"
 
 
 def test_nested_checkboxes_belong_to_their_parent(ws: Workspace) -> None:
