@@ -143,11 +143,16 @@ def parse_compact(text: str) -> CompactMemory:
     return CompactMemory(state=tuple(t for t in items["state"] if t), events=events)
 
 
+EVENTS_HEADING = re.compile(r"\b(?:events?|history|timeline)\b", re.I)
+STATE_HEADING = re.compile(r"\b(?:state|status)\b", re.I)
+"""Headings of a compact memory's two parts, as whole words ("Estate" and "Prevention"
+are a person's own sections)."""
+
+
 def _section_of(title: str) -> str | None:
-    title = title.lower()
-    if "event" in title or "history" in title or "timeline" in title:
+    if EVENTS_HEADING.search(title):
         return "events"
-    if "state" in title or "status" in title:
+    if STATE_HEADING.search(title):
         return "state"
     return None
 

@@ -9,16 +9,14 @@ session's ``## Summary`` (level-3 sections inside it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from mdmem import edits
-from mdmem.compact import CompactMemory, KeyEvent, parse_compact
+from mdmem.compact import EVENTS_HEADING, STATE_HEADING, CompactMemory, KeyEvent, parse_compact
 from mdmem.edits import one_line
 from mdmem.entries import ARCHIVE_TITLE, Entry
 from mdmem.markdown import Document, Heading, parse_document
-
-STATE_WORDS = ("state", "status")
-EVENT_WORDS = ("event", "history", "timeline")
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,8 @@ class _Owned:
 def read_memory(text: str, level: int = 2) -> CompactMemory:
     """What the program owns in ``text``: the State and Key Events bullets."""
     doc = parse_document("compact.md", text)
-    state = _owned(doc, STATE_WORDS, level)
-    events = _owned(doc, EVENT_WORDS, level)
+    state = _owned(doc, STATE_HEADING, level)
+    events = _owned(doc, EVENTS_HEADING, level)
     bullets = "\n".join(f"- {one_line(e.text)}" for e in events.items)
     return CompactMemory(
         state=tuple(one_line(e.text) for e in state.items),
@@ -62,10 +60,10 @@ def write_memory(
         text = f"# {title}\n" if level == 2 else ""
     hashes = "#" * level
     text = _replace_items(
-        text, STATE_WORDS, level, [f"- {one_line(s)}" for s in memory.state], f"{hashes} State"
+        text, STATE_HEADING, level, [f"- {one_line(s)}" for s in memory.state], f"{hashes} State"
     )
     lines = [replace(e, text=one_line(e.text)).render() for e in events]
-    text = _replace_items(text, EVENT_WORDS, level, lines, f"{hashes} Key Events")
+    text = _replace_items(text, EVENTS_HEADING, level, lines, f"{hashes} Key Events")
     kept = set(memory.state)
     gone = [f"- (state until {today}) {one_line(s)}" for s in before.state if s not in kept]
     gone += [replace(e, text=one_line(e.text)).render() for e in overflow]
@@ -76,17 +74,17 @@ def write_memory(
     return text
 
 
-def _owned(doc: Document, words: tuple[str, ...], level: int) -> _Owned:
-    heading = next(
-        (
-            h
-            for h in doc.headings
-            if h.level == level
-            and any(w in h.title.lower() for w in words)
-            and h.title.strip().lower() != ARCHIVE_TITLE.lower()
-        ),
-        None,
-    )
+def _owned(doc: Document, words: re.Pattern[str], level: int) -> _Owned:
+    candidates = [
+        h
+        for h in doc.headings
+        if h.level == level
+        and words.search(h.title)
+        and h.title.strip().lower() != ARCHIVE_TITLE.lower()
+    ]
+    # "State" / "Key Events" as written by mdmem first, then any heading naming them
+    exact = [h for h in candidates if h.title.strip().lower() in ("state", "key events")]
+    heading = (exact or candidates or [None])[0]
     if heading is None:
         return _Owned(None, ())
     items = tuple(
@@ -107,12 +105,17 @@ def _direct_heading(doc: Document, entry: Entry) -> Heading | None:
 
 
 def _replace_items(
-    text: str, words: tuple[str, ...], level: int, bullets: list[str], heading_text: str
+    text: str, words: re.Pattern[str], level: int, bullets: list[str], heading_text: str
 ) -> str:
     doc = parse_document("compact.md", text)
     owned = _owned(doc, words, level)
     newline = doc.newline
-    block = "".join(b + newline for b in bullets)
+    lines = doc.lines
+    # a bullet that stays as it was keeps its own lines (a person's sub-bullets, wrapping)
+    raw = {
+        f"- {one_line(e.text)}": "".join(lines[e.start_line - 1 : e.end_line]) for e in owned.items
+    }
+    block = "".join(raw[b] if b in raw and raw[b].endswith("\n") else b + newline for b in bullets)
     if owned.heading is None:
         if not bullets:
             return text
@@ -120,7 +123,6 @@ def _replace_items(
         if text and not text.endswith("\n"):
             sep = newline * 2
         return text + sep + heading_text + newline + newline + block
-    lines = doc.lines
     if owned.items:
         first, last = owned.items[0].start_line, owned.items[-1].end_line
         # only the program's bullets go; anything between them (a comment, a paragraph) stays

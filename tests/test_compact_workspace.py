@@ -380,3 +380,19 @@ def test_only_the_stamp_line_is_replaced(example: Workspace) -> None:
     text = path.read_text()
     assert "See the mdmem compacted: marker docs." in text
     assert text.count("<!-- mdmem compacted:") == 1
+
+
+def test_similar_headings_of_a_person_are_not_the_memorys(tmp_path: Path) -> None:
+    ws = _keyword_only(Workspace.init(tmp_path / "m", mode="minimal"))
+    path = ws.root / ".compact_memory.md"
+    path.write_text(
+        "# Compact Memory\n\n## Statement from the user\n- Never deploy on Fridays\n\n"
+        "## Prevention checklist\n- check backups\n\n## State\n- person bullet\n"
+        "  - nested person note\n\n## Key Events\n- 2026-11-01 [decision] chose Postgres\n"
+    )
+    ws.compact([{"role": "tool", "content": "FAILED test_x - ValueError: bad"}], offline=True)
+    text = path.read_text()
+    assert "## Statement from the user\n- Never deploy on Fridays\n" in text
+    assert "## Prevention checklist\n- check backups\n" in text
+    assert "- person bullet\n  - nested person note\n" in text  # kept as written
+    assert "ValueError" in text.split("## Key Events")[1]
