@@ -513,6 +513,7 @@ class Session:
         self.metadata: dict[str, str] = {}
         self._write = write
         self._clock = clock
+        self._front_broken = False
         self._tail: tuple[str, int] | None = None
         """The text this session last wrote, and the offset where its next event goes."""
 
@@ -663,6 +664,17 @@ class Session:
             values["duration_s"] = round((now - self.started).total_seconds(), 1)
         return values
 
+    def _with_front(self, text: str, front: Mapping[str, object]) -> str:
+        """Frontmatter keys set, unless a person broke the frontmatter: then the events still
+        go in, the counts wait, and the log says why (once)."""
+        try:
+            return set_frontmatter(text, front)
+        except edits.EditNotApplicable as exc:
+            if not self._front_broken:
+                log.warning("%s: frontmatter not updated: %s", self.path, exc)
+                self._front_broken = True
+            return text
+
     def _sync_front(self, final: bool = False) -> None:
         self._record([], front=self._front(final))
 
@@ -703,7 +715,7 @@ class Session:
                     new = append_to_section(new, path, "Events", block)
                 starts, end = _event_offsets(new, path, len(blocks))
             if front:
-                shifted = set_frontmatter(new, front)
+                shifted = self._with_front(new, front)
                 shift = len(shifted) - len(new)
                 new, starts = shifted, [x + shift for x in starts]
                 end = end + shift if end >= 0 else -1

@@ -334,3 +334,20 @@ def test_a_lone_carriage_return_does_not_break_parsing(ws: Workspace) -> None:
     texts = [e.text for e in ws.entries("notes.md")]
     assert texts[-1] == "b"
     ws.snapshot()
+
+
+def test_a_broken_frontmatter_does_not_stop_the_session(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ws.session("frontmatter broken by hand") as s:
+        s.event("execute", "one")
+        path = ws.root / s.path
+        lines = path.read_text().split("\n")
+        closing = lines.index("---", 1)
+        path.write_text("\n".join(lines[:closing] + lines[closing + 1 :]))  # no closing ---
+        s.tool("shell", "ls", "ok")
+        s.round()
+    assert [e.action for e in s.events] == ["execute", "tool_call", "tool_result"]
+    text = path.read_text()
+    assert "[tool_result] shell → ok" in text
+    assert "frontmatter not updated" in caplog.text
