@@ -78,6 +78,10 @@ def check_key(key: str) -> str:
 def set_fact(text: str, path: str, key: str, value: str, section: str | None) -> str:
     doc = parse_document(path, text)
     value = edits.check_text(value)
+    if "\n" in value:
+        # a second line could read as a heading or a bullet of its own and change the file's
+        # structure; a fact is one line (notes go in bullets under it, by hand)
+        raise ValueError(f"world facts are one line each; {key!r} got {value.count(chr(10)) + 1}")
     found = _find(doc, key)
     if found is not None:
         return _rewrite_value(doc, found[0], value)

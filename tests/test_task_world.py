@@ -175,12 +175,9 @@ def test_world_set_keeps_a_persons_nested_bullets(ws: Workspace) -> None:
         "## Env\n- **db**: postgres 17\n  - note by human: do not upgrade\n  - port 5433\n"
         "- **os**: linux\n"
     )
-    ws.world.set("db", "postgres 17\nupgraded by the agent")  # continuation lines are value
-    assert path.read_text() == (
-        "## Env\n- **db**: postgres 17\n  upgraded by the agent\n"
-        "  - note by human: do not upgrade\n  - port 5433\n- **os**: linux\n"
-    )
-    assert ws.world.get("db") == "postgres 17\nupgraded by the agent"
+    # a continuation line written by hand is part of the value
+    path.write_text(path.read_text().replace("postgres 17\n", "postgres 17\n  upgraded by hand\n"))
+    assert ws.world.get("db") == "postgres 17\nupgraded by hand"
     ws.world.set("db", "postgres 18")
     assert path.read_text() == (
         "## Env\n- **db**: postgres 18\n  - note by human: do not upgrade\n  - port 5433\n"
@@ -340,14 +337,14 @@ def test_crlf_files_stay_crlf(ws: Workspace) -> None:
         assert _only_crlf(task_path.read_bytes().decode()), step
     assert [i.text for i in ws.task.items()] == ["a", "b"]
     for step in [
-        lambda: ws.world.set("db", "pg 17\nsecond line"),
+        lambda: ws.world.set("db", "pg 17"),
         lambda: ws.world.set("cache", "redis"),
         lambda: ws.world.set("cdn", "none", section="Edge"),
         lambda: ws.world.remove("cache"),
     ]:
         step()
         assert _only_crlf(world_path.read_bytes().decode()), step
-    assert ws.world.get("db") == "pg 17\nsecond line"
+    assert ws.world.get("db") == "pg 17"
     assert b"  - keep\r\n" in world_path.read_bytes()
 
 
@@ -376,3 +373,10 @@ def test_sections_without_a_file_title_and_subitems_in_context(ws: Workspace) ->
     )
     text = ws.build_context(budget_tokens=2000).text
     assert "Now: 1. Deploy ([ ] staging; [x] production)" in text
+
+
+def test_world_values_are_one_line(example: Workspace) -> None:
+    before = (example.root / "world_state.md").read_text()
+    with pytest.raises(ValueError, match="one line"):
+        example.world.set("db", "PostgreSQL\n## Oops")
+    assert (example.root / "world_state.md").read_text() == before
