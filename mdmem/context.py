@@ -118,15 +118,29 @@ def pack(
     need = {id(s): _cost(s, len(s.units), count, omitted=0) for s in present}
     sep = count("\n\n") if len(present) > 1 else 0
     allot = _allot(present, shares, need, budget - sep * max(0, len(present) - 1))
-    kept = {id(s): _fit(s, allot[id(s)], unit_cost[id(s)], count) for s in present}
-    # slack left by whole-unit cuts goes to the sources that were cut, in order
-    for s in present:
-        if kept[id(s)] < len(s.units):
-            used = sum(_cost(x, kept[id(x)], count, _omitted(x, kept, unit_cost)) for x in present)
-            slack = budget - sep * max(0, len(present) - 1) - used
-            if slack > 0:
-                allot[id(s)] = _cost(s, kept[id(s)], count, _omitted(s, kept, unit_cost)) + slack
-                kept[id(s)] = _fit(s, allot[id(s)], unit_cost[id(s)], count)
+
+    def fit(x: Source) -> int:
+        if need[id(x)] <= allot[id(x)]:
+            return len(x.units)  # all of it, and no marker to make room for
+        return _fit(x, allot[id(x)], unit_cost[id(x)], count)
+
+    kept = {id(s): fit(s) for s in present}
+    # slack left by whole-unit cuts goes to the sources that were cut, by their shares
+    for _ in range(3):
+        cut = [x for x in present if kept[id(x)] < len(x.units)]
+        cost = {id(x): _cost(x, kept[id(x)], count, _omitted(x, kept, unit_cost)) for x in present}
+        slack = budget - sep * max(0, len(present) - 1) - sum(cost.values())
+        if slack <= 0 or not cut:
+            break
+        more = _allot(cut, shares, {id(x): need[id(x)] - cost[id(x)] for x in cut}, slack)
+        grown = False
+        for x in cut:
+            allot[id(x)] = cost[id(x)] + more[id(x)]
+            fitted = fit(x)
+            grown = grown or fitted > kept[id(x)]
+            kept[id(x)] = max(kept[id(x)], fitted)
+        if not grown:
+            break
     while True:
         parts = [_render(s, kept[id(s)], _omitted(s, kept, unit_cost)) for s in present]
         text = "\n\n".join(p for p in parts if p)

@@ -124,7 +124,8 @@ class Event:
     text: str
     importance: float
     line: int = 0
-    """1-based line in the session file (0 when not written to a file)."""
+    """1-based line in the session file when it was read or written (later writes above it,
+    such as a longer frontmatter, move it down); 0 when not in a file."""
 
     @property
     def canonical(self) -> str:

@@ -750,7 +750,8 @@ class Workspace:
             if into is not None:
                 record = self.session_record(into)
             target = COMPACT_FILE
-            if self.mode == "full" and record is not None and record.path:
+            in_file = record is not None and record.path and (self.root / record.path).exists()
+            if self.mode == "full" and in_file:  # (a deleted session file is not brought back)
                 target = record.path
             previous = None
             if target == COMPACT_FILE and (self.root / COMPACT_FILE).exists():
@@ -923,7 +924,8 @@ class Workspace:
                 raise EntryNotFoundError(f"nothing to compact: {hint}")
             record = own[0]
         elif isinstance(source, Session):
-            record = self.session_record(source.id) if source.path else source.record()
+            # a session whose file is gone (or never was: minimal mode) is read from memory
+            record = self.session_record(source.id) if source.written else source.record()
         elif isinstance(source, SessionRecord):
             record = source
         elif isinstance(source, str | os.PathLike):

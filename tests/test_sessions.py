@@ -351,3 +351,15 @@ def test_a_broken_frontmatter_does_not_stop_the_session(
     text = path.read_text()
     assert "[tool_result] shell → ok" in text
     assert "frontmatter not updated" in caplog.text
+
+
+def test_compacting_a_session_whose_file_was_deleted(ws: Workspace) -> None:
+    (ws.root / "mdmem.toml").write_text('mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n')
+    ws = Workspace.open(ws.root)
+    with ws.session("gone") as s:
+        s.tool("pytest", "-q", "FAILED test_a - KeyError: 'id'")
+        (ws.root / s.path).unlink()
+        s.event("execute", "fixed the key lookup in app/a.py")
+    report = ws.compact(s, offline=True, flush=False)
+    assert report.path == ".compact_memory.md" and not (ws.root / s.path).exists()
+    assert "KeyError" in (ws.root / ".compact_memory.md").read_text()
