@@ -15,10 +15,11 @@ log(1 + hits) / log(1 + 20), capped at 1.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,80 +180,84 @@ def search(
     """Rank the index's chunks for ``query``. The caller makes sure the index is fresh."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    layout = index.layout()
-    n = len(layout.rowids)
-    if n == 0 or not query.strip():
-        return []
-    allowed = _allowed(index, layout, filters)
-    keyword = np.zeros(n)
-    if mode in ("hybrid", "keyword"):
-        keyword = _keyword_scores(index, layout, query, config.keyword_candidates)
-        keyword[~allowed] = 0.0
-    vector: np.ndarray | None = None
-    if mode in ("hybrid", "vector") and embedder is not None:
-        matrix = index.vectors(embedder.model_id)
-        q = embedder.embed([query])[0]
-        if matrix.shape[1] == q.shape[0]:
-            vector = matrix @ q
-    fused = _fuse(keyword, vector, allowed, mode, config)
-    fused = _with_context(fused, layout, config)
-    fused[~allowed] = 0.0
-    top = int(np.count_nonzero(fused > 0))
-    if top == 0:
-        return []
-    pool = min(top, max(config.candidates, k * 3))
-    best = np.argpartition(-fused, pool - 1)[:pool]
-    best = best[np.argsort(-fused[best], kind="stable")]
-    top_score = float(fused[best[0]])
-    rowids = [int(layout.rowids[i]) for i in best]
-    rows = _chunk_rows(index.conn, rowids)
-    access = _access_counts(index.conn, [_access_key(r) for r in rows.values()])
-    evergreen = _glob_spec(config.evergreen)
-    today = today or dt.date.today()
     hits: list[Hit] = []
-    for i, rowid in zip(best, rowids, strict=True):
-        row = rows[rowid]
-        relevance = float(fused[i]) / top_score
-        recency = (
-            1.0 if evergreen.match_file(row["path"]) else _recency(row["created"], today, config)
-        )
-        frequency = min(
-            1.0,
-            math.log1p(access.get(_access_key(row), 0)) / math.log1p(FREQUENCY_SATURATION),
-        )
-        score = (
-            config.relevance_weight * relevance
-            + config.recency_weight * recency
-            + config.importance_weight * row["importance"]
-            + config.frequency_weight * frequency
-        )
-        hits.append(
-            Hit(
-                path=row["path"],
-                start_line=row["start_line"],
-                end_line=row["end_line"],
-                heading=row["heading"],
-                text=row["text"],
-                score=score,
-                scores=Scores(
-                    keyword=float(keyword[i]) if keyword[i] > 0 else None,
-                    vector=float(vector[i]) if vector is not None else None,
-                    relevance=relevance,
-                    recency=recency,
-                    importance=row["importance"],
-                    frequency=frequency,
-                ),
-                type=row["type"],
-                importance=row["importance"],
-                created=row["created"],
-                id=row["entry_id"] or row["id"],
-                kind=row["kind"],
-                session=row["session"],
-                agent=row["agent"],
+    rows: dict[int, dict[str, Any]] = {}
+    with _snapshot(index.conn):
+        layout = index.layout()
+        n = len(layout.rowids)
+        if n == 0 or not query.strip():
+            return []
+        allowed = _allowed(index, layout, filters)
+        keyword = np.zeros(n)
+        if mode in ("hybrid", "keyword"):
+            keyword = _keyword_scores(index, layout, query, config.keyword_candidates)
+            keyword[~allowed] = 0.0
+        vector: np.ndarray | None = None
+        if mode in ("hybrid", "vector") and embedder is not None:
+            matrix = index.vectors(embedder.model_id)
+            q = embedder.embed([query])[0]
+            if matrix.shape[1] == q.shape[0]:
+                vector = matrix @ q
+        fused = _fuse(keyword, vector, allowed, mode, config)
+        fused = _with_context(fused, layout, config)
+        fused[~allowed] = 0.0
+        top = int(np.count_nonzero(fused > 0))
+        if top == 0:
+            return []
+        pool = min(top, max(config.candidates, k * 3))
+        best = np.argpartition(-fused, pool - 1)[:pool]
+        best = best[np.argsort(-fused[best], kind="stable")]
+        top_score = float(fused[best[0]])
+        rowids = [int(layout.rowids[i]) for i in best]
+        rows = _chunk_rows(index.conn, rowids)
+        access = _access_counts(index.conn, [_access_key(r) for r in rows.values()])
+        evergreen = _glob_spec(config.evergreen)
+        today = today or dt.date.today()
+        for i, rowid in zip(best, rowids, strict=True):
+            row = rows[rowid]
+            relevance = float(fused[i]) / top_score
+            recency = (
+                1.0
+                if evergreen.match_file(row["path"])
+                else _recency(row["created"], today, config)
             )
-        )
-    hits.sort(key=lambda h: h.score, reverse=True)
-    hits = hits[:k]
+            frequency = min(
+                1.0,
+                math.log1p(access.get(_access_key(row), 0)) / math.log1p(FREQUENCY_SATURATION),
+            )
+            score = (
+                config.relevance_weight * relevance
+                + config.recency_weight * recency
+                + config.importance_weight * row["importance"]
+                + config.frequency_weight * frequency
+            )
+            hits.append(
+                Hit(
+                    path=row["path"],
+                    start_line=row["start_line"],
+                    end_line=row["end_line"],
+                    heading=row["heading"],
+                    text=row["text"],
+                    score=score,
+                    scores=Scores(
+                        keyword=float(keyword[i]) if keyword[i] > 0 else None,
+                        vector=float(vector[i]) if vector is not None else None,
+                        relevance=relevance,
+                        recency=recency,
+                        importance=row["importance"],
+                        frequency=frequency,
+                    ),
+                    type=row["type"],
+                    importance=row["importance"],
+                    created=row["created"],
+                    id=row["entry_id"] or row["id"],
+                    kind=row["kind"],
+                    session=row["session"],
+                    agent=row["agent"],
+                )
+            )
+        hits.sort(key=lambda h: h.score, reverse=True)
+        hits = hits[:k]
     if track_access and hits:
         keys = {(r["path"], r["start_line"], r["end_line"]): _access_key(r) for r in rows.values()}
         _bump_access(index.conn, [keys[(h.path, h.start_line, h.end_line)] for h in hits])
@@ -327,6 +332,21 @@ def _allowed(index: Index, layout: Layout, filters: Filters) -> np.ndarray:
     if ids.size:
         mask[layout.positions(ids)] = True
     return mask
+
+
+@contextlib.contextmanager
+def _snapshot(conn: Any) -> Iterator[None]:
+    """One view of the index for the whole ranking. In WAL mode a read transaction sees the
+    database as it was when it began, whatever the watcher commits meanwhile, so the layout,
+    the vectors and the rows always agree."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:

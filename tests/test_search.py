@@ -339,3 +339,56 @@ def test_an_index_of_an_older_schema_is_migrated_in_place(indexed: Workspace, em
     assert ws.index.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert ws.sync().embedded == 0  # migrated, not rebuilt: every vector is still there
     assert ws.search("alembic enum", k=1, mode="keyword")
+
+
+WRITER_LOOP = """
+import random, sys, time
+from pathlib import Path
+from mdmem import Workspace
+root = Path(sys.argv[1])
+ws = Workspace.open(root)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    n = random.randrange(30)
+    lines = [f"- alpha item {n} {i} {random.random()}" for i in range(random.randrange(5, 40))]
+    (root / f"f{n}.md").write_text("# F\\n" + "\\n".join(lines) + "\\n")
+    ws.sync(embed=False)
+"""
+
+
+@pytest.mark.slow
+def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path: Path) -> None:
+    """Layout, rows and caches come from one snapshot: no search sees half a sync."""
+    import subprocess
+    import sys
+    import time
+
+    from mdmem.search import Filters, search
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
+    for n in range(30):
+        (root / f"f{n}.md").write_text("# F\n" + "\n".join(f"- alpha {n} {i}" for i in range(20)))
+    ws = Workspace.open(root)
+    ws.sync(embed=False)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER_LOOP, str(root), "6"])
+    errors: list[str] = []
+    runs = 0
+    end = time.time() + 6
+    while time.time() < end:
+        try:
+            search(
+                ws.index,
+                None,
+                "alpha item",
+                k=10,
+                mode="keyword",
+                config=ws.config.search,
+                filters=Filters(),
+            )
+        except Exception as exc:  # any error here is a torn read
+            errors.append(f"{type(exc).__name__}: {exc}")
+        runs += 1
+    writer.wait(30)
+    assert runs > 100 and errors == []

@@ -223,6 +223,7 @@ class Index:
             with _transaction(self.conn):
                 for path in removed:
                     self._delete_path(path)
+                self._bump_generation()
             report.removed = len(removed)
             report.paths.extend(removed)
         new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
@@ -287,6 +288,8 @@ class Index:
                     "VALUES (?, ?, ?, ?, ?)",
                     (stat.path, stat.size, stat.mtime_ns, digest, now),
                 )
+            if parsed:
+                self._bump_generation()
 
     def _replace_chunks(self, path: str, chunks: list[Chunk]) -> int:
         """Swap a file's chunks, keeping rows whose content did not change."""
@@ -346,6 +349,11 @@ class Index:
             written += 1
         return written
 
+    def _bump_generation(self) -> None:
+        """In the same transaction as the change: a reader's cached layout and vectors are
+        keyed by the generation, so it must never see new rows under an old one."""
+        self._set_meta("generation", str(self.generation() + 1))
+
     def _delete_path(self, path: str) -> None:
         self.conn.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)",
@@ -368,6 +376,7 @@ class Index:
             part = missing[start : start + step]
             vectors = embedder.embed([text for _, text in part])
             with _transaction(self.conn):
+                self._bump_generation()
                 self.conn.executemany(
                     "INSERT OR REPLACE INTO embeddings(model, text_hash, dim, vector) "
                     "VALUES (?, ?, ?, ?)",
