@@ -16,6 +16,8 @@ STATE_DIR = ".mdmem"
 SOCKET_NAME = "server.sock"
 WATCHER_FILE = "watcher.json"
 _MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to ~104-108 bytes
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
 
 
 def find_root(path: str | os.PathLike[str] | None = None) -> Path:
@@ -48,3 +50,32 @@ def socket_path(root: Path) -> Path:
         return inside
     digest = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"mdmem-{os.getuid()}-{digest}.sock"
+
+
+def private_dir(folder: Path) -> Path:
+    """Create ``folder`` (``.mdmem/`` or a folder inside it) owner-only, and make it so if it
+    exists: the state folder holds every word of the workspace (index, journal, caches)."""
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    _restrict(folder, PRIVATE_DIR_MODE)
+    for parent in folder.parents:
+        if parent.name == STATE_DIR:
+            _restrict(parent, PRIVATE_DIR_MODE)
+            break
+    return folder
+
+
+def private_file(path: Path) -> Path:
+    """Make sure ``path`` exists and is owner-only (0600), without touching the umask."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    os.close(fd)
+    _restrict(path, PRIVATE_FILE_MODE)
+    return path
+
+
+def _restrict(path: Path, mode: int) -> None:
+    try:
+        if path.stat().st_mode & 0o777 != mode:
+            os.chmod(path, mode)
+    except OSError:
+        pass  # not ours to change (another user's folder): reading still works
