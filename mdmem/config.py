@@ -83,6 +83,17 @@ class WatchConfig:
 
 
 @dataclass(frozen=True)
+class WriteConfig:
+    late_save_ms: int = 250
+    """After each program write, how long a save that missed it (an editor writing into the
+    file it opened before the write, or saving a copy it read before) is still merged in."""
+    journal_versions: int = 50
+    """Earlier versions of each file kept in .mdmem/journal/ (``mdmem recover``)."""
+    journal_mb: float = 64.0
+    """At most this many MB of earlier versions per file."""
+
+
+@dataclass(frozen=True)
 class LLMConfig:
     model: str = ""
     """A litellm model (e.g. ``gpt-4o-mini``, ``anthropic/claude-3-5-haiku-latest``,
@@ -143,6 +154,7 @@ class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    write: WriteConfig = field(default_factory=WriteConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     compact: CompactConfig = field(default_factory=CompactConfig)

@@ -1,7 +1,22 @@
 """Reading workspace files safely, and writing them as a polite co-author.
 
-Every program write: take a file lock, read, edit, compare-and-swap against what was read,
-then replace atomically (temp file in the same folder, fsync, ``os.replace``, mode kept).
+A program write never loses a person's save. Under a per-file lock it:
+
+1. reads the file once it has *settled*: a file that changed a moment ago, or just became
+   empty, may be an editor's save in progress (VS Code truncates, then writes);
+2. applies the edit (old text → new text);
+3. swaps the new file in with ``renameat2(RENAME_EXCHANGE)`` (:mod:`mdmem.swap`), so the file it
+   replaced is in hand, not gone: if that is not exactly what it read, a person saved in
+   between, and the edit is redone on their version (or, if it no longer applies there,
+   their version goes back and ``ConflictError`` is raised);
+4. moves the replaced file into the journal (:mod:`mdmem.journal`) and, for
+   ``write.late_save_ms``, watches it and the path (:mod:`mdmem.late_saves`): an editor that
+   opened the file before the swap and writes into the old inode afterwards, or saves a copy
+   it read before the write, is merged back in line by line (:mod:`mdmem.merge`).
+
+Where the exchange call is missing (not Linux), step 3 becomes: hard-link the current file
+into the journal, check it is what was read, ``os.replace`` — a check-then-replace window of
+microseconds remains there.
 """
 
 from __future__ import annotations
@@ -10,16 +25,30 @@ import contextlib
 import os
 import stat
 import tempfile
+import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mdmem.discovery import PRIVATE_FILE_MODE, private_dir
 from mdmem.errors import ConflictError, FileProblem, MdmemError
+from mdmem.journal import Journal
+from mdmem.swap import exchange
 
 BINARY_SNIFF_BYTES = 8192
 LOCK_TIMEOUT_S = 60.0
-MAX_WRITE_ATTEMPTS = 8
+MAX_WRITE_ATTEMPTS = 16
 TEMP_SUFFIX = ".mdmem-tmp"
+QUIET_S = 0.02
+"""A file changed less than this long ago may still be being written (timestamps are coarse)."""
+EMPTY_QUIET_S = 1.0
+"""A file that just became empty is most likely an in-place save between truncate and write."""
+MISSING_WAIT_S = 0.25
+"""A file the program wrote before that is missing may be mid-save (vim, JetBrains rename it
+away for a moment): wait this long for it to come back before treating it as deleted."""
+SETTLE_LIMIT_S = 10.0
+BOM = b"\xef\xbb\xbf"
 
 
 Writer = Callable[[Callable[[str], str]], str]
@@ -28,6 +57,9 @@ Writer = Callable[[Callable[[str], str]], str]
 
 class EditNotApplicable(MdmemError):
     """Raised by an edit function when the edit no longer makes sense on the current text."""
+
+
+# ---- reading ---------------------------------------------------------------------------------
 
 
 def decode_markdown(path: str, data: bytes, max_bytes: int) -> str:
@@ -49,14 +81,22 @@ def decode_markdown(path: str, data: bytes, max_bytes: int) -> str:
 def read_markdown(absolute: Path, rel: str, max_bytes: int) -> tuple[bytes, str]:
     """A workspace file's bytes and text; every way it can fail is a FileProblem naming it."""
     try:
-        check_size(rel, absolute.stat().st_size, max_bytes)  # never read a huge file
-        data = absolute.read_bytes()
+        fd = os.open(absolute, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise FileProblem(rel, "no such file (removed, or being replaced)") from None
     except IsADirectoryError:
         raise FileProblem(rel, "is a folder, not a file") from None
     except OSError as exc:
         raise FileProblem(rel, f"cannot read: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        _check_regular(rel, st.st_mode)
+        check_size(rel, st.st_size, max_bytes)  # never read a huge file
+        data = _read_all(fd)
+    except OSError as exc:
+        raise FileProblem(rel, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     return data, decode_markdown(rel, data, max_bytes)
 
 
@@ -69,21 +109,401 @@ def check_size(path: str, size: int, max_bytes: int) -> None:
         )
 
 
-def read_bytes(path: Path) -> bytes | None:
-    """The file's bytes, or None if it does not exist."""
+def _check_regular(rel: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise FileProblem(rel, "is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise FileProblem(rel, f"is {kind}, not a regular file; nothing was read or written")
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What identifies one version of a file on disk, cheaply."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileState:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def settle_wait(self, expected: FileState | None) -> float:
+        """Seconds to wait before this version may be read as finished (0: now)."""
+        if self == expected:
+            return 0.0
+        age = (time.time_ns() - max(self.mtime_ns, self.ctime_ns)) / 1e9
+        quiet = EMPTY_QUIET_S if self.size == 0 and (expected is None or expected.size) else QUIET_S
+        return max(0.0, quiet - age)
+
+    def line(self) -> str:
+        return f"{self.dev} {self.ino} {self.size} {self.mtime_ns} {self.ctime_ns}"
+
+    @classmethod
+    def parse(cls, text: str) -> FileState | None:
+        try:
+            dev, ino, size, mtime, ctime = (int(x) for x in text.split())
+        except ValueError:
+            return None
+        return cls(dev, ino, size, mtime, ctime)
+
+
+def settled_bytes(fd: int, state: FileState, deadline: float) -> tuple[bytes, FileState]:
+    """The content behind ``fd`` once nobody has written to it for a moment."""
+    while True:
+        wait = state.settle_wait(None)
+        if wait <= 0:
+            data = _read_all(fd)
+            after = FileState.of(os.fstat(fd))
+            if after == state:
+                return data, state
+            state = after
+            continue
+        if time.monotonic() > deadline:
+            return _read_all(fd), FileState.of(os.fstat(fd))
+        time.sleep(min(wait, 0.01))
+        state = FileState.of(os.fstat(fd))
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: Path
+    text: str
+    """The text now on disk."""
+    attempts: int
+    """1 when nothing changed under us; more when the edit was redone on a person's save."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A workspace file as the writer sees it."""
+
+    path: Path
+    """The real file (symlinks inside the workspace resolved)."""
+    rel: str
+    max_bytes: int = 50_000_000
+
+
+class SafeWriter:
+    """Program writes to workspace files: locked, compare-and-swap, journaled, late saves
+    merged. One per workspace (its state lives in ``.mdmem/``)."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        late_save_s: float = 0.25,
+        journal_versions: int = 50,
+        journal_bytes: int = 64_000_000,
+    ) -> None:
+        from mdmem.late_saves import LateSaveGuard
+
+        self.state_dir = state_dir
+        self.journal = Journal(state_dir, journal_versions, journal_bytes)
+        self.late_save_s = late_save_s
+        self.guard = LateSaveGuard(self, late_save_s)
+
+    # ---- the lock and what the last program write left -------------------------------------
+
+    def _key(self, rel: str) -> str:
+        return urllib.parse.quote(rel, safe="")
+
+    def lock_path(self, rel: str) -> Path:
+        return self.state_dir / "locks" / f"{self._key(rel)}.lock"
+
+    def seen(self, rel: str) -> FileState | None:
+        """The file as the last program write (any process) left it, if known."""
+        try:
+            return FileState.parse(
+                (self.state_dir / "locks" / f"{self._key(rel)}.seen").read_text()
+            )
+        except OSError:
+            return None
+
+    def _set_seen(self, rel: str, state: FileState) -> None:
+        path = self.state_dir / "locks" / f"{self._key(rel)}.seen"
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(state.line())
+
+    def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]:
+        from filelock import FileLock, Timeout
+
+        lock = self.lock_path(rel)
+        private_dir(lock.parent)
+        file_lock = FileLock(str(lock), timeout=LOCK_TIMEOUT_S, mode=0o600, poll_interval=0.002)
+
+        @contextlib.contextmanager
+        def hold():  # type: ignore[no-untyped-def]
+            try:
+                with file_lock:
+                    yield file_lock
+            except Timeout:
+                raise ConflictError(
+                    f"{display}: another mdmem process held the write lock for "
+                    f"{LOCK_TIMEOUT_S:.0f} s ({lock}); nothing was written"
+                ) from None
+
+        return hold()
+
+    # ---- one write ----------------------------------------------------------------------
+
+    def edit(
+        self,
+        target: Target,
+        edit: Callable[[str], str],
+        *,
+        display: str | None = None,
+        initial: str = "",
+        create: bool = True,
+    ) -> WriteResult:
+        """Apply ``edit`` (old text → new text) to the file, never over a person's save.
+
+        If a person saved since the read, the edit is redone on their version; if it no
+        longer applies there, ConflictError and their version stays. ``create=False``: a
+        missing file is a FileProblem, not a new file.
+        """
+        display = display or target.rel
+        with self.locked(target.rel, display):
+            return self.edit_locked(target, edit, display=display, initial=initial, create=create)
+
+    def edit_locked(
+        self,
+        target: Target,
+        edit: Callable[[str], str],
+        *,
+        display: str | None = None,
+        initial: str = "",
+        create: bool = True,
+    ) -> WriteResult:
+        """:meth:`edit` for a caller that holds :meth:`locked` already."""
+        remove_stale_temps(target.path)
+        return self._edit_locked(target, edit, display or target.rel, initial, create)
+
+    def _edit_locked(
+        self,
+        target: Target,
+        edit: Callable[[str], str],
+        display: str,
+        initial: str,
+        create: bool,
+    ) -> WriteResult:
+        seen = self.seen(target.rel)
+        base, state = self._read_settled(target, display, seen)
+        expected = (base, state)  # what the swap must find at the path
+        restoring = False
+        for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
+            if base is None and not create:
+                raise FileProblem(display, "no such file: it was deleted or moved; nothing written")
+            text = initial if base is None else decode_markdown(display, base, target.max_bytes)
+            if restoring:
+                new_text = text
+            else:
+                try:
+                    new_text = edit(text)
+                except EditNotApplicable as exc:
+                    if attempt == 1:
+                        raise
+                    if expected[0] == base:
+                        raise self._conflict(display, exc) from None
+                    restoring, conflict = True, exc  # put the person's version back first
+                    new_text = text
+            bom = BOM if base and base.startswith(BOM) else b""
+            data = bom + new_text.encode("utf-8")
+            if data == expected[0]:
+                if restoring:
+                    raise self._conflict(display, conflict) from None
+                return WriteResult(target.path, new_text, attempt)
+            outcome = self._commit(target, expected, data, base)
+            if outcome.clean:
+                self._set_seen(target.rel, outcome.state)
+                if base is not None:
+                    self.guard.written(target, base, data, outcome.state)
+                if restoring:
+                    raise self._conflict(display, conflict) from None
+                return WriteResult(target.path, new_text, attempt)
+            # a person saved between the read and the swap: theirs is the new base
+            base = outcome.theirs
+            expected = (outcome.placed, outcome.state)
+        raise ConflictError(
+            f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} "
+            "attempts); the file on disk is the person's version (or, in a few cases, the "
+            "program's: see `mdmem recover`)"
+        )
+
+    @staticmethod
+    def _conflict(display: str, exc: Exception) -> ConflictError:
+        return ConflictError(
+            f"{display} changed while mdmem was writing it, and the change cannot be redone "
+            f"on the new version: {exc}. Nothing was written; the file on disk is the "
+            "person's version."
+        )
+
+    def _read_settled(
+        self, target: Target, display: str, seen: FileState | None
+    ) -> tuple[bytes | None, FileState | None]:
+        """The file's bytes once it is not in the middle of someone's save."""
+        deadline = time.monotonic() + SETTLE_LIMIT_S
+        missing_until = time.monotonic() + (MISSING_WAIT_S if seen is not None else 0.0)
+        while True:
+            try:
+                fd = os.open(target.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                if time.monotonic() < missing_until:
+                    time.sleep(0.005)
+                    continue
+                return None, None
+            except IsADirectoryError:
+                raise FileProblem(display, "is a folder, not a file; nothing written") from None
+            except OSError as exc:
+                raise FileProblem(
+                    display, f"cannot read: {exc.strerror}; nothing written"
+                ) from None
+            try:
+                st = os.fstat(fd)
+                _check_regular(display, st.st_mode)
+                state = FileState.of(st)
+                wait = state.settle_wait(seen)
+                if wait > 0 and time.monotonic() < deadline:
+                    time.sleep(min(wait, 0.01))
+                    continue
+                check_size(display, state.size, target.max_bytes)
+                data = _read_all(fd)
+                if FileState.of(os.fstat(fd)) != state:
+                    continue  # written to while we read
+                with contextlib.suppress(FileNotFoundError):
+                    if FileState.of(os.stat(target.path)) == state:
+                        return data, state
+            finally:
+                os.close(fd)
+
+    def _commit(
+        self,
+        target: Target,
+        expected: tuple[bytes | None, FileState | None],
+        data: bytes,
+        base: bytes | None,
+    ) -> _Outcome:
+        """Put ``data`` at the path if the path still holds ``expected``; else hand back
+        what a person saved there instead."""
+        path = target.path
+        want, want_state = expected
+        mode = _default_mode() if want_state is None else _mode_of(path)
+        tmp = _temp_copy(path, data, mode)
+        if want is None:  # a new file: appear whole, and only if nobody created it meanwhile
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                placed = None
+            else:
+                placed = data
+            finally:
+                os.unlink(tmp)
+            if placed is None:
+                return self._reread(target, None, None)
+            _fsync_dir(path.parent)
+            return _Outcome(True, FileState.of(os.stat(path)), data, None)
+        try:
+            swapped = exchange(tmp, path)
+        except FileNotFoundError:  # the file is away for a moment (a save in progress)
+            os.unlink(tmp)
+            return self._reread(target, None, None)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        if swapped:
+            placed_state = FileState.of(os.stat(path))
+            old_path = self.journal.keep(target.rel, Path(tmp))
+        else:
+            old_path = self._journal_link(target)
+            if old_path is None or FileState.of(os.stat(old_path)) != want_state:
+                if old_path is not None:
+                    old_path.unlink()
+                os.unlink(tmp)
+                return self._reread(target, None, None)
+            os.replace(tmp, path)
+            placed_state = FileState.of(os.stat(path))
+        _fsync_dir(path.parent)
+        fd = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
+        old_state = FileState.of(os.fstat(fd))
+        old = _read_all(fd)
+        if old == want and _same_version(old_state, want_state):
+            self.guard.watch_replaced(target, fd, old_state, old)
+            return _Outcome(True, placed_state, data, None)
+        # A save landed between our read and the swap: wait for it to finish, then it is the
+        # version the edit must be redone on.
+        theirs, old_state = settled_bytes(fd, old_state, time.monotonic() + SETTLE_LIMIT_S)
+        self.guard.watch_replaced(target, fd, old_state, theirs)
+        return _Outcome(False, placed_state, data, theirs)
+
+    def _reread(self, target: Target, *_: object) -> _Outcome:
+        base, state = self._read_settled(target, target.rel, None)
+        return _Outcome(False, state, base, base)
+
+    def _journal_link(self, target: Target) -> Path | None:
+        link = self.journal.new_path(target.rel, "replaced")
+        try:
+            os.link(target.path, link)
+        except FileNotFoundError:
+            return None
+        return link
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    clean: bool
+    """The path held what was expected: the write is in place."""
+    state: FileState | None
+    """The path now (our file after a swap, or what was found)."""
+    placed: bytes | None
+    """The bytes now at the path."""
+    theirs: bytes | None
+    """When not clean: the person's version, to redo the edit on."""
+
+
+def _same_version(found: FileState, expected: FileState | None) -> bool:
+    if expected is None:
+        return False
+    return (found.dev, found.ino, found.size, found.mtime_ns) == (
+        expected.dev,
+        expected.ino,
+        expected.size,
+        expected.mtime_ns,
+    )
+
+
+def _mode_of(path: Path) -> int:
     try:
-        return path.read_bytes()
+        return stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        return None
+        return _default_mode()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a reader or a crash sees the old or the new file."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = _default_mode()
-    tmp = _temp_copy(path, data, mode)
+    """Replace ``path`` with ``data`` so a reader or a crash sees the old or the new file.
+
+    For mdmem's own state files (heartbeat, caches); workspace files go through SafeWriter.
+    """
+    tmp = _temp_copy(path, data, _mode_of(path))
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -101,8 +521,8 @@ def _temp_copy(path: Path, data: bytes, mode: int) -> str:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -111,9 +531,15 @@ def _temp_copy(path: Path, data: bytes, mode: int) -> str:
 
 
 def _default_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    """0o666 less the umask, read without changing it (other threads may create files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o644
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -147,80 +573,6 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    path: Path
-    text: str
-    """The text now on disk."""
-    attempts: int
-    """1 when nothing changed under us; more when the edit was redone on a person's save."""
-
-
-def edit_file(
-    path: Path,
-    lock_path: Path,
-    edit: Callable[[str], str],
-    *,
-    display: str,
-    initial: str = "",
-    max_bytes: int = 50_000_000,
-    create: bool = True,
-) -> WriteResult:
-    """Apply ``edit`` (old text → new text) to ``path`` under a lock, compare-and-swap.
-
-    If the file changes between our read and our write (a person saved it), the edit is redone
-    on the new content. If it no longer applies there, ConflictError: nothing is written.
-    With ``create=False`` a missing file is a FileProblem, not a new file.
-    """
-    from filelock import FileLock, Timeout
-
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
-            remove_stale_temps(path)
-            return _edit_locked(path, edit, display, initial, max_bytes, create)
-    except Timeout:
-        raise ConflictError(
-            f"{display}: another mdmem process held the write lock for {LOCK_TIMEOUT_S:.0f} s "
-            f"({lock_path}); nothing was written"
-        ) from None
-
-
-def _edit_locked(
-    path: Path,
-    edit: Callable[[str], str],
-    display: str,
-    initial: str,
-    max_bytes: int,
-    create: bool,
-) -> WriteResult:
-    for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
-        before = read_bytes(path)
-        if before is None and not create:
-            raise FileProblem(display, "no such file: it was deleted or moved; nothing written")
-        text = initial if before is None else decode_markdown(display, before, max_bytes)
-        try:
-            new_text = edit(text)
-        except EditNotApplicable as exc:
-            if attempt == 1:
-                raise
-            raise ConflictError(
-                f"{display} changed while mdmem was writing it, and the change cannot be redone "
-                f"on the new version: {exc}. Nothing was written; the file on disk is the "
-                "person's version."
-            ) from None
-        if read_bytes(path) != before:
-            continue  # someone saved in between: redo the edit on their version
-        if new_text != text or before is None:
-            bom = b"\xef\xbb\xbf" if before and before.startswith(b"\xef\xbb\xbf") else b""
-            atomic_write(path, bom + new_text.encode("utf-8"))
-        return WriteResult(path, new_text, attempt)
-    raise ConflictError(
-        f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} attempts); "
-        "nothing was written"
-    )
-
-
 def create_exclusive(path: Path, data: bytes) -> bool:
     """Create ``path`` with ``data`` atomically, only if it does not exist (False if it does).
 
@@ -237,3 +589,11 @@ def create_exclusive(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
     _fsync_dir(path.parent)
     return True
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None if it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None

@@ -34,7 +34,7 @@ from mdmem.errors import (
     ModeError,
     WorkspaceNotFoundError,
 )
-from mdmem.files import EditNotApplicable, create_exclusive, edit_file, read_markdown
+from mdmem.files import EditNotApplicable, SafeWriter, Target, create_exclusive, read_markdown
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
@@ -108,6 +108,7 @@ class Workspace:
         # parsed documents by path, with the bytes they came from (parsing is the slow part)
         self._parsed: OrderedDict[str, tuple[bytes, Document]] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        self._writer: SafeWriter | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -316,7 +317,23 @@ class Workspace:
             serve=serve,
         ).start()
 
+    @property
+    def writer(self) -> SafeWriter:
+        """The safe writer every program write goes through (lock, swap, journal)."""
+        if self._writer is None:
+            cfg = self.config.write
+            self._writer = SafeWriter(
+                self.state_dir,
+                late_save_s=cfg.late_save_ms / 1000,
+                journal_versions=cfg.journal_versions,
+                journal_bytes=int(cfg.journal_mb * 1_000_000),
+            )
+        return self._writer
+
     def close(self) -> None:
+        """Close the index; wait for the late-save windows of this workspace's writes."""
+        if self._writer is not None:
+            self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
         if self._index is not None:
             self._index.close()
 
@@ -490,8 +507,7 @@ class Workspace:
             sep = "" if not text or text.endswith("\n") else "\n"
             return text + sep + line + "\n"
 
-        lock = self.state_dir / "locks" / (rel + ".lock")
-        edit_file(absolute, lock, edit, display=rel, max_bytes=1_000_000)
+        self.writer.edit(Target(absolute, rel, 1_000_000), edit)
         self.config = load_config(self.root)
         created = []
         targets = [*FULL_ONLY] if mode == "full" else ["compact_memory.md"]
@@ -1014,16 +1030,10 @@ class Workspace:
             run.texts[rel] = edit(current)
             return run.texts[rel]
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
-        lock = self.state_dir / "locks" / (rel.replace("/", "__") + ".lock")
-        result = edit_file(
-            absolute,
-            lock,
-            edit,
-            display=rel,
-            max_bytes=self.config.max_file_bytes,
-            create=create,
-        )
-        return result.text
+        # a symlink (inside the workspace) is written through, never replaced by a file
+        real = absolute.resolve() if absolute.is_symlink() else absolute
+        target = Target(real, rel, self.config.max_file_bytes)
+        return self.writer.edit(target, edit, create=create).text
 
     def _file_for(self, type_: str) -> str:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -100,8 +101,7 @@ PROPERTY = settings(
     type_=st.sampled_from(["preference", "fact", "pattern", "skill"]),
 )
 def test_remember_only_inserts(tmp_path: Path, content: str, memory: str, type_: str) -> None:
-    root = tmp_path / "p"
-    root.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="p", dir=tmp_path))  # one per example
     path = root / "memory.md"
     path.write_bytes(content.encode())
     ws = Workspace(root)
@@ -127,8 +127,7 @@ def test_remember_only_inserts(tmp_path: Path, content: str, memory: str, type_:
 def test_update_metadata_changes_only_that_line(
     tmp_path: Path, content: str, importance: float
 ) -> None:
-    root = tmp_path / "u"
-    root.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="u", dir=tmp_path))  # one per example
     path = root / "memory.md"
     path.write_bytes(content.encode())
     ws = Workspace(root)
@@ -150,8 +149,7 @@ def test_update_metadata_changes_only_that_line(
 def test_supersede_archives_and_keeps_everything_else(
     tmp_path: Path, content: str, replacement: str
 ) -> None:
-    root = tmp_path / "s"
-    root.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="s", dir=tmp_path))  # one per example
     path = root / "memory.md"
     path.write_bytes(content.encode())
     ws = Workspace(root)

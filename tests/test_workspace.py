@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import ConfigError, ConflictError, EntryNotFoundError, Workspace, WorkspaceNotFoundError
-from mdmem.files import edit_file
+from mdmem.files import Target
 from mdmem.workspace import TEMPLATES
 
 
@@ -199,7 +199,7 @@ def test_a_persons_save_between_read_and_write_is_kept(ws: Workspace) -> None:
             saved.append(True)
         return text + "- from mdmem\n"
 
-    result = edit_file(path, ws.state_dir / "l.lock", edit, display="memory.md")
+    result = ws.writer.edit(Target(path, "memory.md"), edit)
     assert result.attempts == 2
     assert path.read_text() == "## Facts\n- one\n- added by a person\n- from mdmem\n"
 

@@ -1,0 +1,307 @@
+"""Saves that land just after a program write, merged instead of lost.
+
+Two kinds of save can miss a program write however carefully the write checks first:
+
+- an editor that opened the file *before* the swap and writes into it afterwards (an in-place
+  save: open, truncate, write) writes into the replaced inode, which no path shows any more;
+- an editor that read the file before the write and saves a copy afterwards (temp file +
+  rename) replaces the program's version with one that lacks it.
+
+For ``write.late_save_ms`` after each write, a background thread watches the replaced inode
+(kept open, and kept in the journal) and the path. A save into the old inode is merged into
+the current file. A save at the path that lacks the program's recent writes gets them merged
+back — the writes it misses, not the ones it already holds (perhaps edited by the person). A
+save that kept little of the file (a ``git checkout`` putting another file in its place) is
+left as it is. Merges are line merges (:mod:`mdmem.merge`) through the same safe writes. When
+the process exits, it waits for open windows to close (at most ``late_save_ms``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mdmem.errors import MdmemError
+from mdmem.merge import merge_text
+
+if TYPE_CHECKING:
+    from mdmem.files import FileState, SafeWriter, Target
+
+log = logging.getLogger("mdmem")
+CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
+"""When to look after a write (then every 0.1 s, and once more as the window closes)."""
+MIN_KEPT = 0.8
+"""A save at the path that kept less of the file than this replaced it: not merged into."""
+MAX_OPEN = 256
+"""Replaced files kept open at once; past this, the oldest is checked a last time early."""
+_guards: weakref.WeakSet[LateSaveGuard] = weakref.WeakSet()
+
+
+@dataclass
+class _Inode:
+    """A replaced file, kept open: an editor that opened it before the swap writes here."""
+
+    target: Target
+    fd: int
+    state: FileState
+    base: bytes
+    """Its content when it was replaced (or when a late save was last merged from it)."""
+    started: float
+    deadline: float
+    checks: int = 0
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A program write whose lines a save made from an older copy would drop."""
+
+    before: bytes
+    after: bytes
+    deadline: float
+
+
+@dataclass
+class _PathWatch:
+    target: Target
+    writes: list[_Write] = field(default_factory=list)
+    checked: FileState | None = None
+    """The path as this process's latest write left it (or as last verified)."""
+    started: float = 0.0
+    checks: int = 0
+
+    @property
+    def deadline(self) -> float:
+        return max((w.deadline for w in self.writes), default=0.0)
+
+
+class LateSaveGuard:
+    def __init__(self, writer: SafeWriter, window_s: float) -> None:
+        self.writer = writer
+        self.window_s = window_s
+        self.merged = 0
+        """Late saves merged so far (for tests and benchmarks)."""
+        self.conflicts = 0
+        self._inodes: list[_Inode] = []
+        self._paths: dict[str, _PathWatch] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        _guards.add(self)
+
+    # ---- called by the writer, under the file's lock -------------------------------------------
+
+    def watch_replaced(self, target: Target, fd: int, state: FileState, base: bytes) -> None:
+        """Keep the replaced file open for the window (takes ownership of ``fd``)."""
+        if self.window_s <= 0:
+            os.close(fd)
+            return
+        now = time.monotonic()
+        with self._cond:
+            self._inodes.append(_Inode(target, fd, state, base, now, now + self.window_s))
+            self._start()
+
+    def written(self, target: Target, before: bytes, after: bytes, state: FileState) -> None:
+        """A write is in place. If it was made on a version that lacks our previous writes (a
+        save from an older copy landed between two of them), put those back now."""
+        if self.window_s <= 0:
+            return
+        now = time.monotonic()
+        with self._cond:
+            watch = self._paths.setdefault(target.rel, _PathWatch(target))
+            earlier = [w for w in watch.writes if w.deadline > now]
+            watch.writes = [*earlier, _Write(before, after, now + self.window_s)]
+            watch.checked, watch.started, watch.checks = state, now, 0
+            self._start()
+        if earlier and before != earlier[-1].after:
+            missing = self._missing(earlier, before)
+            if missing:
+                self._merge(target, lambda current: self._reapply(missing, current), locked=True)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every window is closed (and its saves merged); False on timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._inodes or self._paths:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    # ---- the watching thread -----------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="mdmem-late-saves", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._inodes and not self._paths:
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                now = time.monotonic()
+                inodes = [w for w in self._inodes if _due(w.started, w.checks, w.deadline) <= now]
+                if len(self._inodes) > MAX_OPEN:
+                    inodes += self._inodes[: len(self._inodes) - MAX_OPEN]
+                paths = [
+                    w for w in self._paths.values() if _due(w.started, w.checks, w.deadline) <= now
+                ]
+                if not inodes and not paths:
+                    due = [_due(w.started, w.checks, w.deadline) for w in self._inodes]
+                    due += [_due(w.started, w.checks, w.deadline) for w in self._paths.values()]
+                    self._cond.wait(min(due) - now)
+                    continue
+            for inode in {id(w): w for w in inodes}.values():
+                self._check_inode(inode)
+            for watch in paths:
+                self._check_path(watch)
+            with self._cond:
+                closing = {id(w) for w in inodes} if len(self._inodes) > MAX_OPEN else set()
+                for w in list(self._inodes):
+                    if w.deadline <= now or id(w) in closing:
+                        self._inodes.remove(w)
+                        os.close(w.fd)
+                for rel, w in list(self._paths.items()):
+                    w.writes = [x for x in w.writes if x.deadline > now]
+                    if not w.writes:
+                        del self._paths[rel]
+                self._cond.notify_all()
+
+    def _check_inode(self, watch: _Inode) -> None:
+        from mdmem.files import FileState, settled_bytes
+
+        watch.checks += 1
+        try:
+            state = FileState.of(os.fstat(watch.fd))
+            if (state.size, state.mtime_ns) == (watch.state.size, watch.state.mtime_ns):
+                return
+            late, state = settled_bytes(watch.fd, state, time.monotonic() + 2.0)
+        except OSError:
+            return
+        base = watch.base
+        watch.state = state
+        if not late.strip() or late == base:
+            return  # emptied and left so (a crashed save), or no change at all
+        watch.base = late
+        watch.deadline = max(watch.deadline, time.monotonic() + self.window_s)
+        self._merge(watch.target, lambda current: self._combine(base, current, late))
+
+    def _check_path(self, watch: _PathWatch) -> None:
+        watch.checks += 1
+        if self._unchanged(watch):
+            return
+        # Decide under the file's lock: never in the middle of one of our own writes.
+        with self.writer.locked(watch.target.rel, watch.target.rel):
+            with self._cond:
+                if self._unchanged(watch):
+                    return
+                writes = list(watch.writes)
+            state = self._merge(
+                watch.target,
+                lambda current: self._reapply(self._missing(writes, current), current),
+                locked=True,
+            )
+            if state is not None:
+                watch.checked = state
+
+    @staticmethod
+    def _unchanged(watch: _PathWatch) -> bool:
+        from mdmem.files import FileState
+
+        try:
+            return FileState.of(os.stat(watch.target.path)) == watch.checked
+        except OSError:
+            return True
+
+    # ---- merging -------------------------------------------------------------------------------
+
+    def _missing(self, writes: list[_Write], version: bytes) -> list[_Write]:
+        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited)."""
+        for n in range(len(writes) - 1, -1, -1):
+            write = writes[n]
+            if self._combine(write.before, write.after, version, copy=True) == version:
+                return writes[n + 1 :]
+        return list(writes)
+
+    def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
+        for write in writes:  # oldest first
+            current = self._combine(write.before, write.after, current, copy=True)
+        return current
+
+    def _combine(self, base: bytes, program: bytes, person: bytes, *, copy: bool = False) -> bytes:
+        """``program``'s changes since ``base`` applied to ``person``'s version (theirs win
+        where both changed the same lines; the program's version stays in the journal).
+
+        With ``copy``, ``person`` is a save found at the path: an edited copy of an older
+        version (merge), or another file put in its place, such as a ``git checkout`` (keep it
+        as it is). A copy keeps most of the base's lines and merges without conflict.
+        """
+        merged = merge_text(_text(base), _text(program), _text(person))
+        if copy and (merged.conflicts or merged.kept < MIN_KEPT):
+            return person
+        if merged.conflicts:
+            self.conflicts += merged.conflicts
+            log.warning(
+                "a person's save and a program write changed the same lines; the person's "
+                "version was kept (the program's is in the journal: `mdmem recover`)"
+            )
+        return merged.text.encode("utf-8", errors="surrogateescape")
+
+    def _merge(
+        self, target: Target, combine: Callable[[bytes], bytes], *, locked: bool = False
+    ) -> FileState | None:
+        """Write ``combine(current)`` through the safe writes; the path's state after."""
+        from mdmem.files import BOM, FileState
+
+        changed: list[bool] = []
+
+        def edit(text: str) -> str:
+            current = text.encode("utf-8", errors="surrogateescape")
+            merged = combine(current).removeprefix(BOM)
+            changed.append(merged != current)
+            return merged.decode("utf-8", errors="surrogateescape")
+
+        try:
+            if locked:
+                self.writer.edit_locked(target, edit)
+            else:
+                self.writer.edit(target, edit)
+            state = FileState.of(os.stat(target.path))
+        except (MdmemError, OSError, UnicodeError) as exc:
+            log.warning(
+                "%s: a late save could not be merged (%s); see `mdmem recover`", target.rel, exc
+            )
+            return None
+        if changed and changed[-1]:
+            self.merged += 1
+            log.info("%s: merged a save that landed around a program write", target.rel)
+        return state
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def _due(started: float, checks: int, deadline: float) -> float:
+    if checks < len(CHECKS_S):
+        return min(started + CHECKS_S[checks], deadline)
+    return min(started + CHECKS_S[-1] + 0.1 * (checks - len(CHECKS_S) + 1), deadline)
+
+
+@atexit.register
+def _wait_for_windows() -> None:
+    """A short-lived process (``mdmem add``) keeps its windows open until they close."""
+    for guard in list(_guards):
+        with contextlib.suppress(Exception):
+            guard.wait(timeout=guard.window_s + 2.0)
