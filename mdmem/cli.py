@@ -777,6 +777,92 @@ def extract(
         _warn(problem)
 
 
+@app.command()
+def recover(
+    ctx: typer.Context,
+    file: Annotated[
+        str | None, typer.Argument(help="A workspace file (omit to list files).")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Argument(help="A version: its number in the list (1 = newest) or id.")
+    ] = None,
+    show: Annotated[bool, typer.Option("--show", help="Print that version.")] = False,
+    restore: Annotated[
+        bool, typer.Option("--restore", help="Put that version back (the current one is kept).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Earlier versions of a file: what each program write replaced, kept in .mdmem/journal/.
+
+    `mdmem recover FILE` lists them; with a VERSION, a diff against the file as it is now,
+    `--show` prints it, `--restore` puts it back."""
+    ws = _open(ctx)
+    if file is None:
+        files = ws.writer.journal.files()
+        if as_json:
+            _print_json(files)
+        else:
+            typer.echo("\n".join(files) if files else "No earlier versions kept yet.")
+        return
+    if version is None:
+        if show or restore:
+            _fail("--show and --restore need a VERSION (see `mdmem recover FILE`)", 2)
+        _list_versions(ws, file, as_json)
+        return
+    rel, absolute = ws.resolve(file)
+    try:
+        entry = ws.writer.journal.find(rel, version)
+    except KeyError as exc:
+        _fail(str(exc.args[0]))
+    if restore:
+        ws.restore(rel, entry.id)
+        if as_json:
+            _print_json({"restored": entry.to_dict()})
+        else:
+            typer.echo(f"restored {rel} from {entry.id} ({entry.time:%Y-%m-%d %H:%M:%S})")
+        return
+    old = entry.read_bytes().decode("utf-8", errors="replace")
+    if show:
+        typer.echo(old, nl=False)
+        return
+    from mdmem.reports import unified_diff
+
+    current = absolute.read_text(encoding="utf-8", errors="replace") if absolute.exists() else ""
+    diff = unified_diff({rel: current}, {rel: old})
+    if as_json:
+        _print_json({"version": entry.to_dict(), "diff": diff})
+    else:
+        typer.echo(diff or "(the same as the file now)", nl=False)
+
+
+def _list_versions(ws: Any, file: str, as_json: bool) -> None:
+    import difflib
+
+    rel, absolute = ws.resolve(file)
+    entries = ws.versions(rel)
+    if as_json:
+        _print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        typer.echo(f"No earlier versions of {rel} kept.")
+        return
+    now = (
+        absolute.read_text(encoding="utf-8", errors="replace").splitlines()
+        if absolute.exists()
+        else []
+    )
+    for n, e in enumerate(entries, start=1):
+        lines = e.read_bytes().decode("utf-8", errors="replace").splitlines()
+        added = removed = 0
+        for op, a1, a2, b1, b2 in difflib.SequenceMatcher(None, now, lines).get_opcodes():
+            removed += (a2 - a1) if op in ("delete", "replace") else 0
+            added += (b2 - b1) if op in ("insert", "replace") else 0
+        typer.echo(
+            f"{n:>3}  {e.time:%Y-%m-%d %H:%M:%S.%f}"[:-3]
+            + f"  {e.size:>8,} B  {e.reason:9}  +{added}/-{removed} lines vs now  {e.id}"
+        )
+
+
 def _indent(text: str, pad: str = "  ") -> str:
     return "\n".join(pad + line for line in text.splitlines())
 

@@ -57,10 +57,10 @@ def private_dir(folder: Path) -> Path:
     exists: the state folder holds every word of the workspace (index, journal, caches)."""
     folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     _restrict(folder, PRIVATE_DIR_MODE)
-    for parent in folder.parents:
-        if parent.name == STATE_DIR:
-            _restrict(parent, PRIVATE_DIR_MODE)
+    for parent in folder.parents:  # every folder from .mdmem/ down to this one
+        if STATE_DIR not in parent.parts:
             break
+        _restrict(parent, PRIVATE_DIR_MODE)
     return folder
 
 

@@ -38,16 +38,23 @@ from mdmem.swap import exchange
 
 BINARY_SNIFF_BYTES = 8192
 LOCK_TIMEOUT_S = 60.0
-MAX_WRITE_ATTEMPTS = 16
+MAX_WRITE_ATTEMPTS = 32
 TEMP_SUFFIX = ".mdmem-tmp"
-QUIET_S = 0.02
-"""A file changed less than this long ago may still be being written (timestamps are coarse)."""
+QUIET_S = 0.005
+"""A file changed less than this long ago may still be being written (file timestamps are
+coarse: a few ms). Waiting for quiet is bounded by ``QUIET_LIMIT_S``: a person saving every
+few ms must not starve the program, and the swap check catches what the wait did not."""
+QUIET_LIMIT_S = 0.1
+MAX_QUIET_S = 0.02
+"""After repeated races, a write waits for up to this long a lull before trying again."""
 EMPTY_QUIET_S = 1.0
-"""A file that just became empty is most likely an in-place save between truncate and write."""
+"""A file that just became empty is most likely an in-place save between truncate and write:
+wait up to this long for it to fill."""
+READ_EMPTY_WAIT_S = 0.2
+"""How long a reader waits for a just-emptied file to fill (a writer waits EMPTY_QUIET_S)."""
 MISSING_WAIT_S = 0.25
 """A file the program wrote before that is missing may be mid-save (vim, JetBrains rename it
 away for a moment): wait this long for it to come back before treating it as deleted."""
-SETTLE_LIMIT_S = 10.0
 BOM = b"\xef\xbb\xbf"
 
 
@@ -92,12 +99,24 @@ def read_markdown(absolute: Path, rel: str, max_bytes: int) -> tuple[bytes, str]
         st = os.fstat(fd)
         _check_regular(rel, st.st_mode)
         check_size(rel, st.st_size, max_bytes)  # never read a huge file
+        _wait_if_emptied(fd, st)
         data = _read_all(fd)
     except OSError as exc:
         raise FileProblem(rel, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
     return data, decode_markdown(rel, data, max_bytes)
+
+
+def _wait_if_emptied(fd: int, st: os.stat_result) -> None:
+    """A file emptied a moment ago is an in-place save between truncate and write: give it
+    a moment to fill, so a reader does not take it for a file with nothing in it."""
+    deadline = time.monotonic() + READ_EMPTY_WAIT_S
+    while st.st_size == 0 and time.time_ns() - st.st_mtime_ns < EMPTY_QUIET_S * 1e9:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.002)
+        st = os.fstat(fd)
 
 
 def check_size(path: str, size: int, max_bytes: int) -> None:
@@ -142,12 +161,18 @@ class FileState:
     def of(cls, st: os.stat_result) -> FileState:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
-    def settle_wait(self, expected: FileState | None) -> float:
+    @classmethod
+    def unseen(cls) -> FileState:
+        """A state no file has: a file watched from this state is checked at once."""
+        return cls(0, 0, -1, 0, 0)
+
+    def settle_wait(self, expected: FileState | None, quiet: float = QUIET_S) -> float:
         """Seconds to wait before this version may be read as finished (0: now)."""
         if self == expected:
             return 0.0
         age = (time.time_ns() - max(self.mtime_ns, self.ctime_ns)) / 1e9
-        quiet = EMPTY_QUIET_S if self.size == 0 and (expected is None or expected.size) else QUIET_S
+        if self.size == 0 and (expected is None or expected.size):
+            quiet = EMPTY_QUIET_S
         return max(0.0, quiet - age)
 
     def line(self) -> str:
@@ -162,10 +187,12 @@ class FileState:
         return cls(dev, ino, size, mtime, ctime)
 
 
-def settled_bytes(fd: int, state: FileState, deadline: float) -> tuple[bytes, FileState]:
-    """The content behind ``fd`` once nobody has written to it for a moment."""
+def settled_bytes(fd: int, state: FileState, quiet: float = QUIET_S) -> tuple[bytes, FileState]:
+    """The content behind ``fd`` once nobody has written to it for ``quiet`` seconds."""
+    limit = EMPTY_QUIET_S if state.size == 0 else max(QUIET_LIMIT_S, 4 * quiet)
+    deadline = time.monotonic() + limit
     while True:
-        wait = state.settle_wait(None)
+        wait = state.settle_wait(None, quiet)
         if wait <= 0:
             data = _read_all(fd)
             after = FileState.of(os.fstat(fd))
@@ -332,7 +359,9 @@ class SafeWriter:
                 if restoring:
                     raise self._conflict(display, conflict) from None
                 return WriteResult(target.path, new_text, attempt)
-            outcome = self._commit(target, expected, data, base)
+            # after a race, wait for a longer lull each time: a burst of saves passes
+            quiet = min(QUIET_S * 2 ** (attempt - 1), MAX_QUIET_S)
+            outcome = self._commit(target, expected, data, quiet)
             if outcome.clean:
                 self._set_seen(target.rel, outcome.state)
                 if base is not None:
@@ -358,10 +387,10 @@ class SafeWriter:
         )
 
     def _read_settled(
-        self, target: Target, display: str, seen: FileState | None
+        self, target: Target, display: str, seen: FileState | None, quiet: float = QUIET_S
     ) -> tuple[bytes | None, FileState | None]:
         """The file's bytes once it is not in the middle of someone's save."""
-        deadline = time.monotonic() + SETTLE_LIMIT_S
+        started = time.monotonic()
         missing_until = time.monotonic() + (MISSING_WAIT_S if seen is not None else 0.0)
         while True:
             try:
@@ -381,8 +410,9 @@ class SafeWriter:
                 st = os.fstat(fd)
                 _check_regular(display, st.st_mode)
                 state = FileState.of(st)
-                wait = state.settle_wait(seen)
-                if wait > 0 and time.monotonic() < deadline:
+                wait = state.settle_wait(seen, quiet)
+                limit = EMPTY_QUIET_S if state.size == 0 else max(QUIET_LIMIT_S, 4 * quiet)
+                if wait > 0 and time.monotonic() < started + limit:
                     time.sleep(min(wait, 0.01))
                     continue
                 check_size(display, state.size, target.max_bytes)
@@ -400,72 +430,116 @@ class SafeWriter:
         target: Target,
         expected: tuple[bytes | None, FileState | None],
         data: bytes,
-        base: bytes | None,
+        quiet: float = QUIET_S,
     ) -> _Outcome:
         """Put ``data`` at the path if the path still holds ``expected``; else hand back
-        what a person saved there instead."""
+        what a person saved there instead (and leave it at the path), once it is ``quiet``."""
         path = target.path
         want, want_state = expected
-        mode = _default_mode() if want_state is None else _mode_of(path)
-        tmp = _temp_copy(path, data, mode)
-        if want is None:  # a new file: appear whole, and only if nobody created it meanwhile
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                placed = None
-            else:
-                placed = data
-            finally:
-                os.unlink(tmp)
-            if placed is None:
-                return self._reread(target, None, None)
-            _fsync_dir(path.parent)
-            return _Outcome(True, FileState.of(os.stat(path)), data, None)
+        if want is None or want_state is None:
+            return self._create(target, data)
+        tmp = _temp_copy(path, data, _mode_of(path))
         try:
-            swapped = exchange(tmp, path)
-        except FileNotFoundError:  # the file is away for a moment (a save in progress)
-            os.unlink(tmp)
-            return self._reread(target, None, None)
+            if not _same_version(_state_of(path), want_state):  # saved meanwhile: no swap
+                os.unlink(tmp)
+                return self._reread(target, quiet)
+            ours = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        if swapped:
-            placed_state = FileState.of(os.stat(path))
-            old_path = self.journal.keep(target.rel, Path(tmp))
-        else:
-            old_path = self._journal_link(target)
-            if old_path is None or FileState.of(os.stat(old_path)) != want_state:
-                if old_path is not None:
-                    old_path.unlink()
-                os.unlink(tmp)
-                return self._reread(target, None, None)
-            os.replace(tmp, path)
-            placed_state = FileState.of(os.stat(path))
-        _fsync_dir(path.parent)
-        fd = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
-        old_state = FileState.of(os.fstat(fd))
-        old = _read_all(fd)
-        if old == want and _same_version(old_state, want_state):
-            self.guard.watch_replaced(target, fd, old_state, old)
-            return _Outcome(True, placed_state, data, None)
-        # A save landed between our read and the swap: wait for it to finish, then it is the
-        # version the edit must be redone on.
-        theirs, old_state = settled_bytes(fd, old_state, time.monotonic() + SETTLE_LIMIT_S)
-        self.guard.watch_replaced(target, fd, old_state, theirs)
-        return _Outcome(False, placed_state, data, theirs)
-
-    def _reread(self, target: Target, *_: object) -> _Outcome:
-        base, state = self._read_settled(target, target.rel, None)
-        return _Outcome(False, state, base, base)
-
-    def _journal_link(self, target: Target) -> Path | None:
-        link = self.journal.new_path(target.rel, "replaced")
         try:
-            os.link(target.path, link)
+            swapped = exchange(tmp, path)
+        except FileNotFoundError:  # the file is away for a moment (a save in progress)
+            os.close(ours)
+            os.unlink(tmp)
+            return self._reread(target, quiet)
+        except BaseException:
+            os.close(ours)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        if not swapped:
+            os.close(ours)
+            return self._replace_checked(target, tmp, expected, data)
+        old_fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)  # what was at the path
+        old_state = FileState.of(os.fstat(old_fd))
+        if _same_version(old_state, want_state) and _read_all(old_fd) == want:
+            placed = FileState.of(os.fstat(ours))
+            os.close(ours)
+            self.journal.keep(target.rel, Path(tmp))  # the same inode, now in the journal
+            _fsync_dir(path.parent)
+            self.guard.watch_replaced(target, old_fd, old_state, want)
+            return _Outcome(True, placed, data, None)
+        # A person saved between the read and the swap. Their file goes back at once (the
+        # same inode: an editor still writing it writes at the path again).
+        exchange(tmp, path)
+        self._after_swap_back(target, tmp, ours, data)
+        theirs, state = settled_bytes(old_fd, FileState.of(os.fstat(old_fd)), quiet)
+        os.close(old_fd)
+        self.guard.exposed(target, data, theirs)
+        return _Outcome(False, state, theirs, theirs)
+
+    def _after_swap_back(self, target: Target, tmp: str, ours: int, data: bytes) -> None:
+        """``tmp`` should hold our file again; if a save replaced it in the microseconds it was
+        at the path, that save is merged in like a late save."""
+        try:
+            back = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return None
-        return link
+            os.close(ours)
+            return
+        same = os.fstat(back).st_ino == os.fstat(ours).st_ino
+        os.close(ours)
+        if same:
+            os.close(back)
+            os.unlink(tmp)
+            return
+        self.journal.keep(target.rel, Path(tmp), "late-save")
+        self.guard.watch_replaced(target, back, FileState.unseen(), data)
+
+    def _create(self, target: Target, data: bytes) -> _Outcome:
+        """A new file appears whole, and only if nobody created it meanwhile."""
+        path = target.path
+        tmp = _temp_copy(path, data, _default_mode())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return self._reread(target)
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(path.parent)
+        return _Outcome(True, FileState.of(os.stat(path)), data, None)
+
+    def _replace_checked(
+        self,
+        target: Target,
+        tmp: str,
+        expected: tuple[bytes | None, FileState | None],
+        data: bytes,
+    ) -> _Outcome:
+        """Without an exchange call: keep the current file in the journal (a hard link), check
+        it is what was read, replace. A save in the microseconds between is not seen."""
+        old_path = self.journal.new_path(target.rel, "replaced")
+        try:
+            os.link(target.path, old_path)
+        except FileNotFoundError:
+            os.unlink(tmp)
+            return self._reread(target)
+        old_fd = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
+        old_state = FileState.of(os.fstat(old_fd))
+        if not _same_version(old_state, expected[1]) or _read_all(old_fd) != expected[0]:
+            os.close(old_fd)
+            old_path.unlink()
+            os.unlink(tmp)
+            return self._reread(target)
+        os.replace(tmp, target.path)
+        _fsync_dir(target.path.parent)
+        self.guard.watch_replaced(target, old_fd, old_state, expected[0] or b"")
+        return _Outcome(True, FileState.of(os.stat(target.path)), data, None)
+
+    def _reread(self, target: Target, quiet: float = QUIET_S) -> _Outcome:
+        base, state = self._read_settled(target, target.rel, None, quiet)
+        return _Outcome(False, state, base, base)
 
 
 @dataclass(frozen=True)
@@ -480,8 +554,16 @@ class _Outcome:
     """When not clean: the person's version, to redo the edit on."""
 
 
-def _same_version(found: FileState, expected: FileState | None) -> bool:
-    if expected is None:
+def _state_of(path: Path) -> FileState | None:
+    try:
+        return FileState.of(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
+def _same_version(found: FileState | None, expected: FileState | None) -> bool:
+    """The same file, unchanged (a rename changes only its ctime)."""
+    if found is None or expected is None:
         return False
     return (found.dev, found.ino, found.size, found.mtime_ns) == (
         expected.dev,

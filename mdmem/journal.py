@@ -59,6 +59,7 @@ class Journal:
         self.root = state_dir / JOURNAL_DIR
         self.versions = versions
         self.max_bytes = max_bytes
+        self._prunes = 0
 
     def folder(self, rel: str) -> Path:
         return self.root / urllib.parse.quote(rel, safe="")
@@ -120,7 +121,17 @@ class Journal:
         raise KeyError(f"no version {entry_id!r} of {rel} in {self.folder(rel)}")
 
     def prune(self, rel: str) -> None:
-        """Drop the oldest versions past ``versions`` or past ``max_bytes`` for this file."""
+        """Drop the oldest versions past ``versions`` or past ``max_bytes`` for this file.
+
+        Cheap on most calls: the sizes are looked at only when the count is past the limit or
+        on every 16th call."""
+        self._prunes += 1
+        try:
+            count = len(os.listdir(self.folder(rel)))
+        except FileNotFoundError:
+            return
+        if count <= self.versions and self._prunes % 16:
+            return
         entries = self.entries(rel)
         total = 0
         for n, entry in enumerate(entries):

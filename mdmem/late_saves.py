@@ -72,6 +72,9 @@ class _Write:
 class _PathWatch:
     target: Target
     writes: list[_Write] = field(default_factory=list)
+    exposed: list[_Write] = field(default_factory=list)
+    """A program version that was at the path for microseconds before a person's version went
+    back (``before`` ours, ``after`` theirs): a save made from ours must not drop theirs."""
     checked: FileState | None = None
     """The path as this process's latest write left it (or as last verified)."""
     started: float = 0.0
@@ -79,7 +82,13 @@ class _PathWatch:
 
     @property
     def deadline(self) -> float:
-        return max((w.deadline for w in self.writes), default=0.0)
+        return max((w.deadline for w in (*self.writes, *self.exposed)), default=0.0)
+
+    def expire(self, now: float) -> bool:
+        """Drop what is past its window; True when nothing is left to watch."""
+        self.writes = [w for w in self.writes if w.deadline > now]
+        self.exposed = [w for w in self.exposed if w.deadline > now]
+        return not (self.writes or self.exposed)
 
 
 class LateSaveGuard:
@@ -115,7 +124,8 @@ class LateSaveGuard:
         now = time.monotonic()
         with self._cond:
             watch = self._paths.setdefault(target.rel, _PathWatch(target))
-            earlier = [w for w in watch.writes if w.deadline > now]
+            watch.expire(now)
+            earlier = list(watch.writes)
             watch.writes = [*earlier, _Write(before, after, now + self.window_s)]
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
@@ -123,6 +133,18 @@ class LateSaveGuard:
             missing = self._missing(earlier, before)
             if missing:
                 self._merge(target, lambda current: self._reapply(missing, current), locked=True)
+
+    def exposed(self, target: Target, ours: bytes, theirs: bytes) -> None:
+        """Our version was at the path for a moment before the person's went back."""
+        if self.window_s <= 0:
+            return
+        now = time.monotonic()
+        with self._cond:
+            watch = self._paths.setdefault(target.rel, _PathWatch(target))
+            watch.exposed.append(_Write(ours, theirs, now + self.window_s))
+            watch.checked = None  # look at the path at the next check
+            watch.started, watch.checks = now, 0
+            self._start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until every window is closed (and its saves merged); False on timeout."""
@@ -173,8 +195,7 @@ class LateSaveGuard:
                         self._inodes.remove(w)
                         os.close(w.fd)
                 for rel, w in list(self._paths.items()):
-                    w.writes = [x for x in w.writes if x.deadline > now]
-                    if not w.writes:
+                    if w.expire(now):
                         del self._paths[rel]
                 self._cond.notify_all()
 
@@ -186,7 +207,7 @@ class LateSaveGuard:
             state = FileState.of(os.fstat(watch.fd))
             if (state.size, state.mtime_ns) == (watch.state.size, watch.state.mtime_ns):
                 return
-            late, state = settled_bytes(watch.fd, state, time.monotonic() + 2.0)
+            late, state = settled_bytes(watch.fd, state)
         except OSError:
             return
         base = watch.base
@@ -198,22 +219,34 @@ class LateSaveGuard:
         self._merge(watch.target, lambda current: self._combine(base, current, late))
 
     def _check_path(self, watch: _PathWatch) -> None:
+        from mdmem.files import FileState
+
         watch.checks += 1
         if self._unchanged(watch):
             return
-        # Decide under the file's lock: never in the middle of one of our own writes.
+        with self._cond:
+            writes, exposed = list(watch.writes), list(watch.exposed)
+
+        def combine(current: bytes) -> bytes:
+            current = self._reapply(exposed, current)  # a person's lines first
+            return self._reapply(self._missing(writes, current), current)
+
+        # Most changes at the path hold every recent write: a look without the lock says so.
+        try:
+            state = FileState.of(os.stat(watch.target.path))
+            current = watch.target.path.read_bytes()
+        except OSError:
+            return
+        if combine(current) == current and FileState.of(os.stat(watch.target.path)) == state:
+            watch.checked = state
+            return
+        # Else merge under the file's lock: never in the middle of one of our own writes.
         with self.writer.locked(watch.target.rel, watch.target.rel):
-            with self._cond:
-                if self._unchanged(watch):
-                    return
-                writes = list(watch.writes)
-            state = self._merge(
-                watch.target,
-                lambda current: self._reapply(self._missing(writes, current), current),
-                locked=True,
-            )
-            if state is not None:
-                watch.checked = state
+            if self._unchanged(watch):
+                return
+            merged = self._merge(watch.target, combine, locked=True)
+            if merged is not None:
+                watch.checked = merged
 
     @staticmethod
     def _unchanged(watch: _PathWatch) -> bool:

@@ -67,12 +67,44 @@ def _merge_regions(
             out += mine
         elif not region_base:  # both inserted here: keep both
             out += _both(mine, theirs, their_ids)
+        elif (woven := _weave(region_base, mine, theirs, their_ids)) is not None:
+            out += woven  # both only inserted lines (the diffs aligned repeated lines apart)
         else:
             out += theirs
             conflicts += 1
         out += base[b1 : b1 + size]
         b0, p0, q0 = b1 + size, p1 + size, q1 + size
     return out, conflicts
+
+
+def _weave(
+    base: Sequence[str], mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]
+) -> list[str] | None:
+    """When each side only inserted lines into ``base`` (it is a subsequence of both), every
+    line of both, in order: the insertions of each side go into the same gaps of ``base``."""
+    gaps_mine, gaps_theirs = _gaps(base, mine), _gaps(base, theirs)
+    if gaps_mine is None or gaps_theirs is None:
+        return None
+    out: list[str] = []
+    for n, (a, b) in enumerate(zip(gaps_mine, gaps_theirs, strict=True)):
+        out += b if a == b else _both(a, b, their_ids) if a and b else a or b
+        if n < len(base):
+            out.append(base[n])
+    return out
+
+
+def _gaps(base: Sequence[str], side: Sequence[str]) -> list[list[str]] | None:
+    """The lines ``side`` inserted before each line of ``base`` and after the last, or None
+    when ``side`` is not ``base`` with lines inserted."""
+    gaps: list[list[str]] = [[]]
+    at = 0
+    for line in side:
+        if at < len(base) and line == base[at]:
+            at += 1
+            gaps.append([])
+        else:
+            gaps[-1].append(line)
+    return gaps if at == len(base) else None
 
 
 def _both(mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]) -> list[str]:
@@ -114,8 +146,7 @@ def _sync_regions(
     """Runs of base lines that both sides kept, as (base start, a start, b start, length),
     ending with a zero-length sentinel at the ends of all three; and the share of base lines
     ``b`` kept."""
-    ma = SequenceMatcher(None, base, a, autojunk=False).get_matching_blocks()
-    mb = SequenceMatcher(None, base, b, autojunk=False).get_matching_blocks()
+    ma, mb = matching_blocks(base, a), matching_blocks(base, b)
     out: list[tuple[int, int, int, int]] = []
     i = j = 0
     while i < len(ma) and j < len(mb):
@@ -132,6 +163,76 @@ def _sync_regions(
     out.append((len(base), len(a), len(b), 0))
     kept = sum(size for _, _, size in mb) / len(base) if base else 1.0
     return out, kept
+
+
+def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Runs of equal lines ``(i, j, size)`` of a shortest edit script from ``a`` to ``b``,
+    ending with ``(len(a), len(b), 0)`` (like difflib's, which is not shortest: with
+    repeated lines it can pair them up so that an insertion looks like a change)."""
+    pre = 0
+    while pre < len(a) and pre < len(b) and a[pre] == b[pre]:
+        pre += 1
+    suf = 0
+    while suf < len(a) - pre and suf < len(b) - pre and a[-1 - suf] == b[-1 - suf]:
+        suf += 1
+    mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
+    middle = _myers(mid_a, mid_b)
+    if middle is None:  # very different: a good-enough alignment, fast
+        middle = [tuple(m) for m in SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+                  .get_matching_blocks()[:-1]]  # fmt: skip
+    blocks = [(0, 0, pre)] if pre else []
+    blocks += [(i + pre, j + pre, size) for i, j, size in middle]
+    if suf:
+        blocks.append((len(a) - suf, len(b) - suf, suf))
+    merged: list[tuple[int, int, int]] = []
+    for i, j, size in blocks:
+        if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
+            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + size)
+        elif size:
+            merged.append((i, j, size))
+    merged.append((len(a), len(b), 0))
+    return merged
+
+
+def _myers(
+    a: Sequence[str], b: Sequence[str], limit: int = 400
+) -> list[tuple[int, int, int]] | None:
+    """Myers' O(ND) diff: the matching runs of a shortest edit script, or None past ``limit``
+    differences."""
+    n, m = len(a), len(b)
+    if not n or not m:
+        return []
+    size = 2 * limit + 3
+    v = [0] * size  # v[k] (negative k wraps around): furthest x on diagonal k
+    trace: list[list[int]] = []
+    for d in range(min(limit, n + m) + 1):
+        trace.append(v[:])
+        for k in range(-d, d + 1, 2):
+            x = v[k + 1] if k == -d or (k != d and v[k - 1] < v[k + 1]) else v[k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            v[k] = x
+            if x >= n and y >= m:
+                return _backtrack(trace, n, m)
+    return None
+
+
+def _backtrack(trace: list[list[int]], x: int, y: int) -> list[tuple[int, int, int]]:
+    runs: list[tuple[int, int, int]] = []
+    for d in range(len(trace) - 1, -1, -1):
+        v = trace[d]
+        k = x - y
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1] < v[k + 1]) else k - 1
+        prev_x = v[prev_k] if d else 0
+        prev_y = prev_x - prev_k if d else 0
+        # the step from the previous diagonal (a deletion moves x by one), then the run
+        start_x = prev_x + 1 if d and prev_k == k - 1 else prev_x
+        if x > start_x:
+            runs.append((start_x, start_x - k, x - start_x))
+        x, y = prev_x, prev_y
+    runs.reverse()
+    return runs
 
 
 def _lines(text: str) -> list[str]:

@@ -34,7 +34,14 @@ from mdmem.errors import (
     ModeError,
     WorkspaceNotFoundError,
 )
-from mdmem.files import EditNotApplicable, SafeWriter, Target, create_exclusive, read_markdown
+from mdmem.files import (
+    EditNotApplicable,
+    SafeWriter,
+    Target,
+    create_exclusive,
+    decode_markdown,
+    read_markdown,
+)
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.scan import ScanResult, scan
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from mdmem.context import Context
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
+    from mdmem.journal import JournalEntry
     from mdmem.reports import CompactReport, ExtractReport
     from mdmem.search import SearchResults
     from mdmem.sessions import Session, SessionRecord
@@ -329,6 +337,21 @@ class Workspace:
                 journal_bytes=int(cfg.journal_mb * 1_000_000),
             )
         return self._writer
+
+    def versions(self, path: str | os.PathLike[str]) -> list[JournalEntry]:
+        """Earlier versions of a file, newest first: the bytes each program write replaced
+        (and saves merged after one), kept in ``.mdmem/journal/`` (``mdmem recover``)."""
+        rel, _ = self.resolve(path)
+        return self.writer.journal.entries(rel)
+
+    def restore(self, path: str | os.PathLike[str], version: str) -> JournalEntry:
+        """Put an earlier version back (by id, or 1 = newest), through the safe writes: the
+        version it replaces is kept in the journal too."""
+        rel, absolute = self.resolve(path)
+        entry = self.writer.journal.find(rel, version)
+        text = decode_markdown(rel, entry.read_bytes(), self.config.max_file_bytes)
+        self._write(rel, absolute, lambda _current: text)
+        return entry
 
     def close(self) -> None:
         """Close the index; wait for the late-save windows of this workspace's writes."""

@@ -1,0 +1,265 @@
+"""A person's editor and a program writing the same file: neither side's lines are lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from mdmem import Workspace
+from mdmem.errors import FileProblem
+from mdmem.merge import merge_text
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _settle(ws: Workspace) -> None:
+    """Wait until every late-save window of the workspace's writes has closed."""
+    assert ws.writer.guard.wait(timeout=10)
+
+
+# ---- the line merge ---------------------------------------------------------------------------
+
+LINES = st.lists(st.sampled_from(["- a\n", "- b\n", "## H\n", "\n", "- c <!-- mdmem id=m-1 -->\n"]))
+
+
+@st.composite
+def two_sides(draw):  # type: ignore[no-untyped-def]
+    """A base and two versions that each inserted their own lines at their own places."""
+    base = draw(LINES)
+    program, person = list(base), list(base)
+    cut_a = draw(st.integers(0, len(base)))
+    cut_b = draw(st.integers(0, len(base)))
+    program[cut_a:cut_a] = [f"- PROG {n}\n" for n in range(draw(st.integers(1, 3)))]
+    person[cut_b:cut_b] = [f"- PERSON {n}\n" for n in range(draw(st.integers(1, 3)))]
+    return "".join(base), "".join(program), "".join(person)
+
+
+@given(two_sides())
+@example(("- a\n", "- a\n- PROG 0\n", "- a\n- PERSON 0\n"))  # both appended at the end
+@example(("", "- PROG 0\n", "- PERSON 0\n"))
+def test_insertions_of_both_sides_are_all_kept(sides: tuple[str, str, str]) -> None:
+    base, program, person = sides
+    merged = merge_text(base, program, person)
+    lines = merged.text.splitlines(keepends=True)
+    for line in {*program.splitlines(True), *person.splitlines(True)}:
+        if "PROG" in line or "PERSON" in line:
+            assert lines.count(line) == 1, line
+    assert merged.conflicts == 0
+    # each side's own order is kept
+    assert [x for x in lines if "PERSON" in x] == [
+        x for x in person.splitlines(True) if "PERSON" in x
+    ]
+
+
+@given(LINES.map("".join), LINES.map("".join))
+def test_a_side_that_changed_nothing_takes_the_other(base: str, other: str) -> None:
+    assert merge_text(base, base, other).text == other
+    assert merge_text(base, other, base).text == other
+
+
+def test_the_person_wins_where_both_changed_the_same_line() -> None:
+    base = "- one\n- two\n- three\n"
+    merged = merge_text(base, "- one\n- TWO by program\n- three\n", "- one\n- 2 by hand\n- three\n")
+    assert merged.text == "- one\n- 2 by hand\n- three\n" and merged.conflicts == 1
+
+
+def test_an_entry_the_person_edited_is_not_added_back() -> None:
+    base = "## Facts\n\n## Patterns\n"
+    program = "## Facts\n\n- Deploys go to Heroku <!-- mdmem id=m-7 -->\n\n## Patterns\n"
+    person = "## Facts\n\n- Deploys go to Fly.io <!-- mdmem id=m-7 -->\n\n## Patterns\n"
+    assert merge_text(base, program, person).text == person
+
+
+# ---- saves that land around a program write ----------------------------------------------------
+
+
+def test_an_in_place_save_into_the_replaced_file_is_merged(ws: Workspace) -> None:
+    """VS Code-style: the editor opened the file before the write and writes after it."""
+    path = ws.root / "memory.md"
+    with open(path, "r+b") as editor:
+        seen = editor.read()
+        ws.remember("Agent fact written mid-save", type="fact")
+        editor.seek(0)
+        editor.truncate()
+        editor.write(seen + b"- PERSON typed this\n")
+    _settle(ws)
+    text = path.read_text()
+    assert "- PERSON typed this" in text and "Agent fact written mid-save" in text
+    assert ws.writer.guard.merged >= 1
+    assert text.startswith("# Memory")  # the title and headings are still there
+
+
+def test_a_copy_saved_from_before_a_write_gets_the_write_back(ws: Workspace) -> None:
+    """Save-as-copy: the editor read the file, the program wrote, then the editor renamed its
+    copy (without the program's entry) over the file."""
+    path = ws.root / "memory.md"
+    seen = path.read_bytes()
+    entry = ws.remember("Agent fact the copy lacks", type="fact")
+    tmp = path.with_name(".memory.md.save")
+    tmp.write_bytes(seen + b"- PERSON saved a copy\n")
+    os.replace(tmp, path)
+    _settle(ws)
+    text = path.read_text()
+    assert "- PERSON saved a copy" in text
+    assert text.count(entry.id) == 1
+
+
+def test_a_file_replaced_by_another_is_left_as_it_is(ws: Workspace) -> None:
+    """A `git checkout` putting a different file in place right after a write is not merged."""
+    path = ws.root / "memory.md"
+    ws.remember("Written on the old branch", type="fact")
+    other = "# Memory\n\n## Facts\n\n- A fact of the other branch\n- And another one\n"
+    tmp = path.with_name(".memory.md.checkout")
+    tmp.write_text(other)
+    os.replace(tmp, path)
+    _settle(ws)
+    assert path.read_text() == other
+
+
+def test_a_program_entry_edited_by_hand_at_once_is_not_duplicated(ws: Workspace) -> None:
+    path = ws.root / "memory.md"
+    entry = ws.remember("Deploys go to Heroku", type="fact")
+    edited = path.read_text().replace("Deploys go to Heroku", "Deploys go to Fly.io")
+    tmp = path.with_name(".memory.md.save")
+    tmp.write_text(edited)
+    os.replace(tmp, path)
+    _settle(ws)
+    assert path.read_text() == edited
+    assert ws.get(entry.id).text == "Deploys go to Fly.io"
+
+
+def test_a_file_emptied_by_a_save_in_progress_is_waited_for(ws: Workspace) -> None:
+    """An in-place save truncates, then writes: the program never takes the empty moment for
+    the file's content."""
+    path = ws.root / "memory.md"
+    before = path.read_bytes()
+    with open(path, "r+b") as editor:
+        editor.truncate()
+        editor.flush()
+        writer = threading.Thread(target=ws.remember, args=("Written while empty",))
+        writer.start()
+        time.sleep(0.1)
+        editor.write(before + b"- PERSON finished saving\n")
+    writer.join(timeout=10)
+    _settle(ws)
+    lines = path.read_text().splitlines(keepends=True)
+    ours = [line for line in lines if "Written while empty" in line]
+    assert len(ours) == 1  # written once, into the full file, not into the empty one
+    rest = "".join(line for line in lines if line not in ours)
+    assert (
+        rest.replace("## Facts\n\n\n", "## Facts\n\n")
+        == before.decode() + "- PERSON finished saving\n"
+    )
+
+
+# ---- what a write will not do -----------------------------------------------------------------
+
+
+def test_a_fifo_is_refused_not_waited_on(ws: Workspace) -> None:
+    fifo = ws.root / "notes" / "fifo.md"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(FileProblem, match="FIFO"):
+        ws.remember("into a pipe", file="notes/fifo.md")
+    with pytest.raises(FileProblem, match="FIFO"):
+        ws.read("notes/fifo.md")
+    assert time.monotonic() - started < 5
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_symlink_inside_the_workspace_is_written_through(ws: Workspace) -> None:
+    real = ws.root / "notes" / "real.md"
+    real.parent.mkdir()
+    real.write_text("## Facts\n- one\n")
+    (ws.root / "notes" / "link.md").symlink_to("real.md")
+    ws.remember("two", type="fact", file="notes/link.md")
+    assert (ws.root / "notes" / "link.md").is_symlink()
+    assert real.read_text().startswith("## Facts\n- one\n- two <!-- mdmem")
+
+
+# ---- the journal and `mdmem recover` -----------------------------------------------------------
+
+
+def test_every_write_keeps_what_it_replaced_and_recover_restores_it(ws: Workspace) -> None:
+    path = ws.root / "memory.md"
+    original = path.read_text()
+    ws.remember("first", type="fact")
+    ws.remember("second", type="fact")
+    versions = ws.versions("memory.md")
+    assert [v.reason for v in versions] == ["replaced", "replaced"]
+    assert versions[-1].read_bytes().decode() == original  # the oldest: before any write
+    journal = ws.state_dir / "journal"
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o700
+    assert stat.S_IMODE(versions[0].path.stat().st_mode) == 0o600
+    ws.restore("memory.md", "2")
+    assert path.read_text() == original
+    assert "second" in ws.versions("memory.md")[0].read_bytes().decode()  # kept too
+
+
+def test_the_journal_is_bounded(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "w")
+    (ws.root / "mdmem.toml").write_text('mode = "full"\n[write]\njournal_versions = 5\n')
+    ws = Workspace.open(ws.root)
+    for n in range(40):
+        ws.remember(f"fact {n}", type="fact")
+    assert len(ws.versions("memory.md")) <= 5 + 16  # pruned at least every 16th write
+    ws.remember("one more", type="fact")
+    ws.writer.journal.prune("memory.md")
+    assert len(ws.versions("memory.md")) == 5
+
+
+def test_mdmem_recover_lists_shows_and_restores(ws: Workspace) -> None:
+    path = ws.root / "memory.md"
+    original = path.read_text()
+    ws.remember("a fact to take back", type="fact")
+    _settle(ws)
+    mdmem = str(Path(sys.executable).parent / "mdmem")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [mdmem, "-w", str(ws.root), "recover", *args], capture_output=True, text=True
+        )
+
+    listed = run("memory.md")
+    assert listed.returncode == 0 and "replaced" in listed.stdout and "+0/-2 lines" in listed.stdout
+    assert json.loads(run("memory.md", "--json").stdout)[0]["reason"] == "replaced"
+    assert run("memory.md", "1", "--show").stdout == original
+    assert "\n-- a fact to take back" in run("memory.md", "1").stdout  # restoring drops it
+    restored = run("memory.md", "1", "--restore")
+    assert restored.returncode == 0, restored.stderr
+    assert path.read_text() == original
+    missing = run("memory.md", "99")
+    assert missing.returncode == 1 and "no version" in missing.stderr
+
+
+# ---- the stress test: real editor processes against a real agent process -------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", ["inplace", "rename", "vim", "jetbrains"])
+def test_a_thousand_racing_saves_lose_nothing(pattern: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "editor_race.py"), "--saves", "1000",
+         "--patterns", pattern, "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)[0]
+    assert result["exit_codes"] == [0, 0], out.stderr[-2000:]
+    assert result["person_saves"] == 1000
+    assert result["program_writes"] > 0
+    assert result["person_lost"] == 0, result
+    assert result["program_lost"] == 0, result
+    assert result["template_lines_lost"] == 0, result
+    assert result["program_missing_midway"] == 0, result
