@@ -483,3 +483,32 @@ def test_search_on_a_full_disk_then_space_again(tmp_path: Path) -> None:
             results = ws.search("zebra crossing")
             assert results.fresh and results.problems == []
             assert [h.path for h in results] == ["notes/zebra.md"]
+
+
+@pytest.mark.slow
+def test_a_watcher_on_a_full_disk_says_so_once_and_catches_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _tmpfs(tmp_path / "mnt", "3m") as mnt:
+        root = _indexed_on(mnt, clean=True)
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        caplog.set_level("INFO", logger="mdmem")
+        ws = Workspace(root, KEYWORD_ONLY)
+        with ws.watch() as watcher:
+            assert watcher.wait_idle(timeout=60)
+            filler = mnt / "filler"
+            with contextlib.suppress(OSError), open(filler, "wb", buffering=0) as handle:
+                while True:
+                    handle.write(b"\0" * 4096)
+            for n in range(5):  # five changes the full disk cannot take
+                (root / "notes" / f"full-{n}.md").write_text("")
+                watcher.wait_idle(timeout=30)
+                time.sleep(0.1)
+            said = [r.getMessage() for r in caplog.records if "cannot be written" in r.getMessage()]
+            assert len(said) == 1, said
+            assert not [r for r in caplog.records if r.exc_info]
+            filler.unlink()
+            (root / "notes" / "full-0.md").write_text("- written once there was room\n")
+            _converged(root, scratch)
+        assert any("writable again" in r.getMessage() for r in caplog.records)
