@@ -36,6 +36,8 @@ WorkspaceOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+STOP_WAIT_S = 2.0
+"""How long `mdmem watch` waits, when stopped, for a model load or embedding batch to end."""
 
 
 @app.callback()
@@ -208,7 +210,10 @@ def search(
     else:
         _print_hits(data["hits"], query, explain)
     for path_ in data["stale"]:
-        _warn(f"{path_} changed but cannot be read; its last indexed version was searched")
+        _warn(
+            f"{path_} changed but could not be re-indexed (unreadable, or the index is busy "
+            "or cannot be written); its last indexed version was searched"
+        )
 
 
 def _ask_server(
@@ -352,26 +357,36 @@ def watch(
         bool, typer.Option(help="Also answer `mdmem search` over a local socket (warm model).")
     ] = True,
 ) -> None:
-    """Watch the workspace and re-index every change as it happens, until Ctrl-C."""
+    """Watch the workspace and re-index every change as it happens, until Ctrl-C.
+
+    One watcher per workspace. SIGINT and SIGTERM stop it cleanly (exit 0) at any moment.
+    """
+    import os
     import signal
     import threading
 
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # no KeyboardInterrupt mid-start-up
+        signal.signal(signum, lambda *_: stop.set())
     _log_to_stderr()
     ws = _open(ctx)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    typer.echo(f"mdmem: indexing {ws.root} ...", err=True)
-    watcher = ws.watch(serve=serve)
+    watcher = ws.watch(serve=serve)  # one per workspace: a second one stops here, one line
     where = f"; answering searches on {watcher.server.path}" if watcher.server else ""
     typer.echo(f"mdmem: watching {ws.root}{where}. Ctrl-C stops.", err=True)
     try:
         while not stop.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
-        watcher.stop()
+        if watcher.stop(timeout=STOP_WAIT_S):
+            ws.close()
         typer.echo("mdmem: watcher stopped.", err=True)
+    # The socket, heartbeat and lock are gone, and every thread of ours has ended, or is inside
+    # torch (a model load or an embedding batch: no commit is lost, SQLite rolls it back).
+    # Threads inside native code must not meet the interpreter's shutdown, which can abort
+    # ("terminate called without an active exception"): leave without it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @app.command()
@@ -879,11 +894,13 @@ def _check_date(value: str, option: str) -> None:
 def _watcher_line(info: dict[str, Any] | None) -> str:
     if not info:
         return "not running (start one with `mdmem watch`)"
-    beat = f"last heartbeat {info['heartbeat_age']:.0f} s ago"
+    age = info.get("heartbeat_age")
+    beat = "no heartbeat yet" if age is None else f"last heartbeat {age:.0f} s ago"
     if not info["running"]:
-        return f"not running (pid {info['pid']} stopped; {beat})"
+        return f"not running (pid {info.get('pid')} stopped; {beat})"
     served = f", serving {info['socket']}" if info.get("socket") else ""
-    return f"running (pid {info['pid']}, {beat}{served})"
+    stalled = " — stalled? it holds the lock but its heartbeat is late" if info["stalled"] else ""
+    return f"running (pid {info['pid']}, {beat}{served}){stalled}"
 
 
 def _log_to_stderr() -> None:

@@ -3,6 +3,7 @@ path (asking the warm server) uses it without importing the rest of mdmem."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -15,6 +16,8 @@ MARKERS = ("mdmem.toml", "memory.md")
 STATE_DIR = ".mdmem"
 SOCKET_NAME = "server.sock"
 WATCHER_FILE = "watcher.json"
+WATCHER_LOCK = "watcher.lock"
+"""Held (flock) by the one watcher of a workspace for its whole life; holds its pid."""
 _MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to ~104-108 bytes
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -49,7 +52,37 @@ def socket_path(root: Path) -> Path:
     if len(os.fsencode(inside)) <= _MAX_SOCKET_PATH:
         return inside
     digest = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"mdmem-{os.getuid()}-{digest}.sock"
+    return Path(tempfile.gettempdir()) / f"mdmem-{os.getuid()}" / f"{digest}.sock"
+
+
+def running_watcher(root: Path) -> int | None:
+    """The pid of the watcher (and query server) running on this workspace, or None.
+
+    Decided by the lock it holds for its whole life, never by a ping: a busy watcher still
+    holds it, a dead one holds nothing. 0 when the holder has not written its pid yet.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(root / STATE_DIR / WATCHER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            return _pid_in(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _pid_in(fd: int) -> int:
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else 0
 
 
 def private_dir(folder: Path) -> Path:

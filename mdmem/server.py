@@ -2,8 +2,10 @@
 
 Importing torch and loading the model takes seconds; a search against a warm process takes
 milliseconds. One JSON request per connection, one JSON reply. The socket lives in
-``.mdmem/`` with owner-only permissions; it is local by nature. Clients fall back to searching
-in-process when no server answers.
+``.mdmem/`` (an owner-only folder), or in an owner-only folder of the temp folder when that path
+is too long; it is local by nature. Clients fall back to searching in-process when no server
+answers. Only the workspace's watcher, which holds ``.mdmem/watcher.lock``, starts one: a
+socket found at the path is then a dead process's, never a live server's.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import json
 import os
 import socket
 import socketserver
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.discovery import socket_path
+from mdmem.discovery import STATE_DIR, private_dir, running_watcher, socket_path
 
 if TYPE_CHECKING:
     from mdmem.workspace import Workspace
@@ -26,6 +29,7 @@ MAX_REQUEST = 1_000_000
 SEARCH_PARAMS = frozenset(
     {"k", "mode", "type", "path", "agent", "session", "since", "until", "include_archived"}
 )
+SOCKET_MODE = 0o600
 
 
 class QueryServer:
@@ -34,26 +38,37 @@ class QueryServer:
         self.path = path or socket_path(ws.root)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
+        self._warming: threading.Thread | None = None
 
     def start(self) -> QueryServer:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            if ping(self.path):
-                raise RuntimeError(f"another mdmem server is already listening on {self.path}")
-            self.path.unlink()  # left behind by a process that died
+        """Listen on the socket. The caller holds the workspace's watcher lock."""
+        if running_watcher(self.ws.root) != os.getpid():
+            raise RuntimeError(
+                "the query server is started by the watcher that holds "
+                f"{self.ws.state_dir / 'watcher.lock'}"
+            )
+        _private_folder(self.path.parent, self.ws.root)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # left behind by a watcher that died: no live one has the lock
         handler = type("Handler", (_Handler,), {"ws": self.ws})
-        old_umask = os.umask(0o177)  # the socket is created owner-only, no window
+        server = socketserver.ThreadingUnixStreamServer(
+            str(self.path), handler, bind_and_activate=False
+        )
         try:
-            self._server = socketserver.ThreadingUnixStreamServer(str(self.path), handler)
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.path, 0o600)
-        self._server.daemon_threads = True
+            server.server_bind()  # in an owner-only folder: unreachable by others even now
+            os.chmod(self.path, SOCKET_MODE)
+            server.server_activate()
+        except BaseException:
+            server.server_close()
+            raise
+        server.daemon_threads = True
+        self._server = server
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="mdmem-server", daemon=True
+            target=server.serve_forever, name="mdmem-server", daemon=True
         )
         self._thread.start()
-        threading.Thread(target=self._warm_up, name="mdmem-warm-up", daemon=True).start()
+        self._warming = threading.Thread(target=self._warm_up, name="mdmem-warm-up", daemon=True)
+        self._warming.start()
         return self
 
     def _warm_up(self) -> None:
@@ -63,13 +78,38 @@ class QueryServer:
             with contextlib.suppress(Exception):
                 embedder.embed(["warm up"])
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop answering and remove the socket, then wait (up to ``timeout``) for the model
+        warm-up: a process must not exit normally while a thread is inside the model's native
+        code. False when the warm-up is still running."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._warming is not None:
+            self._warming.join(None if timeout is None else max(0.0, timeout))
+            if self._warming.is_alive():
+                return False
+            self._warming = None
+        return True
+
+
+def _private_folder(folder: Path, root: Path) -> None:
+    """The socket's folder, owner-only: ``.mdmem/`` itself, or a folder of the temp folder
+    that must be ours and closed to others (anyone can create names there)."""
+    if folder == root / STATE_DIR:
+        private_dir(folder)
+        return
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise RuntimeError(f"{folder} is not a private folder of yours; not listening there")
 
 
 class _Handler(socketserver.StreamRequestHandler):

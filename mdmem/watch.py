@@ -4,11 +4,16 @@ A watchdog observer reports changes; after a short debounce the workspace is syn
 incrementally (mtime/size, then hash, then only changed chunks), which makes every editor's
 way of saving — in place, temp file + rename, vim's swap and backup dance, ``git checkout`` —
 end in the same index a full re-index would give. A scan at start and a periodic reconcile
-repair missed events; a heartbeat file tells ``mdmem status`` the watcher is alive.
+repair missed events. One watcher per workspace: it holds a lock (``.mdmem/watcher.lock``) for
+its whole life, which is what ``mdmem status`` and the query server ask; its heartbeat file says
+how recently it was seen working.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -17,8 +22,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.discovery import STATE_DIR, WATCHER_FILE
-from mdmem.files import atomic_write, pid_alive
+from mdmem.discovery import (
+    PRIVATE_FILE_MODE,
+    STATE_DIR,
+    WATCHER_FILE,
+    WATCHER_LOCK,
+    private_dir,
+    private_file,
+    running_watcher,
+)
+from mdmem.errors import MdmemError
+from mdmem.files import atomic_write
 
 if TYPE_CHECKING:
     from mdmem.index.sync import SyncReport
@@ -29,6 +43,64 @@ log = logging.getLogger("mdmem.watch")
 RELEVANT_EVENTS = frozenset({"created", "deleted", "modified", "moved", "closed"})
 IGNORED_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn", "node_modules", "__pycache__"})
 STALE_RETRY_S = 1.0
+LOCK_RETRY_S = 1.0
+"""How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
+
+
+class WatcherRunningError(MdmemError):
+    """Another watcher already runs on this workspace (one per workspace)."""
+
+
+class _Stopping(Exception):
+    """Raised from a sync's progress callback to end a long sync when the watcher stops."""
+
+
+class WatcherLock:
+    """The flock that makes one watcher per workspace. Never unlinked: removing a locked
+    file would let a second watcher lock a new file of the same name."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / STATE_DIR / WATCHER_LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> WatcherLock:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            private_dir(self.path.parent)
+            fd = os.open(self.path, flags, PRIVATE_FILE_MODE)
+        except OSError as exc:  # a read-only mount: nothing to keep up to date from here
+            raise MdmemError(f"cannot watch {self.root}: {self.path}: {exc.strerror}") from exc
+        deadline = time.monotonic() + LOCK_RETRY_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+            if time.monotonic() > deadline:
+                os.close(fd)
+                pid = running_watcher(self.root)
+                who = f"pid {pid}" if pid else "another process"
+                raise WatcherRunningError(
+                    f"a watcher ({who}) is already running on {self.root}; "
+                    "one per workspace (stop it first, or use it: `mdmem search` asks it)"
+                )
+            time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        os.close(self._fd)  # closing the last descriptor releases the flock
+        self._fd = None
 
 
 class Watcher:
@@ -62,21 +134,29 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._beats: threading.Thread | None = None
         self._observer: Any = None
+        self._lock: WatcherLock | None = None
         self._started = 0.0
+        self._readonly: str | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Watcher:
+        """Raises WatcherRunningError when another watcher runs on the workspace."""
         from watchdog.observers import Observer
 
-        self._started = time.time()
-        self._observer = Observer()
-        self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
-        self._observer.start()  # before the start-up scan, so no change falls in between
-        if self.serve:
-            from mdmem.server import QueryServer
+        self._lock = WatcherLock(self.ws.root).acquire()
+        try:
+            self._started = time.time()
+            self._observer = Observer()
+            self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
+            self._observer.start()  # before the start-up scan, so no change falls in between
+            if self.serve:
+                from mdmem.server import QueryServer
 
-            self.server = QueryServer(self.ws).start()
+                self.server = QueryServer(self.ws).start()
+        except BaseException:
+            self.stop()
+            raise
         self._write_heartbeat()
         self._beats = threading.Thread(target=self._beat, name="mdmem-heartbeat", daemon=True)
         self._beats.start()
@@ -85,20 +165,34 @@ class Watcher:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop every thread it started and release the lock; safe to call twice.
+
+        A sync in progress ends after its current batch. With ``timeout``, waits that long for
+        the threads in all; False when one is still running then (inside a model load or an
+        embedding batch, which cannot be interrupted): the caller is about to exit.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        ended = True
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout=5)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        if self._beats is not None:
-            self._beats.join(timeout=5)
+            ended &= _join(self._observer, deadline)
+            self._observer = None
+        for thread in (self._thread, self._beats):
+            if thread is not None:
+                ended &= _join(thread, deadline)
+        self._thread = self._beats = None
         if self.server is not None:
-            self.server.stop()
-        (self.ws.state_dir / WATCHER_FILE).unlink(missing_ok=True)
+            ended &= self.server.stop(None if deadline is None else deadline - time.monotonic())
+            self.server = None
+        if self._lock is not None:
+            (self.ws.state_dir / WATCHER_FILE).unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
+        return ended
 
     def __enter__(self) -> Watcher:
         return self if self._thread is not None else self.start()
@@ -178,14 +272,18 @@ class Watcher:
 
     def _sync(self, reason: str) -> None:
         try:
-            report = self.ws.sync()
-        except Exception:
-            log.exception("sync failed; will retry")
+            report = self.ws.sync(progress=self._progress)
+        except _Stopping:
+            return  # what was committed stays; the next watcher's start-up scan does the rest
+        except Exception as exc:
+            log.warning("sync failed (%s: %s); will retry", type(exc).__name__, exc)
+            log.debug("sync failure", exc_info=True)
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
             return
         self.syncs += 1
         self.last_report = report
+        self._note_readonly(report.readonly)
         if report.paths:
             log.info(
                 "%s: re-indexed %d file(s) in %.0f ms (%d embedded): %s",
@@ -201,6 +299,23 @@ class Watcher:
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
 
+    def _progress(self, _stage: str, _done: int, _total: int) -> None:
+        """Between batches of a long sync: the place to give up when the watcher stops."""
+        if self._stopping:
+            raise _Stopping
+
+    def _note_readonly(self, reason: str | None) -> None:
+        """One line when the index becomes unwritable and one when it is writable again,
+        not one per change."""
+        if reason and not self._readonly:
+            log.warning("%s; searching it as it is until it can be written", reason)
+        elif self._readonly and not reason:
+            log.info("index writable again")
+        self._readonly = reason
+        if reason:
+            with self._cond:
+                self._retry_at = time.monotonic() + STALE_RETRY_S * 10
+
     def _write_heartbeat(self) -> None:
         info = {
             "pid": os.getpid(),
@@ -212,7 +327,8 @@ class Watcher:
         }
         path = self.ws.state_dir / WATCHER_FILE
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                private_file(path)  # owner-only from the start; atomic_write keeps the mode
             atomic_write(path, json.dumps(info).encode())
         except OSError as exc:
             log.warning("cannot write heartbeat %s: %s", path, exc)
@@ -240,15 +356,26 @@ class _Handler:
         return is_directory or path.endswith(".md")
 
 
+def _join(thread: Any, deadline: float | None) -> bool:
+    thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return not thread.is_alive()
+
+
 def watcher_info(root: Path) -> dict[str, Any] | None:
-    """The heartbeat of a watcher on this workspace, with ``running`` set, or None."""
-    path = root / STATE_DIR / WATCHER_FILE
+    """The watcher of this workspace: its heartbeat, with ``running`` (it holds the lock) and
+    ``stalled`` (running, but no heartbeat for three intervals); None when none ever ran."""
+    pid = running_watcher(root)
     try:
-        info = json.loads(path.read_text())
+        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
     except (OSError, ValueError):
+        info = {}
+    if pid is None and not info:
         return None
-    age = time.time() - float(info.get("heartbeat", 0))
-    alive = pid_alive(int(info.get("pid", 0)))
-    info["heartbeat_age"] = round(age, 1)
-    info["running"] = alive and age < 3 * float(info.get("interval", 2.0)) + 5
+    if pid and info.get("pid") != pid:
+        info = {"pid": pid}  # no heartbeat of its own yet (or it cannot write one)
+    age = time.time() - float(info["heartbeat"]) if "heartbeat" in info else None
+    info["heartbeat_age"] = None if age is None else round(age, 1)
+    info["running"] = pid is not None
+    limit = 3 * float(info.get("interval", 2.0)) + 5
+    info["stalled"] = pid is not None and (age is None or age > limit)
     return info

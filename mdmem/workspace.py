@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
     from mdmem.journal import JournalEntry
     from mdmem.reports import CompactReport, ExtractReport
-    from mdmem.search import SearchResults
+    from mdmem.search import Hit, SearchResults
     from mdmem.sessions import Session, SessionRecord
     from mdmem.task import Task
     from mdmem.watch import Watcher
@@ -273,9 +273,11 @@ class Workspace:
 
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
-        with self.index.searching():
-            # readers never wait long for a writer: past a few seconds the index is searched
-            # as it is, and the files not yet indexed are reported as stale
+
+        def run() -> tuple[SyncReport, list[Hit]]:
+            # readers never wait long for a writer: past a few seconds (or when the index
+            # cannot be written) it is searched as it is, and the files not yet indexed are
+            # reported as stale
             report = self.index.sync(embed=mode != "keyword", lock_timeout=SEARCH_LOCK_WAIT_S)
             hits = search(
                 self.index,
@@ -287,9 +289,14 @@ class Workspace:
                 filters=filters,
                 track_access=track_access,
             )
-        return SearchResults(
-            hits, stale=report.stale, problems=[str(p) for p in report.problems], mode=mode
-        )
+            return report, hits
+
+        with self.index.searching():
+            report, hits = self.index.recover(run)  # a damaged index is rebuilt, then run again
+        problems = [str(p) for p in report.problems]
+        if report.readonly:
+            problems.insert(0, report.readonly)
+        return SearchResults(hits, stale=report.stale, problems=problems, mode=mode)
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
@@ -306,7 +313,8 @@ class Workspace:
             model = (self._embedder or _make_embedder(self.config)).model_id  # loads nothing
         from mdmem.watch import watcher_info
 
-        return replace(index_status(self.index, model), watcher=watcher_info(self.root))
+        status = self.index.recover(lambda: index_status(self.index, model))
+        return replace(status, watcher=watcher_info(self.root))
 
     def watch(self, *, serve: bool = False) -> Watcher:
         """Start watching in a background thread; re-indexes hand edits as they happen.

@@ -7,11 +7,15 @@ traceback. WAL mode lets any number of readers search while one writer syncs.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import sqlite_utils
+
+from mdmem.errors import MdmemError
 
 SCHEMA_VERSION = 2
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
@@ -72,10 +76,13 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 
 def connect(path: Path, on_message: Callable[[str], None] | None = None) -> sqlite3.Connection:
     """Open (creating, migrating or rebuilding as needed) the index at ``path``."""
+    check_openable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         return _open(path)
     except sqlite3.DatabaseError as exc:
+        if not damaged(exc):
+            return open_unwritable(path, exc)
         reason = str(exc)
     except ForeignIndexError as exc:
         reason = str(exc)
@@ -89,6 +96,114 @@ def connect(path: Path, on_message: Callable[[str], None] | None = None) -> sqli
 
 class ForeignIndexError(Exception):
     pass
+
+
+class IndexUnavailableError(MdmemError):
+    """The index file cannot be opened at all (a folder in its place, an unreadable folder)."""
+
+
+DAMAGE_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_READONLY_DBMOVED")
+"""SQLite error codes (and their extended forms) that say the file under a connection is
+broken or gone: reopening or rebuilding helps. Busy, locked, read-only, full or an I/O error
+(a full disk can give one) do not count: rebuilding would not help, and would lose the index."""
+UNWRITABLE_CODES = (
+    "SQLITE_READONLY",
+    "SQLITE_FULL",
+    "SQLITE_CANTOPEN",  # a WAL index on a read-only mount, without its -shm file
+    "SQLITE_IOERR_SHMSIZE",  # a full disk has no room for the -shm file
+    "SQLITE_IOERR_SHMOPEN",
+    "SQLITE_IOERR_WRITE",
+)
+UNWRITABLE_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM})
+
+
+def damaged(exc: BaseException) -> bool:
+    """True when ``exc`` says the index file is damaged, replaced or deleted under us."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(DAMAGE_CODES):
+        return True
+    message = str(exc)
+    return (
+        "malformed" in message
+        or "not a database" in message
+        or message.startswith("no such table")  # another file (an empty one) in its place
+    )
+
+
+def unwritable(exc: BaseException) -> bool:
+    """True when ``exc`` says the index cannot be written now (read-only mount, full disk)."""
+    if isinstance(exc, sqlite3.DatabaseError):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        return name.startswith(UNWRITABLE_CODES) and not damaged(exc)
+    return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
+
+
+def check_openable(path: Path) -> None:
+    """A clear error for what SQLite would only call "unable to open database file"."""
+    if path.is_dir():
+        raise IndexUnavailableError(
+            f"{path} is a folder, not an index file; move it away and mdmem rebuilds the index"
+        )
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when it is gone: tells a replaced file apart."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def healthy(conn: sqlite3.Connection) -> bool:
+    """SQLite's quick check: every page readable and well formed (not the indexes' contents)."""
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    except sqlite3.DatabaseError:
+        return False
+
+
+def remove(path: Path) -> None:
+    """Delete the index and its WAL files (it is derived: the next sync rebuilds it)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(path) + suffix).unlink()
+
+
+def open_unwritable(path: Path, error: sqlite3.DatabaseError) -> sqlite3.Connection:
+    """Open an index that cannot be written (read-only mount, full disk) for reading, as it is.
+
+    SQLite cannot open a WAL database without its ``-shm`` file, which it can neither create on
+    a read-only mount nor size on a full disk; with no ``-wal`` content beside it, the main file
+    holds every page, so it is opened as immutable.
+    """
+    wal = Path(str(path) + "-wal")
+    if not path.is_file() or not unwritable(error):
+        raise IndexUnavailableError(f"cannot open the index {path}: {error}") from error
+    immutable = "&immutable=1" if not (wal.exists() and wal.stat().st_size) else ""
+    try:
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro{immutable}",
+            uri=True,
+            timeout=30,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA query_only = ON")  # marks it: see read_only()
+        conn.execute("SELECT count(*) FROM chunks").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise IndexUnavailableError(f"cannot open the index {path}: {exc}") from exc
+    return conn
+
+
+def read_only(conn: sqlite3.Connection) -> bool:
+    """True for a connection :func:`open_unwritable` made (to be retried once writable)."""
+    try:
+        return bool(conn.execute("PRAGMA query_only").fetchone()[0])
+    except sqlite3.Error:
+        return False
 
 
 def _open(path: Path) -> sqlite3.Connection:

@@ -4,10 +4,15 @@ Per file: mtime + size, then a content hash, then re-parse. Per chunk: a content
 embedding: (model id, hash of the embedded text), so unchanged, moved or renamed text is never
 embedded twice. An unreadable file keeps its last indexed chunks and is reported as stale: an
 unreadable file is not a deleted file.
+
+The index heals itself: a file found damaged (truncated, garbled), deleted or replaced by another
+process is reopened, or rebuilt from the files, and the operation runs once more. An index that
+cannot be written (read-only mount, full disk) is searched as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import sqlite3
@@ -16,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,13 +29,25 @@ from mdmem.config import FilesConfig
 from mdmem.errors import FileProblem
 from mdmem.files import read_markdown
 from mdmem.index.chunks import CHUNKER_VERSION, Chunk, chunk_document, sha
-from mdmem.index.db import connect
+from mdmem.index.db import (
+    connect,
+    damaged,
+    healthy,
+    identity,
+    read_only,
+    remove,
+    unwritable,
+)
 from mdmem.index.embed import Embedder
 from mdmem.index.text import segment
 from mdmem.markdown import Problem, parse_document
 from mdmem.scan import FileStat, scan
 
 BATCH_FILES = 200
+EMBED_BATCH = 64
+"""Texts embedded (and committed) per step: a stopping watcher waits for one step at most."""
+HEAL_LOCK_WAIT_S = 60.0
+T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "files" or "embedding"."""
 
@@ -51,6 +69,9 @@ class SyncReport:
     """Files whose chunks were re-indexed or removed."""
     busy: bool = False
     """Another process held the index too long; nothing was synced (see ``stale``)."""
+    readonly: str | None = None
+    """Why the index could not be written (read-only mount, full disk), or None. Nothing was
+    synced: the index is searched as it is and ``stale`` lists the files it lags behind."""
 
     @property
     def changed(self) -> int:
@@ -111,22 +132,118 @@ class Index:
         self._embedder: Embedder | None = None
         self._on_message = on_message
         self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+        self._read_only = False
         self._layout: tuple[int, Layout] | None = None
         self._vectors: tuple[tuple[str, int], np.ndarray] | None = None
         self._lock = threading.RLock()
+        self._recovering = False
 
     # ---- plumbing --------------------------------------------------------------------------
 
     @property
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = connect(self.db_path, self._on_message)
+            self._open(self._on_message)
+        assert self._conn is not None
         return self._conn
 
+    def _open(self, on_message: Callable[[str], None] | None) -> None:
+        self._conn = connect(self.db_path, on_message)
+        self._identity = identity(self.db_path)
+        self._read_only = read_only(self._conn)
+
     def close(self) -> None:
+        """Close the connection and forget what was cached from it."""
         if self._conn is not None:
-            self._conn.close()
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
             self._conn = None
+        self._layout = None
+        self._vectors = None
+
+    # ---- healing ---------------------------------------------------------------------------
+
+    def recover(self, op: Callable[[], T]) -> T:
+        """Run ``op`` on the index; when the file turns out damaged, deleted or replaced, reopen
+        it (rebuilt from the files if unusable), say so in one line, and run ``op`` once more.
+
+        The check for a replaced file is one ``stat``. Nested calls leave healing to the
+        outermost, so an operation is retried once, not once per level.
+        """
+        with self._lock:
+            if self._recovering:
+                return op()
+            self._recovering = True
+            try:
+                self._reopen_if_replaced()
+                try:
+                    return op()
+                except sqlite3.DatabaseError as exc:
+                    # any error once the file is gone or replaced (a deleted file gives I/O
+                    # errors); otherwise only those that say the file is damaged
+                    if not (damaged(exc) or identity(self.db_path) != self._identity):
+                        raise
+                    self._heal(exc)
+                return op()
+            finally:
+                self._recovering = False
+
+    def _reopen_if_replaced(self) -> None:
+        if self._conn is None:
+            return
+        if identity(self.db_path) != self._identity:
+            self.close()
+            self._open(self._on_message)
+            self._say("was deleted or replaced by another process; reopened it")
+        elif self._read_only:
+            self.close()  # opened as it was while unwritable: try a normal open again
+
+    def _heal(self, error: sqlite3.DatabaseError) -> None:
+        """Under the sync lock, so two processes never rebuild the same file: a file another
+        process replaced meanwhile is only reopened."""
+        from filelock import FileLock, Timeout
+
+        seen = self._identity
+        self.close()
+        done: str | None
+        try:
+            with FileLock(str(self.lock_path), timeout=HEAL_LOCK_WAIT_S):
+                done = self._mend(seen)
+        except Timeout:
+            self._open(self._on_message)
+            done = "another process holds it; reopened it"
+        except OSError as exc:  # the lock cannot even be created (read-only mount)
+            if not unwritable(exc):
+                raise
+            self._open(self._on_message)
+            done = f"it cannot be rebuilt here ({exc}); reopened it"
+        if done is None:
+            self._say("was deleted or replaced by another process; reopened it")
+        else:
+            self._say(f"was damaged ({error}); {done}")
+
+    def _mend(self, seen: tuple[int, int] | None) -> str | None:
+        """Reopen the index, rebuilding it if it is unusable. Says what it did; None when
+        another process had already replaced the file (then it is only reopened)."""
+        notes: list[str] = []
+        if identity(self.db_path) != seen:
+            self._open(notes.append)
+            return "rebuilt it from the files" if notes else None
+        self._open(notes.append)  # a file SQLite cannot open at all is rebuilt right here
+        assert self._conn is not None
+        if notes:
+            return "rebuilt it from the files"
+        if healthy(self._conn):
+            return "reopened it"  # e.g. truncated to nothing: an empty index, synced anew
+        self.close()
+        remove(self.db_path)
+        self._open(notes.append)
+        return "rebuilt it from the files"
+
+    def _say(self, what: str) -> None:
+        if self._on_message:
+            self._on_message(f"index {self.db_path} {what}")
 
     def embedder(self) -> Embedder | None:
         if self._embedder is None:
@@ -187,20 +304,33 @@ class Index:
         index for longer than ``lock_timeout`` (a watcher embedding a big change), nothing is
         written: the report is ``busy`` and lists the files not yet indexed as ``stale``.
         """
+        started = time.perf_counter()
+        report = self.recover(lambda: self._sync_once(full, embed, progress, lock_timeout))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _sync_once(
+        self, full: bool, embed: bool, progress: Progress | None, lock_timeout: float
+    ) -> SyncReport:
         from filelock import FileLock, Timeout
 
-        started = time.perf_counter()
         report = SyncReport()
-        with self._lock:
-            try:
-                with FileLock(str(self.lock_path), timeout=lock_timeout):
-                    self._sync_locked(full, embed, progress, report)
-            except Timeout:
-                fresh = self.freshness()
-                report.busy = True
-                report.stale = [f.path for f in fresh.changed] + fresh.removed
-                report.problems = fresh.problems
-        report.seconds = time.perf_counter() - started
+        try:
+            with FileLock(str(self.lock_path), timeout=lock_timeout):
+                self._sync_locked(full, embed, progress, report)
+        except Timeout:
+            return self._as_is(SyncReport(busy=True))
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if not unwritable(exc):
+                raise
+            return self._as_is(SyncReport(readonly=f"{self.db_path} cannot be written ({exc})"))
+        return report
+
+    def _as_is(self, report: SyncReport) -> SyncReport:
+        """What a search must say when it answers from the index as it is: only reads here."""
+        fresh = self.freshness()
+        report.stale = [f.path for f in fresh.changed] + fresh.removed
+        report.problems = list(fresh.problems)
         return report
 
     def _sync_locked(
@@ -371,7 +501,7 @@ class Index:
         if not missing:
             return 0
         done = 0
-        step = 256
+        step = EMBED_BATCH
         for start in range(0, len(missing), step):
             part = missing[start : start + step]
             vectors = embedder.embed([text for _, text in part])
@@ -511,7 +641,20 @@ class _transaction:
         self.conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: object, *_: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except sqlite3.Error:  # a full disk fails at COMMIT: leave no transaction open
+                self._rollback()
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        """Never hides the error that caused it (a damaged file may refuse the rollback too)."""
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
 
 
 def _under_any(path: str, folders: list[str]) -> bool:
