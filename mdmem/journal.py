@@ -123,22 +123,25 @@ class Journal:
     def prune(self, rel: str) -> None:
         """Drop the oldest versions past ``versions`` or past ``max_bytes`` for this file.
 
-        Cheap on most calls: the sizes are looked at only when the count is past the limit or
-        on every 16th call."""
-        self._prunes += 1
+        Names start with their time, so the oldest sort first: most calls list the folder and
+        delete at most one file; the sizes are added up on every 16th call only."""
+        folder = self.folder(rel)
         try:
-            count = len(os.listdir(self.folder(rel)))
+            names = sorted(os.listdir(folder))
         except FileNotFoundError:
             return
-        if count <= self.versions and self._prunes % 16:
-            return
-        entries = self.entries(rel)
-        total = 0
-        for n, entry in enumerate(entries):
-            total += entry.size
-            if n >= self.versions or (n > 0 and total > self.max_bytes):
+        doomed = names[: max(0, len(names) - self.versions)]
+        self._prunes += 1
+        if self._prunes % 16 == 0:
+            total = 0
+            for name in reversed(names[len(doomed) :]):
                 with contextlib.suppress(OSError):
-                    entry.path.unlink()
+                    total += (folder / name).stat().st_size
+                if total > self.max_bytes and name != names[-1]:
+                    doomed.append(name)
+        for name in doomed:
+            with contextlib.suppress(OSError):
+                (folder / name).unlink()
 
     def scrub(self, needles: list[str]) -> int:
         """Delete every version holding any of ``needles`` (``mdmem forget``); returns how many."""
