@@ -199,6 +199,7 @@ def search(
             "mode": results.mode,
             "fresh": results.fresh,
             "stale": results.stale,
+            "problems": results.problems,
             "hits": [hit.to_dict() for hit in results],
         }
         if verbose:
@@ -207,8 +208,10 @@ def search(
         _print_json({"query": query, **data})
     else:
         _print_hits(data["hits"], query, explain)
+    for problem in data.get("problems", []):
+        _warn(problem)
     for path_ in data["stale"]:
-        _warn(f"{path_} changed but cannot be read; its last indexed version was searched")
+        _warn(f"{path_} changed but is not re-indexed yet; its last indexed version was searched")
 
 
 def _ask_server(

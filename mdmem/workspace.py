@@ -680,6 +680,8 @@ class Workspace:
             known = {e.id for e in entries}
             shown = {*knowledge_files, TASK_FILE, WORLD_FILE, COMPACT_FILE}
             results = self.search(query, k=max(cfg.retrieved * 3, 10))
+            for problem in results.problems:
+                log.warning("context: %s", problem)
             for hit in results:
                 if hit.id in known:
                     ranked.append(hit.id)
