@@ -396,26 +396,37 @@ def _columns(whitespace: str) -> int:
     return len(whitespace.expandtabs(4))
 
 
-def _runs(
-    contents: list[str], fm_end: int, keep: set[int]
-) -> list[tuple[str, list[tuple[int, int]]]]:
+Unit = tuple[int, int]
+"""File lines [start, end) of one list item with the one-line items nested under it, or of
+one line of text."""
+_BLANK, _OTHER = ("", "blank"), ("", "other")
+_TEXT = ("", "text")
+
+
+def _runs(contents: list[str], fm_end: int, keep: set[int]) -> list[tuple[str, list[Unit]]]:
     """Runs of at least _MIN_RUN units that parse the same whatever their number, as
-    ("items" or "text", the file lines (start, end) of each unit). Items: one-line list items
-    with the same indentation and marker, each with the one-line items nested under it (blank
-    lines allowed between items). Text: plain lines of a paragraph, one unit a line."""
-    runs: list[tuple[str, list[tuple[int, int]]]] = []
-    run: list[tuple[int, int]] = []
-    key: tuple[str, str] | None = None
-    inner = 0  # the column nested items of the current unit start at, at least
-    blank = False
+    ("items" or "text", their units), in file order. Items: one-line list items with the same
+    indentation and marker, each with the one-line items nested under it (blank lines allowed
+    between items); the items kept under a run's last item are searched for runs in turn.
+    Text: plain lines of a paragraph."""
+    kinds, indent, inner = _line_kinds(contents, fm_end)
+    runs: list[tuple[str, list[Unit]]] = []
+    _group(kinds, indent, inner, fm_end, len(contents), keep, runs)
+    runs.sort(key=lambda run: run[1][0][0])
+    return runs
+
+
+def _line_kinds(
+    contents: list[str], fm_end: int
+) -> tuple[list[tuple[str, str]], list[int], list[int]]:
+    """Each line's kind: (indentation, marker) of a one-line item, or _TEXT, _BLANK, _OTHER;
+    and for items, the column of their marker and the column their text starts at (items
+    nested under them start at or past it)."""
+    kinds: list[tuple[str, str]] = [_OTHER] * len(contents)
+    indent = [0] * len(contents)
+    inner = [0] * len(contents)
     fence: str | None = None
     html = False  # an HTML block runs to the next blank line: its text is not a paragraph
-
-    def close() -> None:
-        if len(run) >= _MIN_RUN and run[0][0] not in keep:
-            runs.append(("text" if key == _TEXT else "items", list(run)))
-        run.clear()
-
     for n in range(fm_end, len(contents)):
         content = contents[n]
         if fence is not None or content.lstrip(" \t>")[:3] in ("```", "~~~"):
@@ -423,8 +434,6 @@ def _runs(
             if opened:
                 mark = opened.group(1)
                 if fence is None:
-                    close()
-                    key = None
                     fence = mark
                 elif mark[0] == fence[0] and len(mark) >= len(fence):
                     fence = None
@@ -433,37 +442,66 @@ def _runs(
                 continue
         if not content.strip():
             html = False
-            blank = True
-            if key == _TEXT:
-                close()
-                key = None
-            continue  # items may have blank lines between them
-        match = _SIMPLE_ITEM.match(content)
-        if match is not None:
-            this = (match.group(1), match.group(2) or match.group(3))
-            nested = run and key != _TEXT and this != key and not blank
-            if nested and _columns(this[0]) >= inner:  # under the unit's item: part of it
-                run[-1] = (run[-1][0], n + 1)
-                continue
+            kinds[n] = _BLANK
+        elif match := _SIMPLE_ITEM.match(content):
+            ws = match.group(1)
+            kinds[n] = (ws, match.group(2) or match.group(3))
+            indent[n] = _columns(ws) if "\t" in ws else len(ws)
+            inner[n] = indent[n] + content.index(" ", len(ws)) - len(ws) + 1
         elif not html and _PLAIN.match(content):
-            this = _TEXT
+            kinds[n] = _TEXT
         else:
             html = html or content.lstrip(" \t>")[:1] == "<"
+    return kinds, indent, inner
+
+
+def _group(
+    kinds: list[tuple[str, str]],
+    indent: list[int],
+    inner: list[int],
+    lo: int,
+    hi: int,
+    keep: set[int],
+    runs: list[tuple[str, list[Unit]]],
+) -> None:
+    """Find the runs among lines [lo, hi) (see _runs), adding them to ``runs``."""
+    run: list[Unit] = []
+    key = _OTHER
+    blank = False
+
+    def close() -> None:
+        if len(run) >= _MIN_RUN and run[0][0] not in keep:
+            runs.append(("text" if key == _TEXT else "items", list(run)))
+            shown = run[-1:]  # the last unit stays whole in the view
+        else:
+            shown = run if key != _TEXT else []
+        for start, end in shown:
+            if end - start > _MIN_RUN:
+                _group(kinds, indent, inner, start + 1, end, keep, runs)
+        run.clear()
+
+    for n in range(lo, hi):
+        this = kinds[n]
+        if this is _BLANK:
+            blank = True
+            if key is _TEXT:
+                close()
+                key = _OTHER
+            continue  # items may have blank lines between them
+        if this is _OTHER:
             close()
-            key = None
+            key = _OTHER
+            continue
+        nested = this is not _TEXT and run and key is not _TEXT and this != key and not blank
+        if nested and indent[n] >= inner[run[-1][0]]:  # under the unit's item: part of it
+            run[-1] = (run[-1][0], n + 1)
             continue
         if this != key:
             close()
             key = this
         blank = False
         run.append((n, n + 1))
-        if match is not None:  # where the item's text starts: after its marker and a space
-            inner = _columns(this[0]) + content.index(" ", len(this[0])) - len(this[0]) + 1
     close()
-    return runs
-
-
-_TEXT = ("", "text")
 
 
 def _frontmatter(
