@@ -54,6 +54,9 @@ log = logging.getLogger("mdmem")
 Conversation = Any
 """Messages (OpenAI-style dicts), a transcript path, a session id, Session or SessionRecord."""
 SEARCH_LOCK_WAIT_S = 5.0
+SEARCH_SYNC_MAX_BYTES = 1_000_000
+"""A changed file larger than this is not re-indexed by a search (that would take seconds):
+the search lists it as stale, and ``mdmem index`` or the watcher indexes it."""
 PARSE_CACHE_FILES = 64
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
@@ -267,7 +270,11 @@ class Workspace:
         with self.index.searching():
             # readers never wait long for a writer: past a few seconds the index is searched
             # as it is, and the files not yet indexed are reported as stale
-            report = self.index.sync(embed=mode != "keyword", lock_timeout=SEARCH_LOCK_WAIT_S)
+            report = self.index.sync(
+                embed=mode != "keyword",
+                lock_timeout=SEARCH_LOCK_WAIT_S,
+                defer_bytes=SEARCH_SYNC_MAX_BYTES,
+            )
             hits = search(
                 self.index,
                 self.index.embedder() if mode != "keyword" else None,
