@@ -186,7 +186,8 @@ def sync_table(sizes: list[int]) -> None:
     print()
     print("| big.md | search | stale | sync (what `mdmem index` pays) | chunks |")
     print("|---|---|---|---|---|")
-    for mb in sorted({0.5, 1, 2, *sizes}):
+    # just under each size: the largest file indexed is files.max_file_mb (10 MB by default)
+    for mb in sorted({0.5, 0.98, 2, *(size * 0.98 for size in sizes)}):
         root = WORK / f"ws-{mb}"
         shutil.rmtree(root, ignore_errors=True)
         ws = Workspace.init(root, mode="full")

@@ -8,8 +8,10 @@ content, not entries.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -145,6 +147,27 @@ def parse_document(path: str, text: str) -> Document:
     of one-line list items are cut to their first and last item (the items between are read
     directly) and pathological nesting is capped (see NESTING_LIMIT).
     """
+    if len(text) < _NO_GC_CHARS:
+        return _parse(path, text)
+    with _no_gc():  # a big file allocates a million small acyclic objects: no cycles to find
+        return _parse(path, text)
+
+
+_NO_GC_CHARS = 1_000_000
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(path: str, text: str) -> Document:
     lines = split_lines(text)
     problems: list[Problem] = []
     frontmatter, fm_end = _frontmatter(path, text, lines, problems)
@@ -314,7 +337,12 @@ def _view(lines: list[str], fm_end: int, *, cut: bool, keep: set[int]) -> _View:
     capped: dict[int, str] = {}
     for n in range(fm_end, len(lines)):
         content = lines[n].rstrip("\r\n")
-        if content[:1] in _CAP_STARTS and _may_cap(content):
+        first = content[:1]
+        # _may_cap inlined for unindented lines (most of them): a third character that is
+        # text means no prefix of markers long enough to cap
+        if first in _CAP_STARTS and (
+            _may_cap(content) if first in " \t" else content[2:3] in _PREFIX_CHARS
+        ):
             content, why = _cap(content)
             if why:
                 capped[n] = why

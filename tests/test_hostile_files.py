@@ -156,6 +156,13 @@ def test_remember_into_a_lone_cr_file_keeps_its_endings(ws: Workspace) -> None:
     assert ci[0].citation == "memory.md:6-7"
 
 
+def test_invalid_utf8_in_a_lone_cr_file_names_its_line(ws: Workspace) -> None:
+    (ws.root / "mac.md").write_bytes(b"# Notes\r- ok\r- caf\xe9 au lait\r")
+    with pytest.raises(FileProblem) as info:
+        ws.read("mac.md")
+    assert info.value.line == 3 and "column 6" in str(info.value)
+
+
 def _to_lone_cr(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\n", "\r")
 
