@@ -167,11 +167,12 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _parse(path: str, text: str) -> Document:
+def _parse(path: str, text: str, *, cut: bool = True) -> Document:
+    """parse_document; ``cut=False`` shows markdown-it every line (what cutting must equal)."""
     lines = split_lines(text)
     problems: list[Problem] = []
     frontmatter, fm_end = _frontmatter(path, text, lines, problems)
-    view, tokens = _view_tokens(lines, fm_end)
+    view, tokens = _view_tokens(lines, fm_end, cut)
     at = view.line_of
 
     headings: list[Heading] = []
@@ -318,11 +319,11 @@ class _View:
 _STRUCTURE = frozenset({"list_item_open", "blockquote_open", "paragraph_open", "heading_open"})
 
 
-def _view_tokens(lines: list[str], fm_end: int) -> tuple[_View, list[Token]]:
+def _view_tokens(lines: list[str], fm_end: int, cut: bool) -> tuple[_View, list[Token]]:
     """Parse the view; if a cut run does not check out, parse again without cutting it."""
     keep: set[int] = set()
     for attempt in range(3):
-        view = _view(lines, fm_end, cut=attempt < 2, keep=keep)
+        view = _view(lines, fm_end, cut=cut and attempt < 2, keep=keep)
         tokens = _parser().parse(view.text)
         bad = view.unchecked_runs(tokens)
         if not bad:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from test_safe_writes_property import PHRASE, PROPERTY, _insertion, markdown_file
 
 from mdmem import FileProblem, UnsafePathError, Workspace
-from mdmem.markdown import NESTING_LIMIT, parse_document, split_lines
+from mdmem.markdown import NESTING_LIMIT, _parse, parse_document, split_lines
 from mdmem.scan import ALWAYS_SKIPPED
 
 BIN = Path(sys.executable).parent / "mdmem"
@@ -211,6 +212,46 @@ def test_remember_into_lone_cr_files_only_inserts(
     old_lines, new_lines = split_lines(new.decode()), split_lines(after)
     changed = [i for i, (x, y) in enumerate(zip(old_lines, new_lines, strict=True)) if x != y]
     assert changed == [entry.start_line - 1]
+
+
+# ---- parsing in linear time: the cut view parses like the whole file -------------------------
+
+MARK = st.sampled_from(["-", "*", "+", "1.", "2.", "10.", "1)"])
+ITEM_TEXT = st.sampled_from(
+    ["alpha", "beta gamma", "**bold** x", "`code`", "[ ] task", "[x] done", "2026-11 note",
+     "3.5 GB", "1. nested", "# h", "> q", "- x", "```", "<div>", "| a | b |", "[a]: /url 'ti",
+     "tle'", "_x_", "数据库", "x <!-- mdmem id=m-1 type=fact -->", "===", "---", "", "a -> b"]
+)  # fmt: skip
+INDENT = st.sampled_from(["", "", "", "  ", "   ", "    ", "\t", "        "])
+
+
+@st.composite
+def runs_of_lines(draw) -> str:
+    """Markdown full of runs: repeated items, nested items, text lines, fences, HTML."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["item", "item", "item", "text", "blank", "other"]))
+        if kind == "item":
+            line = f"{draw(INDENT)}{draw(MARK)} {draw(ITEM_TEXT)}"
+        elif kind == "text":
+            line = f"{draw(INDENT)}{draw(ITEM_TEXT)}"
+        elif kind == "blank":
+            line = ""
+        else:
+            line = draw(st.sampled_from(["# Facts", "## Archive", "```", "~~~", "<div>", "</div>",
+                                         "> quote", "|---|---|", "Setext", "===", "***"]))  # fmt: skip
+        lines += [line] * draw(st.integers(1, 5))
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
+
+
+@PROPERTY
+@given(text=st.one_of(runs_of_lines(), markdown_file()))
+def test_cutting_runs_parses_exactly_like_the_whole_file(text: str) -> None:
+    cut, whole = parse_document("memory.md", text), _parse("memory.md", text, cut=False)
+    assert [
+        (e.lines, e.text, e.id, e.heading_path, e.kind, e.type, e.checked) for e in cut.entries
+    ] == [(e.lines, e.text, e.id, e.heading_path, e.kind, e.type, e.checked) for e in whole.entries]
+    assert cut.headings == whole.headings and cut.problems == whole.problems
 
 
 # ---- pathological nesting --------------------------------------------------------------------
