@@ -319,7 +319,7 @@ def _unfence(text: str) -> str:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"(?m)^\\(?=[#=-])", "", text)
+    return re.sub(r"(?m)^([ ]{0,3})\\(?=[#=-])", r"\1", text)
 
 
 def _iso(value: object) -> str | None:
@@ -430,7 +430,7 @@ def render_paragraph(text: str, newline: str) -> str:
     """A Request/Response part: as written if it is plain Markdown, else fenced."""
     text = text.replace("\r\n", "\n").strip()
     # a line that would read as a heading is escaped (renders the same), else fenced
-    escaped = re.sub(r"(?m)^(?=[ ]{0,3}(?:#|=+[ \t]*$|-{2,}[ \t]*$))", r"\\", text)
+    escaped = re.sub(r"(?m)^([ ]{0,3})(?=#|=+[ \t]*$|-{2,}[ \t]*$)", r"\1\\", text)
     # runs of blank lines and text that looks like our own fence only survive fenced
     if "\n\n\n" not in text and not _FENCE_RE.match(text) and _block_safe(escaped):
         return escaped.replace("\n", newline) + newline

@@ -204,7 +204,7 @@ def test_remember_into_lone_cr_files_only_inserts(
     assert Counter(e.text for e in doc.entries) - before == Counter({entry.text: 1})
     found = next(e for e in doc.entries if e.id == entry.id)
     assert found.lines == entry.lines
-    assert split_lines(new.decode())[entry.start_line - 1].startswith("- ")
+    assert split_lines(new.decode())[entry.start_line - 1][:2] in ("- ", "* ", "+ ")
 
     updated = ws.update(entry.id, importance=0.9)
     after = path.read_bytes().decode()
