@@ -201,6 +201,7 @@ def search(
             "mode": results.mode,
             "fresh": results.fresh,
             "stale": results.stale,
+            "problems": results.problems,
             "hits": [hit.to_dict() for hit in results],
         }
         if verbose:
@@ -209,10 +210,13 @@ def search(
         _print_json({"query": query, **data})
     else:
         _print_hits(data["hits"], query, explain)
+    for problem in data.get("problems", []):
+        _warn(problem)
     for path_ in data["stale"]:
         _warn(
-            f"{path_} changed but could not be re-indexed (unreadable, or the index is busy "
-            "or cannot be written); its last indexed version was searched"
+            f"{path_} changed but is not re-indexed yet (unreadable, big enough to leave to "
+            "`mdmem index`, or the index is busy or cannot be written); its last indexed "
+            "version was searched"
         )
 
 

@@ -115,12 +115,13 @@ def _replace_items(
     raw = {
         f"- {one_line(e.text)}": "".join(lines[e.start_line - 1 : e.end_line]) for e in owned.items
     }
-    block = "".join(raw[b] if b in raw and raw[b].endswith("\n") else b + newline for b in bullets)
+    ended = ("\n", "\r")
+    block = "".join(raw[b] if b in raw and raw[b].endswith(ended) else b + newline for b in bullets)
     if owned.heading is None:
         if not bullets:
             return text
         sep = "" if text.endswith(newline * 2) or not text else newline
-        if text and not text.endswith("\n"):
+        if text and not text.endswith(("\n", "\r")):
             sep = newline * 2
         return text + sep + heading_text + newline + newline + block
     if owned.items:

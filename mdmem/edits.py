@@ -186,7 +186,7 @@ def _append_section(
 
 
 def _splice(lines: list[str], at: int, chunk: str, newline: str) -> str:
-    if at > 0 and not lines[at - 1].endswith("\n"):
+    if at > 0 and not lines[at - 1].endswith(("\n", "\r")):
         chunk = newline + chunk  # the file had no final newline
     return "".join(lines[:at]) + chunk + "".join(lines[at:])
 
@@ -207,9 +207,8 @@ def _with_meta(line: str, meta: Mapping[str, object]) -> str:
 
 
 def _ending(line: str) -> str:
-    if line.endswith("\r\n"):
-        return "\r\n"
-    return "\n" if line.endswith("\n") else ""
+    """The line's own ending: ``\\r\\n``, ``\\n``, a lone ``\\r`` (old Mac files), or none."""
+    return line[len(line.rstrip("\r\n")) :]
 
 
 def _blank(lines: list[str], index: int) -> bool:

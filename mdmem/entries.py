@@ -38,7 +38,10 @@ SECTION_TITLES = {
 }
 ARCHIVE_TITLE = "Archive"
 
-_META_RE = re.compile(r"[ \t]*<!--\s*mdmem\b(?P<body>.*?)-->")
+# The lookbehind keeps a search linear in a line's whitespace (each attempt would otherwise
+# rescan the run of spaces before it).
+_META_RE = re.compile(r"(?<![ \t])[ \t]*<!--\s*mdmem\b(?P<body>.*?)-->")
+_META_OPEN = re.compile(r"(?<![ \t])[ \t]*<!--\s*mdmem\b")
 _PAIR_RE = re.compile(r'([A-Za-z_][\w-]*)=("(?:[^"\\]|\\.)*"|\S+)')
 _WORD_RE = re.compile(r"[\w-]+")
 
@@ -113,7 +116,16 @@ def derived_id(path: str, text: str) -> str:
 
 
 def find_meta(line: str) -> re.Match[str] | None:
-    return _META_RE.search(line)
+    """The metadata comment in ``line``, in time linear in its length (lines can be huge)."""
+    if "<!--" not in line:
+        return None
+    if "\n" in line:
+        return _META_RE.search(line)
+    opening = _META_OPEN.search(line)
+    # No "-->" after the first opening means none after any later one: no match at all.
+    if opening is None or line.find("-->", opening.end()) < 0:
+        return None
+    return _META_RE.match(line, opening.start())
 
 
 def parse_meta(body: str) -> dict[str, str]:

@@ -77,8 +77,9 @@ def decode_markdown(path: str, data: bytes, max_bytes: int) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        before = data[: exc.start]
+        line = before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
+        col = exc.start - max(before.rfind(b"\n"), before.rfind(b"\r"))
         raise FileProblem(
             path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {col})", line
         ) from None

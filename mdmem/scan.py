@@ -1,11 +1,13 @@
 """Which files belong to the workspace: every ``*.md``, minus ignores, never outside it.
 
 ``.gitignore`` files (at any depth) and the config's include/exclude patterns are respected;
-``.mdmem/`` and ``.git/`` never are scanned; symlinks that lead outside are reported, not read.
+``.mdmem/`` and ``.git/`` never are scanned; symlinks that lead outside, and symlink loops, are
+reported, not read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -16,8 +18,11 @@ import pathspec
 
 from mdmem.config import FilesConfig
 from mdmem.markdown import Problem
+from mdmem.paths import ALWAYS_SKIPPED, SYMLINK_LOOP
 
-ALWAYS_SKIPPED = frozenset({".mdmem", ".git", ".hg", ".svn", "node_modules", "__pycache__"})
+__all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "scan"]
+
+_OUTSIDE = "symlink leads outside the workspace; skipped"
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
         None if tuple(config.include) == ("**/*.md",) else _spec(config.include)
     )  # the default matches every .md: no pattern work at all
     exclude = _spec(config.exclude) if config.exclude else None
-    real_root = root.resolve()
+    real_root = Path(os.path.realpath(root))
     files: list[FileStat] = []
     problems: list[Problem] = []
     ignores: list[tuple[str, pathspec.PathSpec]] = []
@@ -60,30 +65,35 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
             )
             continue
         for entry in entries:
-            if entry.name == ".gitignore" and entry.is_file():
-                try:
+            if entry.name != ".gitignore":
+                continue
+            try:
+                if entry.is_file():
                     with open(entry.path, encoding="utf-8", errors="replace") as handle:
                         ignores.append((prefix, _spec(handle.read().splitlines())))
-                except OSError as exc:
-                    problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
+            except OSError as exc:
+                problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
         folders = []
         for entry in entries:
             name, rel = entry.name, prefix + entry.name
-            is_link = entry.is_symlink()
             if entry.is_dir(follow_symlinks=False):
                 if name not in ALWAYS_SKIPPED and not skipped(rel + "/"):
                     folders.append((entry.path, rel + "/"))
                 continue
-            if is_link and entry.is_dir():
-                if not _inside(real_root, Path(entry.path)):
-                    problems.append(Problem(rel, "symlink leads outside the workspace; skipped"))
+            markdown = name.endswith(".md") and not (include and not include.match_file(rel))
+            link = _link(real_root, entry.path) if entry.is_symlink() else None
+            if link == "loop":
+                if markdown and not skipped(rel):
+                    problems.append(Problem(rel, SYMLINK_LOOP))
+                continue
+            if link is not None and _is_dir(entry):
+                if link == "outside":
+                    problems.append(Problem(rel, _OUTSIDE))
                 continue  # symlinked folders inside the workspace are reached directly
-            if not name.endswith(".md") or (include and not include.match_file(rel)):
+            if not markdown or skipped(rel):
                 continue
-            if skipped(rel):
-                continue
-            if is_link and not _inside(real_root, Path(entry.path)):
-                problems.append(Problem(rel, "symlink leads outside the workspace; skipped"))
+            if link == "outside":
+                problems.append(Problem(rel, _OUTSIDE))
                 continue
             try:
                 st = entry.stat()
@@ -107,9 +117,17 @@ def _ignored(ignores: list[tuple[str, pathspec.PathSpec]], rel: str) -> bool:
     return False
 
 
-def _inside(real_root: Path, path: Path) -> bool:
+def _link(real_root: Path, path: str) -> str:
+    """Where a symlink leads: "inside", "outside", "loop" or "missing" (dangling)."""
     try:
-        real = path.resolve()
-    except OSError:
+        real = Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        return "loop" if exc.errno == errno.ELOOP else "missing"
+    return "inside" if real == real_root or real_root in real.parents else "outside"
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # replaced by a loop or made unreadable since it was resolved
         return False
-    return real == real_root or real_root in real.parents

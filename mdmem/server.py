@@ -137,6 +137,7 @@ class _Handler(socketserver.StreamRequestHandler):
             "mode": results.mode,
             "fresh": results.fresh,
             "stale": results.stale,
+            "problems": results.problems,
             "hits": [hit.to_dict() for hit in results],
         }
 

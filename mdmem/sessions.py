@@ -269,7 +269,7 @@ def _sections(doc: Document) -> dict[str, str]:
         if heading.level != 2:
             continue
         end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
-        text = "".join(lines[heading.line : end]).replace("\r\n", "\n")
+        text = "".join(lines[heading.line : end]).replace("\r\n", "\n").replace("\r", "\n")
         out.setdefault(heading.title.strip(), text)
     return out
 
@@ -319,7 +319,7 @@ def _unfence(text: str) -> str:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"(?m)^\\(?=[#=-])", "", text)
+    return re.sub(r"(?m)^([ ]{0,3})\\(?=[#=-])", r"\1", text)
 
 
 def _iso(value: object) -> str | None:
@@ -354,7 +354,7 @@ def session_skeleton(title: str, agent: str, started: dt.datetime, newline: str 
 def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
     """Set top-level frontmatter keys, one line each; every other line stays as it was."""
     lines = split_lines(text)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    newline = (lines[0][len(lines[0].rstrip("\r\n")) :] if lines else "") or "\n"
     if not lines or lines[0].rstrip("\r\n").strip() != "---":
         block = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in values.items()), "---"]
         return newline.join(block) + newline + text
@@ -403,7 +403,7 @@ def set_section(text: str, path: str, title: str, body: str) -> str:
     lines = doc.lines
     if heading is None:
         lead = "" if not lines or lines[-1].strip() == "" else newline
-        if lines and not lines[-1].endswith("\n"):
+        if lines and not lines[-1].endswith(("\n", "\r")):
             lead = newline + newline
         return text + lead + f"## {title}{newline}{newline}" + block
     end = next((h.line - 1 for h in doc.headings if h.line > heading.line and h.level <= 2), None)
@@ -430,7 +430,7 @@ def render_paragraph(text: str, newline: str) -> str:
     """A Request/Response part: as written if it is plain Markdown, else fenced."""
     text = text.replace("\r\n", "\n").strip()
     # a line that would read as a heading is escaped (renders the same), else fenced
-    escaped = re.sub(r"(?m)^(?=[ ]{0,3}(?:#|=+[ \t]*$|-{2,}[ \t]*$))", r"\\", text)
+    escaped = re.sub(r"(?m)^([ ]{0,3})(?=#|=+[ \t]*$|-{2,}[ \t]*$)", r"\1\\", text)
     # runs of blank lines and text that looks like our own fence only survive fenced
     if "\n\n\n" not in text and not _FENCE_RE.match(text) and _block_safe(escaped):
         return escaped.replace("\n", newline) + newline
@@ -767,7 +767,7 @@ def _event_offsets(text: str, path: str, count: int) -> tuple[list[int], int]:
         return [], -1
     starts = [starts_at[e.start_line - 1] for e in events[len(events) - count :]] if count else []
     end = starts_at[events[-1].end_line]
-    if not lines[events[-1].end_line - 1].endswith("\n"):
+    if not lines[events[-1].end_line - 1].endswith(("\n", "\r")):
         return starts, -1
     return starts, end
 
@@ -786,7 +786,7 @@ def _append_paragraph(current: str, path: str, section: str, text: str, newline:
         last -= 1
     at = last + 1
     lead = newline  # a blank line after the heading or the part before
-    if not lines[at - 1].endswith("\n"):
+    if not lines[at - 1].endswith(("\n", "\r")):
         lead = newline + lead
     trail = newline if at < len(lines) and lines[at].strip() else ""
     return "".join(lines[:at]) + lead + block + trail + "".join(lines[at:])

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from mdmem import edits
 from mdmem.entries import Entry, find_meta
 from mdmem.files import Writer
-from mdmem.markdown import Document, block_tokens, parse_document
+from mdmem.markdown import Document, block_tokens, parse_document, split_lines
 
 TASK_FILE = "task_process.md"
 STATE, TODO, INSTRUCTIONS = "State", "TODO", "Instructions"
@@ -250,7 +250,7 @@ def add_item_at(text: str, path: str, item: str) -> tuple[str, int]:
         end = next(e.end_line for e in doc.entries if e.start_line == last.line)
         if lead is not None:
             chunk = f"{lead}[ ] {item}{doc.newline}"
-            if not lines[end - 1].endswith("\n"):
+            if not lines[end - 1].endswith(("\n", "\r")):
                 chunk = doc.newline + chunk  # the file had no final newline
             new = "".join(lines[:end]) + chunk + "".join(lines[end:])
             if not any(i.line == end + 1 for i in parse_task(parse_document(path, new)).items):
@@ -271,8 +271,8 @@ def _next_lead(line: str) -> str | None:
 
 def _first_new_item(old: str, new: str, path: str) -> int:
     """Number of the first TODO item at or after the first line ``new`` changed."""
-    before = [line.rstrip("\r\n") for line in old.split("\n")]
-    after = [line.rstrip("\r\n") for line in new.split("\n")]
+    before = [line.rstrip("\r\n") for line in split_lines(old)]
+    after = [line.rstrip("\r\n") for line in split_lines(new)]
     same = 0
     while same < min(len(before), len(after)) and before[same] == after[same]:
         same += 1

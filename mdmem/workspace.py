@@ -62,6 +62,9 @@ log = logging.getLogger("mdmem")
 Conversation = Any
 """Messages (OpenAI-style dicts), a transcript path, a session id, Session or SessionRecord."""
 SEARCH_LOCK_WAIT_S = 5.0
+SEARCH_SYNC_MAX_BYTES = 1_000_000
+"""A changed file larger than this is not re-indexed by a search (that would take seconds):
+the search lists it as stale, and ``mdmem index`` or the watcher indexes it."""
 PARSE_CACHE_FILES = 64
 MEMORY_FILE = "memory.md"
 LEARNINGS_FILE = "learnings.md"
@@ -278,7 +281,11 @@ class Workspace:
             # readers never wait long for a writer: past a few seconds (or when the index
             # cannot be written) it is searched as it is, and the files not yet indexed are
             # reported as stale
-            report = self.index.sync(embed=mode != "keyword", lock_timeout=SEARCH_LOCK_WAIT_S)
+            report = self.index.sync(
+                embed=mode != "keyword",
+                lock_timeout=SEARCH_LOCK_WAIT_S,
+                defer_bytes=SEARCH_SYNC_MAX_BYTES,
+            )
             hits = search(
                 self.index,
                 self.index.embedder() if mode != "keyword" else None,
@@ -727,6 +734,8 @@ class Workspace:
             known = {e.id for e in entries}
             shown = {*knowledge_files, TASK_FILE, WORLD_FILE, COMPACT_FILE}
             results = self.search(query, k=max(cfg.retrieved * 3, 10))
+            for problem in results.problems:
+                log.warning("context: %s", problem)
             for hit in results:
                 if hit.id in known:
                     ranked.append(hit.id)

@@ -297,27 +297,37 @@ class Index:
         embed: bool = True,
         progress: Progress | None = None,
         lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
     ) -> SyncReport:
         """Bring the index up to date with the files; embed what is missing when ``embed``.
 
         One writer at a time, across threads and processes. If another process holds the
         index for longer than ``lock_timeout`` (a watcher embedding a big change), nothing is
         written: the report is ``busy`` and lists the files not yet indexed as ``stale``.
+        Changed files larger than ``defer_bytes`` are left for a later sync (a search must
+        not wait seconds for one big file): they are listed as ``stale``, with a problem.
         """
         started = time.perf_counter()
-        report = self.recover(lambda: self._sync_once(full, embed, progress, lock_timeout))
+        report = self.recover(
+            lambda: self._sync_once(full, embed, progress, lock_timeout, defer_bytes)
+        )
         report.seconds = time.perf_counter() - started
         return report
 
     def _sync_once(
-        self, full: bool, embed: bool, progress: Progress | None, lock_timeout: float
+        self,
+        full: bool,
+        embed: bool,
+        progress: Progress | None,
+        lock_timeout: float,
+        defer_bytes: int | None,
     ) -> SyncReport:
         from filelock import FileLock, Timeout
 
         report = SyncReport()
         try:
             with FileLock(str(self.lock_path), timeout=lock_timeout):
-                self._sync_locked(full, embed, progress, report)
+                self._sync_locked(full, embed, progress, report, defer_bytes)
         except Timeout:
             return self._as_is(SyncReport(busy=True))
         except (sqlite3.DatabaseError, OSError) as exc:
@@ -334,7 +344,12 @@ class Index:
         return report
 
     def _sync_locked(
-        self, full: bool, embed: bool, progress: Progress | None, report: SyncReport
+        self,
+        full: bool,
+        embed: bool,
+        progress: Progress | None,
+        report: SyncReport,
+        defer_bytes: int | None = None,
     ) -> None:
         embedder = self.embedder() if embed else None
         if self.meta("chunker_version") != str(CHUNKER_VERSION):
@@ -342,6 +357,8 @@ class Index:
         fresh = self.freshness()
         report.problems = fresh.problems
         changed, removed = (fresh.files if full else fresh.changed), fresh.removed
+        if defer_bytes is not None:
+            changed = self._defer_big(changed, defer_bytes, report)
         known = dict(self.conn.execute("SELECT path, hash FROM files").fetchall())
         total = len(changed)
         for start in range(0, total, BATCH_FILES):
@@ -378,6 +395,25 @@ class Index:
                     self._set_meta("embedded_generation", generation)
                 self._set_meta("chunker_version", str(CHUNKER_VERSION))
                 self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
+
+    def _defer_big(
+        self, changed: list[FileStat], defer_bytes: int, report: SyncReport
+    ) -> list[FileStat]:
+        """The changed files small enough to index now; the others are reported stale."""
+        keep = []
+        for stat in changed:
+            if stat.size <= defer_bytes or stat.size > self.max_bytes:
+                keep.append(stat)  # (a file over max_file_mb is reported as too large)
+                continue
+            report.stale.append(stat.path)
+            report.problems.append(
+                Problem(
+                    stat.path,
+                    f"changed ({stat.size / 1e6:.1f} MB): too big to re-index before a search; "
+                    "`mdmem index` or `mdmem watch` indexes it",
+                )
+            )
+        return keep
 
     def _sync_batch(
         self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
