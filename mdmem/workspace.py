@@ -260,8 +260,9 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
-        from mdmem.search import Filters, SearchResults, search
+        from mdmem.search import Filters, SearchResults, check_k, search
 
+        k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
         with self.index.searching():
@@ -272,7 +273,7 @@ class Workspace:
                 self.index,
                 self.index.embedder() if mode != "keyword" else None,
                 query,
-                k=k or self.config.search.k,
+                k=k,
                 mode=mode,
                 config=self.config.search,
                 filters=filters,
@@ -286,6 +287,10 @@ class Workspace:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
         import asyncio
 
+        from mdmem.search import check_k
+
+        if k is not None:
+            check_k(k)  # here, not in the worker thread
         return await asyncio.to_thread(self.search, query, k, **filters)
 
     def status(self) -> IndexStatus:
