@@ -5,8 +5,11 @@ A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
     ---
     agent: coder
     started: 2026-11-19T14:22:10
-    status: running            # then completed or failed
+    status: running            # then completed, failed, or interrupted (its writer died)
     rounds: 3
+    host: build-box            # the writer: machine, process id, process start
+    pid: 41872
+    pid_start: 1234567
     tools: {shell: 2, edit_file: 1}
     ---
     # Session: fix login bug
@@ -19,8 +22,10 @@ A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
 
 Every call appends to the file through the safe writes (lock, compare-and-swap, atomic
 replace), so a crash loses at most the event being written and a person may edit the file
-while the session runs. Text that would break the file's structure (headings, fences, HTML
-comments) is kept verbatim inside a fenced block.
+while the session runs. What a session is given reads back exactly (up to line endings and
+trailing whitespace): a Request/Response line that would read as a heading is escaped, and
+text no escape keeps exact (or event text that is not one plain line) goes verbatim into a
+fenced block.
 """
 
 from __future__ import annotations
@@ -38,16 +43,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mdmem import edits
 from mdmem.entries import Entry
 from mdmem.errors import FileProblem, MdmemError
 from mdmem.files import TEMP_SUFFIX, Writer, pid_alive
 from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
-
-if TYPE_CHECKING:
-    from markdown_it.token import Token
 
 log = logging.getLogger("mdmem")
 SESSIONS_DIR = ".sessions"
@@ -300,13 +302,13 @@ def _paragraphs(text: str) -> tuple[str, ...]:
     (a fenced block is one part, blank lines inside it included), mdmem's fences unwrapped
     and its escapes undone (:func:`unescape_lines`)."""
     lines = text.split("\n")
-    tokens = block_tokens(text)
-    code = _code_lines(tokens)
     spans: list[list[int]] = []
-    for token in tokens:
+    for token in block_tokens(text):
         if token.level != 0 or not token.map or token.nesting == -1:
             continue
         start, end = token.map
+        while end > start and not lines[end - 1].strip():
+            end -= 1  # a list's lines can end in a blank one: the next block is another part
         if spans and start <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], end)
         else:
@@ -320,7 +322,7 @@ def _paragraphs(text: str) -> tuple[str, ...]:
         if fenced:  # verbatim: nothing in it is escaped
             parts.append(fenced.group("body"))
         else:
-            parts.append(_unescape_outside(lines[a:b], a, code).strip("\n"))
+            parts.append(unescape_lines(part))
     return tuple(parts)
 
 
@@ -334,32 +336,30 @@ def escape_lines(text: str) -> str:
     two are inverses line by line. Writers check the round trip and fence the text when it
     fails (the escaped text can parse differently, e.g. a heading was ending an HTML block).
     """
-    lines = text.split("\n")
-    code = _code_lines(block_tokens(text))
-    return "\n".join(
-        line if n in code else _ESCAPE_RE.sub(r"\g<indent>\\", line, count=1)
-        for n, line in enumerate(lines)
-    )
+    return _outside_code(text, _ESCAPE_RE, r"\g<indent>\\")
 
 
 def unescape_lines(text: str) -> str:
-    """The inverse of :func:`escape_lines`."""
-    return _unescape_outside(text.split("\n"), 0, _code_lines(block_tokens(text)))
+    """:func:`escape_lines` undone: one backslash off each line it would escape."""
+    return _outside_code(text, _UNESCAPE_RE, r"\g<indent>")
 
 
-def _unescape_outside(lines: list[str], first: int, code: set[int]) -> str:
-    """``lines`` (numbered from ``first`` in their text) unescaped, except lines in ``code``."""
+def _outside_code(text: str, pattern: re.Pattern[str], replacement: str) -> str:
+    """``pattern`` replaced once on each line of ``text`` that is not in a code or HTML block
+    (at any depth)."""
+    lines = text.split("\n")
+    if not any(pattern.match(line) for line in lines):
+        return text  # the common case: no need to parse
+    code = {
+        n
+        for t in block_tokens(text)
+        if t.type in _CODE_TOKENS and t.map
+        for n in range(t.map[0], t.map[1])
+    }
     return "\n".join(
-        line if first + n in code else _UNESCAPE_RE.sub(r"\g<indent>", line, count=1)
+        line if n in code else pattern.sub(replacement, line, count=1)
         for n, line in enumerate(lines)
     )
-
-
-def _code_lines(tokens: Iterable[Token]) -> set[int]:
-    """0-based lines inside code and HTML blocks (at any depth): never escaped."""
-    return {
-        n for t in tokens if t.type in _CODE_TOKENS and t.map for n in range(t.map[0], t.map[1])
-    }
 
 
 def _event(entry: Entry) -> Event | None:
@@ -907,6 +907,8 @@ _TEMP_RE = re.compile(rf"^\.(?P<file>.+)\.(?P<pid>\d+)\.[^.]+{re.escape(TEMP_SUF
 _FRONT_RE = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
 _HEAD_BYTES = 16_384
 """A session's frontmatter is read from the head of its file (it is a few lines)."""
+_PEEK_BYTES = 2048
+_RUNNING_RE = re.compile(r"^status:[ \t]*[\"']?running\b", re.M)
 
 
 def process_start(pid: int) -> int | None:
@@ -987,8 +989,9 @@ class InterruptedSweep:
     """Marks the sessions of ``folder`` whose writer died ``interrupted``, and removes the temp
     files dead writers left there.
 
-    Cheap to call often: the folder is looked at again only when it changed or a session of
-    this host was left running, and a file is read again only when it changed.
+    Cheap to call often: each session file is read once, then again only while this host runs
+    it (a session ended, or running elsewhere, is settled); and when no file came or went in
+    the folder, only the sessions this host runs are read.
     """
 
     def __init__(self, folder: Path, writer: Callable[[str], Writer]) -> None:
@@ -997,10 +1000,10 @@ class InterruptedSweep:
         self._writer = writer
         self._lock = threading.Lock()
         self._stamp: int | None = None
-        self._settled: dict[str, tuple[int, int]] = {}
-        """File name → (mtime, size) when it was read and nothing was left to watch in it."""
-        self._watch = False
-        """Whether a session of this host was running with a live writer at the last look."""
+        self._settled: set[str] = set()
+        """Session files read once and left alone since: ended, or not this host's."""
+        self._watch: set[str] = set()
+        """Sessions this host was running, with a live writer, at the last look."""
 
     def sweep(self) -> list[str]:
         """Mark what is due; returns the ids of the sessions marked."""
@@ -1011,35 +1014,50 @@ class InterruptedSweep:
                 stamp = self.folder.stat().st_mtime_ns
             except OSError:
                 return []
-            if stamp == self._stamp and not self._watch:
-                return []
+            if stamp == self._stamp:  # no file came or went: only a writer may have died
+                return self._mark(list(self._watch))
             self._stamp = stamp  # set first: a change while we look is seen next time
-            self._remove_orphans()
-            return self._mark(socket.gethostname())
+            names = self._scan()
+            self._settled &= set(names)
+            return self._mark([n for n in names if n not in self._settled])
         finally:
             self._lock.release()
 
-    def _mark(self, host: str) -> list[str]:
-        marked: list[str] = []
-        watch = False
-        for path in sorted(self.folder.glob("*.md")):
-            try:
-                stat = path.stat()
-                key = (stat.st_mtime_ns, stat.st_size)
-                if self._settled.get(path.name) == key:
+    def _scan(self) -> list[str]:
+        """The session files' names; the temp files of dead writers are removed on the way."""
+        names: list[str] = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return names
+        for entry in entries:
+            if entry.name.endswith(".md"):
+                names.append(entry.name)
+            elif (match := _TEMP_RE.match(entry.name)) and not _alive(int(match["pid"])):
+                try:
+                    os.unlink(entry.path)
+                except OSError:
                     continue
-                with path.open("rb") as handle:
-                    head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+                log.info("%s/%s: removed (its writer is gone)", self.folder.name, entry.name)
+        return names
+
+    def _mark(self, names: list[str]) -> list[str]:
+        host = socket.gethostname()
+        marked: list[str] = []
+        watch: set[str] = set()
+        folder = str(self.folder)
+        for name in names:
+            try:
+                front = _file_frontmatter(os.path.join(folder, name))
             except OSError:
                 continue
-            front = head_frontmatter(head) or {}
             if writer_gone(front, host):
-                if self._mark_one(path.name, host):
-                    marked.append(path.stem)
+                if self._mark_one(name, host):
+                    marked.append(name.removesuffix(".md"))
             elif str(front.get("status")) == "running" and str(front.get("host")) == host:
-                watch = True  # alive now: its writer may die before the next look
+                watch.add(name)  # alive now: its writer may die before the next look
             else:
-                self._settled[path.name] = key
+                self._settled.add(name)
         self._watch = watch
         return marked
 
@@ -1052,15 +1070,19 @@ class InterruptedSweep:
         log.info("%s/%s: its writer is gone; marked interrupted", self.folder.name, name)
         return True
 
-    def _remove_orphans(self) -> None:
-        for temp in self.folder.glob(f".*{TEMP_SUFFIX}"):
-            match = _TEMP_RE.match(temp.name)
-            if match and not _alive(int(match.group("pid"))):
-                try:
-                    temp.unlink()
-                except OSError:
-                    continue
-                log.info("%s/%s: removed (its writer is gone)", self.folder.name, temp.name)
+
+def _file_frontmatter(path: str) -> Mapping[str, object]:
+    """The frontmatter of a session file, read only as far as needed: empty unless it may be
+    ``running`` (most sessions ended long ago)."""
+    with open(path, "rb") as handle:
+        head = handle.read(_PEEK_BYTES)
+        if b"running" not in head:
+            return {}
+        head += handle.read(_HEAD_BYTES - len(head))
+    text = head.decode("utf-8", errors="replace")
+    if not _RUNNING_RE.search(text):
+        return {}
+    return head_frontmatter(text) or {}
 
 
 def latest_first(records: Iterable[SessionRecord]) -> list[SessionRecord]:
