@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO := .demo/workspace
 
-.PHONY: demo test clean
+.PHONY: demo test test-deep clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
+
+# The property tests only, with many random examples (the `deep` profile in tests/conftest.py).
+# Pin what it finds with @example so every run checks it from then on.
+test-deep: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q -m hypothesis
 
 clean:
 	rm -rf .demo .pytest_cache .ruff_cache

@@ -231,7 +231,7 @@ class Piece:
 
 _STAMPED = re.compile(
     r"^(?P<date>\d{4}-\d{2}-\d{2})?[ T]?(?P<time>\d{1,2}:\d{2}(?::\d{2})?)?\s*"
-    r"\[(?P<action>[A-Za-z][\w -]{0,31})\]\s*(?P<text>.*)$",
+    r"\[(?P<action>[A-Za-z][\w .-]{0,31})\]\s*(?P<text>.*)$",
     re.S,
 )
 _DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?!\d)")
@@ -410,7 +410,10 @@ def split_pieces(
 
 
 def classify(text: str, action: str = "", role: str = "user", speaker: str | None = None) -> Kind:
-    """The rubric's kind of one piece, from its ``[action]`` tag (session events) or its words."""
+    """The rubric's kind of one piece, from its ``[action]`` tag (session events) or its words.
+
+    A dotted tag (``node.error``) is read by its last part."""
+    action = action.rsplit(".", 1)[-1]
     if action in _ERROR_ACTIONS:
         return "error"
     if action in _CHANGE_ACTIONS:

@@ -165,6 +165,14 @@ class Filters:
         return _glob(self.path).match_file(path) or fnmatch.fnmatch(path, self.path)
 
 
+def check_k(k: object) -> int:
+    """``k`` as given, if it is a whole number of hits (a slice with ``k`` ≤ 0 would quietly
+    return the wrong number)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer of at least 1, got {k!r}")
+    return k
+
+
 def search(
     index: Index,
     embedder: Embedder | None,
@@ -178,6 +186,7 @@ def search(
     today: dt.date | None = None,
 ) -> list[Hit]:
     """Rank the index's chunks for ``query``. The caller makes sure the index is fresh."""
+    check_k(k)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     hits: list[Hit] = []

@@ -5,8 +5,11 @@ A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
     ---
     agent: coder
     started: 2026-11-19T14:22:10
-    status: running            # then completed or failed
+    status: running            # then completed, failed, or interrupted (its writer died)
     rounds: 3
+    host: build-box            # the writer: machine, process id, process start
+    pid: 41872
+    pid_start: 1234567
     tools: {shell: 2, edit_file: 1}
     ---
     # Session: fix login bug
@@ -19,8 +22,10 @@ A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
 
 Every call appends to the file through the safe writes (lock, compare-and-swap, atomic
 replace), so a crash loses at most the event being written and a person may edit the file
-while the session runs. Text that would break the file's structure (headings, fences, HTML
-comments) is kept verbatim inside a fenced block.
+while the session runs. What a session is given reads back exactly (up to line endings and
+trailing whitespace): a Request/Response line that would read as a heading is escaped, and
+text no escape keeps exact (or event text that is not one plain line) goes verbatim into a
+fenced block.
 """
 
 from __future__ import annotations
@@ -29,17 +34,21 @@ import datetime as dt
 import json
 import logging
 import math
+import os
 import re
+import socket
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from mdmem import edits
 from mdmem.entries import Entry
-from mdmem.errors import FileProblem
-from mdmem.files import Writer
+from mdmem.errors import FileProblem, MdmemError
+from mdmem.files import TEMP_SUFFIX, Writer, pid_alive
 from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
 
 log = logging.getLogger("mdmem")
@@ -79,36 +88,50 @@ _ALIASES = {
     "failed": "error",
     "exception": "error",
 }
-_ACTION_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_ACTION_RE = re.compile(r"^(?=.{1,32}$)[a-z][a-z0-9_-]*(?:\.[a-z][a-z0-9_-]*)*$")
+"""A short lowercase word, or dotted words (``node.tool_result``) as agent frameworks name them."""
 _EVENT_RE = re.compile(
     r"^(?P<time>\d{1,2}:\d{2}(?::\d{2})?)?\s*\[(?P<action>[^\]\n]+)\]\s*(?P<text>.*)$", re.S
 )
 _FENCE_RE = re.compile(r"^(`{3,})verbatim[ \t]*\n(?P<body>.*?)\n?\1[ \t]*$", re.S)
 """A block mdmem fenced to keep text verbatim (any other fence is the writer's own text)."""
+_HEADING_LIKE = r"\\*(?:#|=+[ \t]*$|-+[ \t]*$)"
+_ESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})(?={_HEADING_LIKE})")
+_UNESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})\\(?={_HEADING_LIKE})")
+_CODE_TOKENS = ("fence", "code_block", "html_block")
 _NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9-]+)$")
 _SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
 
 
 def normal_action(action: str) -> str:
-    """``"Tool Call"`` → ``tool_call``; actions are short lowercase words."""
+    """``"Tool Call"`` → ``tool_call``; actions are short lowercase words, or dotted words
+    (``node.error``) kept as written."""
     name = re.sub(r"[\s-]+", "_", action.strip().lower())
     if not _ACTION_RE.match(name):
         raise ValueError(
-            f"invalid event action {action!r}: a short word such as planning, execute, error"
+            f"invalid event action {action!r}: a short word such as planning, execute, error "
+            "(or dotted words, such as node.error)"
         )
     return name
 
 
 def infer_importance(action: str) -> float:
     """error 0.9, planning 0.8, tool result 0.75, tool call 0.7, execute 0.65, complete 0.6,
-    thinking 0.55, anything else 0.5."""
-    name = normal_action(action)
-    return IMPORTANCE.get(_ALIASES.get(name, name), DEFAULT_EVENT_IMPORTANCE)
+    thinking 0.55, anything else 0.5. A dotted name counts by its last part (``node.error``)."""
+    return IMPORTANCE.get(_kind(normal_action(action)), DEFAULT_EVENT_IMPORTANCE)
 
 
 def canonical_action(action: str) -> str:
+    """The known kind an action names (``plan``, ``node.planning`` → ``planning``); an action
+    that names none stays as it is (``node.custom``)."""
     name = normal_action(action)
-    return _ALIASES.get(name, name)
+    kind = _kind(name)
+    return kind if kind in IMPORTANCE or "." not in name else name
+
+
+def _kind(name: str) -> str:
+    last = name.rsplit(".", 1)[-1]
+    return _ALIASES.get(last, last)
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -276,19 +299,67 @@ def _sections(doc: Document) -> dict[str, str]:
 
 def _paragraphs(text: str) -> tuple[str, ...]:
     """A Request/Response section → its parts: runs of Markdown blocks between blank lines
-    (a fenced block is one part, blank lines inside it included), fences unwrapped."""
+    (a fenced block is one part, blank lines inside it included), mdmem's fences unwrapped
+    and its escapes undone (:func:`unescape_lines`)."""
     lines = text.split("\n")
     spans: list[list[int]] = []
     for token in block_tokens(text):
         if token.level != 0 or not token.map or token.nesting == -1:
             continue
         start, end = token.map
+        while end > start and not lines[end - 1].strip():
+            end -= 1  # a list's lines can end in a blank one: the next block is another part
         if spans and start <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], end)
         else:
             spans.append([start, end])
-    parts = ("\n".join(lines[a:b]).strip("\n") for a, b in spans)  # indents are content
-    return tuple(_unfence(_unescape(p)) for p in parts if p.strip())
+    parts: list[str] = []
+    for a, b in spans:
+        part = "\n".join(lines[a:b]).strip("\n")  # indents are content
+        if not part.strip():
+            continue
+        fenced = _FENCE_RE.match(part.strip())
+        if fenced:  # verbatim: nothing in it is escaped
+            parts.append(fenced.group("body"))
+        else:
+            parts.append(unescape_lines(part))
+    return tuple(parts)
+
+
+def escape_lines(text: str) -> str:
+    """``text`` with each line that could read as a heading escaped, so it renders as text.
+
+    A line outside code (fenced, indented or HTML blocks) is escaped when, after at most three
+    spaces, it is a run of backslashes (maybe none) then ``#``, or only ``=`` or only ``-``: it
+    gains one backslash there (``## x`` → ``\\## x``; a person's own ``\\# x`` →
+    ``\\\\# x``). :func:`unescape_lines` takes one backslash from exactly those lines, so the
+    two are inverses line by line. Writers check the round trip and fence the text when it
+    fails (the escaped text can parse differently, e.g. a heading was ending an HTML block).
+    """
+    return _outside_code(text, _ESCAPE_RE, r"\g<indent>\\")
+
+
+def unescape_lines(text: str) -> str:
+    """:func:`escape_lines` undone: one backslash off each line it would escape."""
+    return _outside_code(text, _UNESCAPE_RE, r"\g<indent>")
+
+
+def _outside_code(text: str, pattern: re.Pattern[str], replacement: str) -> str:
+    """``pattern`` replaced once on each line of ``text`` that is not in a code or HTML block
+    (at any depth)."""
+    lines = text.split("\n")
+    if not any(pattern.match(line) for line in lines):
+        return text  # the common case: no need to parse
+    code = {
+        n
+        for t in block_tokens(text)
+        if t.type in _CODE_TOKENS and t.map
+        for n in range(t.map[0], t.map[1])
+    }
+    return "\n".join(
+        line if n in code else pattern.sub(replacement, line, count=1)
+        for n, line in enumerate(lines)
+    )
 
 
 def _event(entry: Entry) -> Event | None:
@@ -318,10 +389,6 @@ def _unfence(text: str) -> str:
     return match.group("body") if match else text
 
 
-def _unescape(text: str) -> str:
-    return re.sub(r"(?m)^([ ]{0,3})\\(?=[#=-])", r"\1", text)
-
-
 def _iso(value: object) -> str | None:
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
@@ -342,8 +409,16 @@ def _number(value: object) -> float | None:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def session_skeleton(title: str, agent: str, started: dt.datetime, newline: str = "\n") -> str:
+def session_skeleton(
+    title: str,
+    agent: str,
+    started: dt.datetime,
+    newline: str = "\n",
+    writer: Mapping[str, object] | None = None,
+) -> str:
+    """A new session file; ``writer`` (:func:`writer_stamp`) names the process writing it."""
     front = {"agent": agent, "started": _stamp(started), "status": "running", "rounds": 0}
+    front.update(writer or {})
     lines = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in front.items()), "---"]
     lines += [f"# Session: {_one_line(title)}", ""]
     for name in SECTIONS:
@@ -427,12 +502,12 @@ def render_event(time: str, action: str, text: str, importance: float, newline: 
 
 
 def render_paragraph(text: str, newline: str) -> str:
-    """A Request/Response part: as written if it is plain Markdown, else fenced."""
+    """A Request/Response part: as written, lines that would read as headings escaped
+    (:func:`escape_lines`); fenced whenever that would not read back exactly (runs of blank
+    lines, text like mdmem's own fence, link definitions, a heading the escape can't stop)."""
     text = text.replace("\r\n", "\n").strip()
-    # a line that would read as a heading is escaped (renders the same), else fenced
-    escaped = re.sub(r"(?m)^([ ]{0,3})(?=#|=+[ \t]*$|-{2,}[ \t]*$)", r"\1\\", text)
-    # runs of blank lines and text that looks like our own fence only survive fenced
-    if "\n\n\n" not in text and not _FENCE_RE.match(text) and _block_safe(escaped):
+    escaped = escape_lines(text)
+    if _block_safe(escaped) and "\n\n".join(_paragraphs(escaped)) == text:
         return escaped.replace("\n", newline) + newline
     return fence(text, newline)
 
@@ -824,6 +899,190 @@ def _render_args(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
+
+
+# ---- sessions whose writer is gone ----------------------------------------------------------
+
+_TEMP_RE = re.compile(rf"^\.(?P<file>.+)\.(?P<pid>\d+)\.[^.]+{re.escape(TEMP_SUFFIX)}$")
+_FRONT_RE = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
+_HEAD_BYTES = 16_384
+"""A session's frontmatter is read from the head of its file (it is a few lines)."""
+_PEEK_BYTES = 2048
+_RUNNING_RE = re.compile(r"^status:[ \t]*[\"']?running\b", re.M)
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, from Linux's /proc), or None.
+
+    With the pid it names one process: a pid the system gave to a new process after the
+    first one died has another start.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name in parentheses may hold spaces
+    try:
+        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
+    except (IndexError, ValueError):
+        return None
+
+
+def writer_stamp() -> dict[str, object]:
+    """The frontmatter keys naming this process as a session's writer: ``host``, ``pid`` and
+    (where the system tells) ``pid_start``."""
+    pid = os.getpid()
+    stamp: dict[str, object] = {"host": socket.gethostname(), "pid": pid}
+    start = process_start(pid)
+    if start is not None:
+        stamp["pid_start"] = start
+    return stamp
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return pid_alive(pid)
+    except (OverflowError, ValueError):  # no such pid on any system
+        return False
+
+
+def writer_gone(front: Mapping[str, object], host: str) -> bool:
+    """Whether a session's writer is known to be dead: the session is ``running``, it was
+    started on ``host`` (only that machine can look at its processes: a workspace shared
+    through git holds sessions running elsewhere), and its process is gone or is another
+    process now. A session without ``host`` and ``pid`` (written by hand) is never gone."""
+    if str(front.get("status")) != "running" or str(front.get("host")) != host:
+        return False
+    pid = str(front.get("pid", ""))
+    if not pid.isdigit():
+        return False
+    if not _alive(int(pid)):
+        return True
+    recorded, now = str(front.get("pid_start", "")), process_start(int(pid))
+    return recorded.isdigit() and now is not None and int(recorded) != now
+
+
+def mark_interrupted(text: str, host: str) -> str:
+    """``status: interrupted`` if the session's writer is gone; nothing else changes."""
+    front = head_frontmatter(text)
+    if front is None or not writer_gone(front, host):
+        return text
+    return set_frontmatter(text, {"status": "interrupted"})
+
+
+def head_frontmatter(text: str) -> dict[str, object] | None:
+    """The frontmatter at the start of ``text``, every value a string as written (so a host
+    named ``1234`` or ``yes`` compares as written), or None."""
+    match = _FRONT_RE.match(text.removeprefix("\ufeff"))
+    if match is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.load(match.group("yaml"), Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class InterruptedSweep:
+    """Marks the sessions of ``folder`` whose writer died ``interrupted``, and removes the temp
+    files dead writers left there.
+
+    Cheap to call often: each session file is read once, then again only while this host runs
+    it (a session ended, or running elsewhere, is settled); and when no file came or went in
+    the folder, only the sessions this host runs are read.
+    """
+
+    def __init__(self, folder: Path, writer: Callable[[str], Writer]) -> None:
+        """``writer(name)`` writes ``folder/name`` safely."""
+        self.folder = folder
+        self._writer = writer
+        self._lock = threading.Lock()
+        self._stamp: int | None = None
+        self._settled: set[str] = set()
+        """Session files read once and left alone since: ended, or not this host's."""
+        self._watch: set[str] = set()
+        """Sessions this host was running, with a live writer, at the last look."""
+
+    def sweep(self) -> list[str]:
+        """Mark what is due; returns the ids of the sessions marked."""
+        if not self._lock.acquire(blocking=False):
+            return []  # another thread is sweeping right now
+        try:
+            try:
+                stamp = self.folder.stat().st_mtime_ns
+            except OSError:
+                return []
+            if stamp == self._stamp:  # no file came or went: only a writer may have died
+                return self._mark(list(self._watch))
+            self._stamp = stamp  # set first: a change while we look is seen next time
+            names = self._scan()
+            self._settled &= set(names)
+            return self._mark([n for n in names if n not in self._settled])
+        finally:
+            self._lock.release()
+
+    def _scan(self) -> list[str]:
+        """The session files' names; the temp files of dead writers are removed on the way."""
+        names: list[str] = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return names
+        for entry in entries:
+            if entry.name.endswith(".md"):
+                names.append(entry.name)
+            elif (match := _TEMP_RE.match(entry.name)) and not _alive(int(match["pid"])):
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    continue
+                log.info("%s/%s: removed (its writer is gone)", self.folder.name, entry.name)
+        return names
+
+    def _mark(self, names: list[str]) -> list[str]:
+        host = socket.gethostname()
+        marked: list[str] = []
+        watch: set[str] = set()
+        folder = str(self.folder)
+        for name in names:
+            try:
+                front = _file_frontmatter(os.path.join(folder, name))
+            except OSError:
+                continue
+            if writer_gone(front, host):
+                if self._mark_one(name, host):
+                    marked.append(name.removesuffix(".md"))
+            elif str(front.get("status")) == "running" and str(front.get("host")) == host:
+                watch.add(name)  # alive now: its writer may die before the next look
+            else:
+                self._settled.add(name)
+        self._watch = watch
+        return marked
+
+    def _mark_one(self, name: str, host: str) -> bool:
+        try:
+            self._writer(name)(lambda text: mark_interrupted(text, host))
+        except (MdmemError, OSError) as exc:
+            log.warning("%s/%s: not marked interrupted: %s", self.folder.name, name, exc)
+            return False
+        log.info("%s/%s: its writer is gone; marked interrupted", self.folder.name, name)
+        return True
+
+
+def _file_frontmatter(path: str) -> Mapping[str, object]:
+    """The frontmatter of a session file, read only as far as needed: empty unless it may be
+    ``running`` (most sessions ended long ago)."""
+    with open(path, "rb") as handle:
+        head = handle.read(_PEEK_BYTES)
+        if b"running" not in head:
+            return {}
+        head += handle.read(_HEAD_BYTES - len(head))
+    text = head.decode("utf-8", errors="replace")
+    if not _RUNNING_RE.search(text):
+        return {}
+    return head_frontmatter(text) or {}
 
 
 def latest_first(records: Iterable[SessionRecord]) -> list[SessionRecord]:

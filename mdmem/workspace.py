@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from mdmem.journal import JournalEntry
     from mdmem.reports import CompactReport, ExtractReport
     from mdmem.search import Hit, SearchResults
-    from mdmem.sessions import Session, SessionRecord
+    from mdmem.sessions import InterruptedSweep, Session, SessionRecord
     from mdmem.task import Task
     from mdmem.watch import Watcher
     from mdmem.world import World
@@ -120,6 +120,7 @@ class Workspace:
         self._parsed: OrderedDict[str, tuple[bytes, Document]] = OrderedDict()
         self._parsed_lock = threading.Lock()
         self._writer: SafeWriter | None = None
+        self._sweep: InterruptedSweep | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -250,6 +251,7 @@ class Workspace:
         self, *, full: bool = False, embed: bool = True, progress: Progress | None = None
     ) -> SyncReport:
         """Bring the index up to date with the files (incremental unless ``full``)."""
+        self.mark_interrupted()
         return self.index.sync(full=full, embed=embed, progress=progress)
 
     def search(
@@ -272,8 +274,9 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
-        from mdmem.search import Filters, SearchResults, search
+        from mdmem.search import Filters, SearchResults, check_k, search
 
+        k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
 
@@ -290,7 +293,7 @@ class Workspace:
                 self.index,
                 self.index.embedder() if mode != "keyword" else None,
                 query,
-                k=k or self.config.search.k,
+                k=k,
                 mode=mode,
                 config=self.config.search,
                 filters=filters,
@@ -309,12 +312,17 @@ class Workspace:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
         import asyncio
 
+        from mdmem.search import check_k
+
+        if k is not None:
+            check_k(k)  # here, not in the worker thread
         return await asyncio.to_thread(self.search, query, k, **filters)
 
     def status(self) -> IndexStatus:
         """What the index holds and how fresh it is; never loads the embedding model."""
         from mdmem.index.sync import index_status
 
+        self.mark_interrupted()
         model = None
         if self.config.embedding.model or self._embedder is not None:
             model = (self._embedder or _make_embedder(self.config)).model_id  # loads nothing
@@ -591,7 +599,7 @@ class Workspace:
         to be compacted.
         """
         from mdmem.paths import slugify
-        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton
+        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton, writer_stamp
 
         agent = check_name(agent or self.agent, "agent")
         title = edits.check_text(title).split("\n", 1)[0]
@@ -599,9 +607,10 @@ class Workspace:
         base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
         if self.mode != "full":
             return Session(base, title, agent, path=None, write=None, started=started)
+        self.mark_interrupted()
         folder = self.root / SESSIONS_DIR
         folder.mkdir(exist_ok=True)
-        data = session_skeleton(title, agent, started).encode("utf-8")
+        data = session_skeleton(title, agent, started, writer=writer_stamp()).encode("utf-8")
         for n in range(1, 1000):
             stem = base if n == 1 else f"{base}-{n}"
             if create_exclusive(folder / f"{stem}.md", data):
@@ -617,6 +626,24 @@ class Workspace:
             write=self._file_writer(rel, "a session file", create=False),
             started=started,
         )
+
+    def mark_interrupted(self) -> list[str]:
+        """Mark sessions whose writer died (killed mid-run) ``interrupted`` and remove the temp
+        files dead writers left in ``.sessions/``; returns the ids marked. Only sessions
+        started on this host are looked at. Runs on its own when a session starts, on
+        :meth:`status` and on :meth:`sync`; cheap when nothing changed."""
+        from mdmem.sessions import SESSIONS_DIR, InterruptedSweep
+
+        if self.mode != "full":
+            return []
+        if self._sweep is None:
+            self._sweep = InterruptedSweep(
+                self.root / SESSIONS_DIR,
+                lambda name: self._file_writer(
+                    f"{SESSIONS_DIR}/{name}", "a session file", create=False
+                ),
+            )
+        return self._sweep.sweep()
 
     def sessions(
         self,

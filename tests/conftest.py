@@ -6,12 +6,46 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import datetime as dt
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from mdmem import Workspace
+
+# Hypothesis profiles. Property tests set no example count of their own: the profile decides.
+# dev: the everyday run. ci: the same examples every run (derandomized, no example database), so
+# CI never fails at random; a failure prints the blob that replays it. deep: many random examples,
+# run by `make test-deep` to hunt (pin what it finds with @example).
+# Each starts from Hypothesis' own defaults: under CI=true Hypothesis has loaded its own `ci`
+# profile before this file runs, and `deep` must not inherit its derandomize.
+_BASE = settings.get_profile("default")
+_SLOW_MACHINE = [HealthCheck.too_slow]
+settings.register_profile("dev", _BASE, max_examples=100, deadline=dt.timedelta(seconds=2))
+settings.register_profile(
+    "ci",
+    _BASE,
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    deadline=dt.timedelta(seconds=10),  # a slow, shared 2-core machine
+    suppress_health_check=_SLOW_MACHINE,
+)
+settings.register_profile(
+    "deep",
+    _BASE,
+    max_examples=2000,
+    print_blob=True,
+    deadline=dt.timedelta(seconds=10),
+    suppress_health_check=_SLOW_MACHINE,
+)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "dev")
+)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "example_workspace"

@@ -18,9 +18,7 @@ from mdmem.tokens import estimate_tokens, token_counter
 MARKER = re.compile(r"\[\.\.\. ([\d,]+) tokens of (.+?) omitted\]")
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(budget=st.integers(min_value=0, max_value=4000))
 def test_never_over_budget_and_every_cut_is_marked(example: Workspace, budget: int) -> None:
     ctx = example.build_context(budget_tokens=budget)

@@ -87,8 +87,7 @@ def _texts(text: str, path: str = "memory.md") -> Counter[str]:
     return Counter(e.text for e in parse_document(path, text).entries)
 
 
-PROPERTY = settings(
-    max_examples=150,
+PROPERTY = settings(  # how many examples: the profile (tests/conftest.py)
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -105,9 +105,7 @@ def test_exception_inside_the_block_is_recorded_and_propagates(ws: Workspace) ->
     assert "test_sessions.py" in last.text  # where it happened
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     text=st.lists(
         st.sampled_from([*"ab #-=`~<>!*\n\t:[]", "<!--", "-->", "```", "## ", "中", "\n---\n"]),
