@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.discovery import STATE_DIR, WATCHER_FILE
+from mdmem.discovery import STATE_DIR, WATCHER_FILE, private_file
 from mdmem.files import atomic_write, pid_alive
 
 if TYPE_CHECKING:
@@ -212,7 +212,8 @@ class Watcher:
         }
         path = self.ws.state_dir / WATCHER_FILE
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                private_file(path)  # owner-only, like all of .mdmem/ (the replace keeps it)
             atomic_write(path, json.dumps(info).encode())
         except OSError as exc:
             log.warning("cannot write heartbeat %s: %s", path, exc)
