@@ -1,7 +1,7 @@
 """Secret detectors measured on tests/data/secrets/: recall per kind, false positives on
 look-alikes, precision, and speed.
 
-    .venv/bin/python benchmarks/redaction.py [--candidates mdmem detect-secrets ms-masker]
+    .venv/bin/python benchmarks/redaction.py [--candidates mdmem detect-secrets ...] [--speed-kb N]
 
 Candidates not installed are skipped (they are not mdmem dependencies; to compare, install
 ``detect-secrets==1.5.0``, or ``bc-detect-secrets`` (same import name: another venv), or
@@ -11,9 +11,16 @@ A sample counts as caught when every character of each of its secrets is inside 
 (a key cut in half still leaks). A masked span is a true positive when it overlaps a secret,
 else a false positive; precision = true / all spans over both corpora. "Real text" is this
 README plus example_workspace/*.md (text written without secrets in mind; every span there is
-shown so a person can judge it). Speed, best of 3: 1 MB of that Markdown (repeated) in calls of
-one line (a context unit, an event) and of 1,500 characters (an index chunk), and 1 MB of the
-corpora one sample per call. Nothing is asserted.
+shown so a person can judge it). Speed, best of 3, in ms per MB: that Markdown (repeated to
+``--speed-kb``) in calls of one line (a context unit, an event) and of 1,500 characters (an index
+chunk), and the corpora one sample per call.
+
+``--writes``: what masking adds on the write path: two copies of benchmarks/agent_loop.py's
+workspace (2,000 memories, 50 past sessions; keyword only), ``[redact]`` on in one and off in the
+other, calls alternating between them: ``Session.event`` as a session file grows to 300 events,
+``ws.remember``, ``ws.world.set`` and ``build_context`` (after one warm-up call, which masks every
+memory once; later calls reuse the masked text).
+Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -47,11 +55,13 @@ def mdmem_finder() -> tuple[str, Finder]:
     return "mdmem.redact", lambda text: [(s.start, s.end) for s in DEFAULT.find(text)]
 
 
-def detect_secrets_finder() -> tuple[str, Finder]:
+def detect_secrets_finder(entropy: bool = True) -> tuple[str, Finder]:
+    """detect-secrets' ``scan_line`` with its default plugins and filters (``entropy=False``:
+    without the two high-entropy plugins, which flag git SHAs, UUIDs and base64)."""
     import importlib.metadata as metadata
 
     from detect_secrets.core.scan import scan_line
-    from detect_secrets.settings import default_settings
+    from detect_secrets.settings import default_settings, get_settings, transient_settings
 
     dist = next(
         (f"{d} {metadata.version(d)}" for d in ("detect-secrets", "bc-detect-secrets") if _has(d)),
@@ -60,6 +70,12 @@ def detect_secrets_finder() -> tuple[str, Finder]:
     settings = default_settings()  # every plugin on, default filters
     settings.__enter__()
     _KEEP.append(settings)  # (collected, it would switch the plugins off again)
+    if not entropy:
+        dist += " (no entropy plugins)"
+        names = [n for n in get_settings().plugins if "HighEntropy" not in n]
+        narrow = transient_settings({"plugins_used": [{"name": n} for n in names]})
+        narrow.__enter__()
+        _KEEP.append(narrow)
 
     def find(text: str) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
@@ -99,6 +115,7 @@ def ms_masker_finder() -> tuple[str, Finder]:
 CANDIDATES = {
     "mdmem": mdmem_finder,
     "detect-secrets": detect_secrets_finder,
+    "detect-secrets-no-entropy": lambda: detect_secrets_finder(entropy=False),
     "ms-masker": ms_masker_finder,
 }
 
@@ -172,7 +189,9 @@ def speed(find: Finder, calls: list[str], repeats: int = 3) -> float:
     return best * 1000 / (size / 1_000_000)
 
 
-def evaluate(name: str, find: Finder, positives: list[dict], negatives: list[dict]) -> dict:
+def evaluate(
+    name: str, find: Finder, positives: list[dict], negatives: list[dict], size: int
+) -> dict:
     caught: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tp = fp = 0
     for sample in positives:
@@ -194,9 +213,9 @@ def evaluate(name: str, find: Finder, positives: list[dict], negatives: list[dic
     real = real_text()
     real_spans = find(real)
     fp_real = len(real_spans)
-    lines = pieces(real.split("\n"))
-    chunks = pieces([real[i : i + 1500] for i in range(0, len(real), 1500)])
-    corpus = pieces([s["text"] for s in positives + negatives])
+    lines = pieces(real.split("\n"), size)
+    chunks = pieces([real[i : i + 1500] for i in range(0, len(real), 1500)], size)
+    corpus = pieces([s["text"] for s in positives + negatives], size)
     return {
         "name": name,
         "caught": dict(caught),
@@ -211,11 +230,73 @@ def evaluate(name: str, find: Finder, positives: list[dict], negatives: list[dic
     }
 
 
+def write_costs(events: int = 300) -> Table:
+    """Median ms of write-path operations with redaction on and off: two copies of the same
+    workspace, calls alternating between them (so changing load hits both alike)."""
+    import random
+    import statistics
+
+    from agent_loop import OUT, build, sentence
+
+    from mdmem import Workspace
+
+    spaces: dict[bool, Workspace] = {}
+    for enabled in (False, True):
+        root = OUT.parent / "redaction" / ("on" if enabled else "off")
+        build(root, 2000, 50, random.Random(0))
+        config = root / "mdmem.toml"
+        config.write_text(config.read_text() + f"[redact]\nenabled = {str(enabled).lower()}\n")
+        spaces[enabled] = Workspace.open(root)
+    rng = random.Random(1)
+    times: dict[str, dict[bool, list[float]]] = defaultdict(lambda: {False: [], True: []})
+
+    def both(name: str, call: Callable[[Workspace, Any], object], n: int, arg: Any = None) -> None:
+        for _ in range(n):
+            for enabled in (False, True):
+                target = arg[enabled] if arg is not None else spaces[enabled]
+                start = time.perf_counter()
+                call(spaces[enabled], target)
+                times[name][enabled].append((time.perf_counter() - start) * 1000)
+
+    for enabled in (False, True):  # warm-up: imports, parse caches, every memory masked once
+        spaces[enabled].build_context(budget_tokens=4000)
+    sessions = {e: spaces[e].session("benchmark") for e in (False, True)}
+    both(
+        "Session.event (to 300 events)",
+        lambda ws, s: s.event("execute", sentence(rng)),
+        events,
+        sessions,
+    )
+    for session in sessions.values():
+        session.close()
+    both("ws.remember", lambda ws, _: ws.remember(sentence(rng)), 100)
+    both("ws.world.set", lambda ws, _: ws.world.set("key 1", sentence(rng, 8)), 50)
+    both("build_context", lambda ws, _: ws.build_context(budget_tokens=4000), 20)
+    table = Table(title="Write path, median ms per call")
+    for column in ("operation", "redact off", "redact on"):
+        table.add_column(column, justify="left" if column == "operation" else "right")
+    for name, by in times.items():
+        off, on = statistics.median(by[False]), statistics.median(by[True])
+        table.add_row(name, f"{off:.2f}", f"{on:.2f}")
+    for ws in spaces.values():
+        ws.close()
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES))
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--speed-kb", type=int, default=250, help="text per speed run (figures are per MB)"
+    )
+    parser.add_argument(
+        "--writes", action="store_true", help="only the write-path costs, redaction on vs off"
+    )
     args = parser.parse_args()
+    if args.writes:
+        Console().print(write_costs())
+        return
     positives, negatives = load("secrets.jsonl"), load("lookalikes.jsonl")
     results = []
     console = Console()
@@ -225,7 +306,7 @@ def main() -> None:
         except ImportError as exc:
             console.print(f"[dim]{key}: not installed ({exc.name}); skipped[/dim]")
             continue
-        results.append(evaluate(name, find, positives, negatives))
+        results.append(evaluate(name, find, positives, negatives, args.speed_kb * 1000))
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -263,7 +344,7 @@ def main() -> None:
     for r in results:
         if r["real_examples"]:
             console.print(f"{r['name']}: spans in real text, e.g. {r['real_examples']}")
-    for settings in _KEEP:  # detect-secrets' settings back as they were
+    for settings in reversed(_KEEP):  # detect-secrets' settings back as they were
         settings.__exit__(None, None, None)  # type: ignore[attr-defined]
 
 

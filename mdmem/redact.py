@@ -89,7 +89,8 @@ _PLACEHOLDER = re.compile(
       | [A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+        # CONSTANT_NAMES (env var names, REPLACE_ME)
       | (?i:none|null|nil|true|false|undefined|changeme|change_me|replace_?me|example
             |placeholder|your[_-].*|my[_-]?(?:password|token|secret|key).*|redacted|secret
-            |password|passwd|token|hidden|masked|empty|required|optional|str|string|int)
+            |password|passwd|pass|pwd|token|hidden|masked|empty|required|optional|str|string
+            |int)
       | (?:os\.|process\.|env\.|getenv|environ|settings\.|config\.|self\.|secrets\.).*
     )$""",
     re.X,
@@ -272,7 +273,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         "password",
         "assword ASSWORD assphrase ASSPHRASE",
         r"(?<![A-Za-z0-9_])[Pp](?:ASS(?:WORD|PHRASE)|ass(?:word|phrase))(?:\s+(?:is|was))?\s+"
-        r"([^\s\"'`]{6,128})(?<![.,;:!?)])",
+        r"([^\s\"'`]{6,128})(?<![.,;:)])",
         group=1,
         check=_spoken_password,
         boundary=False,  # (``--password X`` is one: only letters before it make a longer word)

@@ -279,6 +279,8 @@ class Workspace:
 
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
+        # the index holds masked text, and a remote embedding model must not get a secret
+        query = self.redactor.mask(query)
         with self.index.searching():
             # readers never wait long for a writer: past a few seconds the index is searched
             # as it is, and the files not yet indexed are reported as stale
@@ -519,7 +521,8 @@ class Workspace:
             if key in fg.normal(e.text)
         ]
         if others:
-            warnings.append(f"other entries hold the same text (forget them too): {others}")
+            listed = ", ".join(others)
+            warnings.append(f"other entries hold the same text (forget them too): {listed}")
         if not truncated:
             warnings.append(
                 "a reader in another process kept the index WAL open: its old pages leave when "

@@ -328,6 +328,7 @@ def test_forget_removes_every_copy(tmp_path: Path, embedder: object) -> None:
 def test_forget_cli(tmp_path: Path) -> None:
     ws = _keyword_only(Workspace.init(tmp_path / "w").root, "[redact]\nenabled = false\n")
     entry = ws.remember(f"temp pin {PASSWORD}")
+    twin = ws.remember(f"temp pin {PASSWORD}", file="notes.md")  # a live copy elsewhere
     env = {**os.environ, "MDMEM_WORKSPACE": str(ws.root)}
     done = subprocess.run(
         [str(BIN), "forget", entry.id, "--json"], capture_output=True, text=True, env=env
@@ -335,6 +336,9 @@ def test_forget_cli(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["removed"] == [f"memory.md:{entry.start_line}-{entry.end_line}"]
     assert "git history" in done.stderr and PASSWORD not in (ws.root / "memory.md").read_text()
+    assert f"other entries hold the same text (forget them too): {twin.id} (notes.md:" in (
+        done.stderr
+    )
     again = subprocess.run([str(BIN), "forget", entry.id], capture_output=True, text=True, env=env)
     assert again.returncode == 1 and "no entry with id" in again.stderr
     assert "Traceback" not in again.stderr

@@ -30,13 +30,15 @@ def scrub(conn: sqlite3.Connection, *, vacuum: bool = False) -> bool:
     return truncate_wal(conn)
 
 
-def truncate_wal(conn: sqlite3.Connection) -> bool:
-    """Checkpoint everything into the database file and truncate the WAL to zero bytes."""
-    for _ in range(CHECKPOINT_ATTEMPTS):
+def truncate_wal(conn: sqlite3.Connection, attempts: int = CHECKPOINT_ATTEMPTS) -> bool:
+    """Checkpoint everything into the database file and truncate the WAL to zero bytes (False
+    when a reader in another process still uses it after ``attempts`` tries)."""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(CHECKPOINT_PAUSE_S)
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if not busy:
             return True
-        time.sleep(CHECKPOINT_PAUSE_S)
     return False
 
 

@@ -255,21 +255,39 @@ class Index:
                     self._set_meta("embedded_generation", generation)
                 self._set_meta("chunker_version", self.chunker_key)
                 self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
-        if built_with is not None and built_with != self.chunker_key:
+        pending = self.meta("scrub")
+        if (built_with is not None and built_with != self.chunker_key) or pending == "pages":
             self._scrub_rebuilt(report.stale)
+        elif pending == "wal":  # rewritten; a reader kept the old WAL: one quick try per sync
+            from mdmem.index.purge import truncate_wal
+
+            if truncate_wal(self.conn, attempts=1):
+                self.conn.execute("DELETE FROM meta WHERE key = 'scrub'")
 
     def _scrub_rebuilt(self, stale: list[str]) -> None:
         """After a rebuild that changed what is masked: no text from before survives in the
-        chunks of unreadable files, cached vectors, free pages, FTS5 segments or the WAL."""
+        chunks of unreadable files, cached vectors, free pages, FTS5 segments or the WAL.
+        Until that is done, the next sync tries again."""
         from mdmem.index.purge import drop_unused_vectors, mask_rows, scrub
 
         with _transaction(self.conn):
+            self._set_meta("scrub", "pages")
             if stale:
                 mask_rows(self.conn, stale, self.redactor, sha)
             drop_unused_vectors(self.conn)
             self._bump_generation()
-        if not scrub(self.conn, vacuum=True) and self._on_message:
-            self._on_message("index rebuilt; a reader kept the WAL open (truncated next time)")
+        try:
+            truncated = scrub(self.conn, vacuum=True)
+        except sqlite3.OperationalError as exc:  # another process busy with the file
+            if self._on_message:
+                self._on_message(f"index rebuilt; old pages not rewritten yet ({exc})")
+            return
+        if truncated:
+            self.conn.execute("DELETE FROM meta WHERE key = 'scrub'")
+        else:
+            self._set_meta("scrub", "wal")
+            if self._on_message:
+                self._on_message("index rebuilt; a reader kept the WAL open (truncated later)")
 
     def _sync_batch(
         self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
