@@ -84,7 +84,7 @@ class Rule:
 _PLACEHOLDER = re.compile(
     r"""^(?:
         \$\{?[A-Za-z_][A-Za-z0-9_]*\}?       # $VAR, ${VAR}
-      | \$\{\{.*|\{\{.*|\{%.*|<.*|%\(.*      # templates: ${{ }}, {{ }}, {% %}, <your key>
+      | \$\{\{.*|\{.*|<.*|%\(.*             # templates: ${{ }}, {{ }}, {name}, <your key>
       | \*+|x{3,}|X{3,}|\.{3,}|…|-+          # masks: ***, xxx, ...
       | [A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+        # CONSTANT_NAMES (env var names, REPLACE_ME)
       | (?i:none|null|nil|true|false|undefined|changeme|change_me|replace_?me|example
