@@ -882,6 +882,32 @@ def _list_versions(ws: Any, file: str, as_json: bool) -> None:
         )
 
 
+@app.command()
+def forget(
+    ctx: typer.Context,
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry's id (m-... or h-...).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete an entry for good (a leaked secret, a person's data).
+
+    Removes its lines and every archived copy of its text from the files, its index rows and
+    cached vectors, and any write-journal or .trash/ file holding it. Everything else in mdmem
+    archives instead; git history, backups and synced copies still hold what they held.
+    """
+    ws = _open(ctx)
+    report = ws.forget(entry_id)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        for where in report.removed:
+            typer.echo(f"removed  {where}")
+        typer.echo(f"index    {report.chunks} rows, {report.vectors} cached vectors deleted")
+        for path in (*report.journal, *report.trash):
+            typer.echo(f"deleted  {path}")
+    for warning in report.warnings:
+        _warn(warning)
+
+
 def _indent(text: str, pad: str = "  ") -> str:
     return "\n".join(pad + line for line in text.splitlines())
 

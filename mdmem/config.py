@@ -145,6 +145,20 @@ class CompactConfig:
 
 
 @dataclass(frozen=True)
+class RedactConfig:
+    enabled: bool = True
+    """Mask secrets (API keys, private keys, tokens, passwords) in every program write, in the
+    index, search results and context, and before any model call."""
+    patterns: dict[str, str] = field(default_factory=dict)
+    """Extra secrets: kind → regex (its first group, if it has one, is the secret), e.g.
+    ``internal = "itk_[A-Za-z0-9]{32}"`` masks as ``[REDACTED:internal]``."""
+    allow: tuple[str, ...] = ()
+    """Exact strings never masked (e.g. a key published in documentation)."""
+    allow_patterns: tuple[str, ...] = ()
+    """Regexes: a found secret they match in full is never masked."""
+
+
+@dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
@@ -158,6 +172,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     compact: CompactConfig = field(default_factory=CompactConfig)
+    redact: RedactConfig = field(default_factory=RedactConfig)
 
     @property
     def max_file_bytes(self) -> int:
@@ -196,7 +211,29 @@ def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
         check_name(config.agent, "agent")
     except InvalidNameError as exc:
         raise ConfigError(f"{source}: agent: {exc}") from None
+    _check_redact(config.redact, source)
     return config
+
+
+def _check_redact(config: RedactConfig, source: str) -> None:
+    """Bad regexes fail at load, naming the key, not at the first write."""
+    for kind, regex in config.patterns.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", kind):
+            raise ConfigError(
+                f"{source}: redact.patterns: name {kind!r} must be lowercase letters, digits, _"
+            )
+        _check_regex(regex, f"{source}: redact.patterns.{kind}")
+    for regex in config.allow_patterns:
+        _check_regex(regex, f"{source}: redact.allow_patterns {regex!r}")
+
+
+def _check_regex(regex: str, where: str) -> None:
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise ConfigError(f"{where}: invalid regex: {exc}") from None
+    if pattern.search(""):
+        raise ConfigError(f"{where}: the regex matches the empty string (it would mask nothing)")
 
 
 def with_overrides(config: Config, **values: Any) -> Config:

@@ -71,6 +71,9 @@ class Entry:
     """For task-list items (``- [x]``): whether the box is ticked; else None."""
     meta: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Every key the metadata comment holds, as written."""
+    redacted: int = field(default=0, compare=False)
+    """Secrets masked (``[REDACTED:kind]``) in the text of the call that returned this entry
+    (``remember``, ``update``, ``supersede``); 0 for an entry read from a file."""
 
     @property
     def lines(self) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from mdmem.config import LLMConfig
 from mdmem.errors import MdmemError
+from mdmem.redact import DEFAULT, Redactor
 from mdmem.tokens import import_litellm
 
 Message = Mapping[str, Any]
@@ -59,9 +60,13 @@ def complete(
     json: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     backoff: float = BACKOFF_SECONDS,
+    redactor: Redactor = DEFAULT,
     **kwargs: Any,
 ) -> LLMReply:
     """One chat completion at temperature 0.
+
+    Every message's text is masked by ``redactor`` first (the built-in rules unless the
+    workspace passes its own): no secret in memory or a conversation is sent to a provider.
 
     ``json=True`` asks for a JSON object where the provider supports it (litellm drops the
     parameter elsewhere; callers validate the reply either way). Transient errors are retried
@@ -73,7 +78,7 @@ def complete(
         raise LLMError("no model configured: set [llm] model in mdmem.toml (or use --offline)")
     litellm = import_litellm()
     litellm.suppress_debug_info = True  # our errors say what to do; no "Give Feedback" banner
-    args = _call_args(messages, config, json, kwargs)
+    args = _call_args([_masked(m, redactor) for m in messages], config, json, kwargs)
     if "api_key" not in args and "api_base" not in args and "mock_response" not in args:
         _check_key(config.model, litellm)
     transient = _exceptions(litellm, TRANSIENT)
@@ -122,6 +127,22 @@ def _call_args(
         args["response_format"] = {"type": "json_object"}
     args.update(extra)
     return args
+
+
+def _masked(message: Message, redactor: Redactor) -> Message:
+    """A message with its text masked: a string content, or the text parts of a list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return {**message, "content": redactor(content)}
+    if isinstance(content, list):
+        parts = [
+            {**p, "text": redactor(p["text"])}
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+            else p
+            for p in content
+        ]
+        return {**message, "content": parts}
+    return message
 
 
 def _exceptions(litellm: Any, names: Sequence[str]) -> tuple[type[BaseException], ...]:

@@ -50,6 +50,7 @@ from mdmem.entries import Entry
 from mdmem.errors import FileProblem, MdmemError
 from mdmem.files import TEMP_SUFFIX, Writer, pid_alive
 from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
+from mdmem.redact import DEFAULT, Redactor
 
 log = logging.getLogger("mdmem")
 SESSIONS_DIR = ".sessions"
@@ -149,6 +150,8 @@ class Event:
     line: int = 0
     """1-based line in the session file when it was read or written (later writes above it,
     such as a longer frontmatter, move it down); 0 when not in a file."""
+    redacted: int = field(default=0, compare=False)
+    """Secrets masked (``[REDACTED:kind]``) in the text when it was recorded; 0 when read."""
 
     @property
     def canonical(self) -> str:
@@ -574,7 +577,9 @@ class Session:
         write: Writer | None,
         started: dt.datetime,
         clock: Callable[[], dt.datetime] = dt.datetime.now,
+        redactor: Redactor = DEFAULT,
     ) -> None:
+        """``redactor`` masks secrets in everything recorded (the built-in rules by default)."""
         self.id = session_id
         self.title = title
         self.agent = agent
@@ -589,6 +594,7 @@ class Session:
         self.metadata: dict[str, str] = {}
         self._write = write
         self._clock = clock
+        self._redactor = redactor
         self._front_broken = False
         self._tail: tuple[str, int] | None = None
         """The text this session last wrote, and the offset where its next event goes."""
@@ -603,22 +609,27 @@ class Session:
 
     # ---- recording -------------------------------------------------------------------------
 
-    def request(self, text: str) -> None:
-        """What the user asked (each call adds one part)."""
-        text = _checked(text, "request")
-        self.requests.append(text)
-        self._edit(lambda t: self._append_part(t, "Request", text))
+    def request(self, text: str) -> int:
+        """What the user asked (each call adds one part). Returns how many secrets were masked
+        (the part is kept exactly, but for ``[REDACTED:kind]`` in their place)."""
+        masked = self._redactor.redact(_checked(text, "request"))
+        self.requests.append(masked.text)
+        self._edit(lambda t: self._append_part(t, "Request", masked.text))
+        return masked.count
 
-    def response(self, text: str) -> None:
-        """What the agent answered (each call adds one part)."""
-        text = _checked(text, "response")
-        self.responses.append(text)
-        self._edit(lambda t: self._append_part(t, "Response", text))
+    def response(self, text: str) -> int:
+        """What the agent answered (each call adds one part). Returns how many secrets were
+        masked."""
+        masked = self._redactor.redact(_checked(text, "response"))
+        self.responses.append(masked.text)
+        self._edit(lambda t: self._append_part(t, "Response", masked.text))
+        return masked.count
 
     def event(self, action: str, text: str, importance: float | None = None) -> Event:
         """One step: ``planning``, ``thinking``, ``execute``, ``error``, ``complete``, ….
 
         Importance is inferred from the action unless given (error 0.9 … thinking 0.55).
+        Secrets in ``text`` are masked before it is written; ``Event.redacted`` says how many.
         """
         return self._record([self._new_event(action, text, importance)])[0]
 
@@ -649,12 +660,15 @@ class Session:
         self._sync_front()
         return self.rounds
 
-    def set_metadata(self, key: str, value: object) -> None:
-        """A ``- key: value`` line in the Metadata section (files changed, ticket, cost…)."""
+    def set_metadata(self, key: str, value: object) -> int:
+        """A ``- key: value`` line in the Metadata section (files changed, ticket, cost…).
+        Returns how many secrets were masked in it."""
         key = _one_line(key).replace(":", " ")
         if not key:
             raise ValueError("metadata key cannot be empty")
-        text = _one_line(str(value))
+        # the value is checked with its key: `- api_key: ...` is an assignment
+        masked = self._redactor.redact(f"{key}: {_one_line(str(value))}")
+        key, _, text = masked.text.partition(": ")
         self.metadata[key] = text
 
         def edit(current: str) -> str:
@@ -667,6 +681,7 @@ class Session:
             return append_to_section(current, self.path or "", "Metadata", f"- {key}: {text}\n")
 
         self._edit(edit)
+        return masked.count
 
     def close(self, status: str = "completed") -> None:
         """End the session: ``completed`` or ``failed`` (idempotent)."""
@@ -757,8 +772,10 @@ class Session:
     def _new_event(self, action: str, text: str, importance: float | None) -> Event:
         name = normal_action(action)
         value = infer_importance(name) if importance is None else _importance(importance)
-        body = _cap(_checked(text, "event text"))
-        return Event(self._clock().strftime("%H:%M:%S"), name, body, value, 0)
+        masked = self._redactor.redact(_checked(text, "event text"))  # before the cut
+        body = _cap(masked.text)
+        stamp = self._clock().strftime("%H:%M:%S")
+        return Event(stamp, name, body, value, 0, redacted=masked.count)
 
     def _record(
         self, events: list[Event], front: Mapping[str, object] | None = None

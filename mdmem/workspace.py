@@ -17,8 +17,8 @@ from string import Template
 from typing import TYPE_CHECKING, Any
 
 from mdmem import edits
-from mdmem.config import CONFIG_NAME, Config, Mode, check_name, load_config
-from mdmem.discovery import STATE_DIR, find_root
+from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
+from mdmem.discovery import STATE_DIR, find_root, private_file
 from mdmem.entries import (
     MEMORY_TYPES,
     SECTION_TITLES,
@@ -44,10 +44,13 @@ from mdmem.files import (
 )
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
+from mdmem.redact import Redactor
 from mdmem.scan import ScanResult, scan
 
 if TYPE_CHECKING:
-    from mdmem.context import Context
+    from mdmem.compact import CompactMemory
+    from mdmem.context import Context, Source
+    from mdmem.forget import ForgetReport
     from mdmem.index.embed import Embedder
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
     from mdmem.journal import JournalEntry
@@ -121,6 +124,7 @@ class Workspace:
         self._parsed_lock = threading.Lock()
         self._writer: SafeWriter | None = None
         self._sweep: InterruptedSweep | None = None
+        self._redactor: tuple[RedactConfig, Redactor] | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, mode={self.mode!r})"
@@ -169,6 +173,15 @@ class Workspace:
     @property
     def state_dir(self) -> Path:
         return self.root / STATE_DIR
+
+    @property
+    def redactor(self) -> Redactor:
+        """Masks secrets as ``[REDACTED:kind]``; built from ``[redact]`` in mdmem.toml."""
+        cfg = self.config.redact
+        if self._redactor is None or self._redactor[0] is not cfg:
+            built = Redactor.from_config(cfg.enabled, cfg.patterns, cfg.allow, cfg.allow_patterns)
+            self._redactor = (cfg, built)
+        return self._redactor[1]
 
     def scan(self) -> ScanResult:
         return scan(self.root, self.config.files)
@@ -232,12 +245,14 @@ class Workspace:
         if self._index is None:
             from mdmem.index.sync import Index
 
+            private_file(self.state_dir / "index.lock")  # owner-only, like all of .mdmem/
             self._index = Index(
                 self.root,
                 self.state_dir / "index.db",
                 self.config.files,
                 self.embedder,
                 on_message=log.warning,
+                redactor=self.redactor,
             )
         return self._index
 
@@ -279,6 +294,8 @@ class Workspace:
         k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
+        # the index holds masked text, and a remote embedding model must not get a secret
+        query = self.redactor.mask(query)
 
         def run() -> tuple[SyncReport, list[Hit]]:
             # readers never wait long for a writer: past a few seconds (or when the index
@@ -306,6 +323,8 @@ class Workspace:
         problems = [str(p) for p in report.problems]
         if report.readonly:
             problems.insert(0, report.readonly)
+        # the index holds masked text; a file it could not re-read may hold older text
+        hits = [self._masked_hit(hit) for hit in hits]
         return SearchResults(hits, stale=report.stale, problems=problems, mode=mode)
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
@@ -373,7 +392,7 @@ class Workspace:
         rel, absolute = self.resolve(path)
         entry = self.writer.journal.find(rel, version)
         text = decode_markdown(rel, entry.read_bytes(), self.config.max_file_bytes)
-        self._write(rel, absolute, lambda _current: text)
+        self._write(rel, absolute, lambda _current: text, exact=True)
         return entry
 
     def close(self) -> None:
@@ -404,11 +423,13 @@ class Workspace:
         ``section`` when given.
 
         Skills go to ``learnings.md`` when it exists, everything else to ``memory.md``.
-        Remembering the exact text already in the file returns the existing entry.
+        Remembering the exact text already in the file returns the existing entry. Secrets in
+        ``text`` are masked before it is written; ``Entry.redacted`` says how many.
         """
         check_type(type)
         check_importance(importance)
-        text = edits.check_text(text)
+        masked = self.redactor.redact(edits.check_text(text))
+        text = masked.text
         if source is not None:
             check_name(source, "source session")
         rel, absolute = self.resolve(file or self._file_for(type))
@@ -438,8 +459,8 @@ class Workspace:
 
         result = self._write(rel, absolute, edit)
         if found:
-            return found[0]
-        return _entry_by_id(parse_document(rel, result), entry_id)
+            return replace(found[0], redacted=masked.count)
+        return replace(_entry_by_id(parse_document(rel, result), entry_id), redacted=masked.count)
 
     def update(
         self,
@@ -460,8 +481,10 @@ class Workspace:
             meta["importance"] = check_importance(importance)
         if type is not None:
             meta["type"] = check_type(type)
+        masked = 0
         if text is not None:
-            text = edits.check_text(text)
+            redaction = self.redactor.redact(edits.check_text(text))
+            text, masked = redaction.text, redaction.count
         rel, absolute = self.resolve(entry.path)
 
         def edit(current: str) -> str:
@@ -469,7 +492,7 @@ class Workspace:
             return edits.rewrite_entry(current, rel, entry.id, meta, text)
 
         result = self._write(rel, absolute, edit)
-        return _entry_by_id(parse_document(rel, result), entry.id)
+        return replace(_entry_by_id(parse_document(rel, result), entry.id), redacted=masked)
 
     def supersede(
         self,
@@ -493,12 +516,14 @@ class Workspace:
         if old.archived:
             raise EditNotApplicable(f"{old.id} is already archived in {old.path}")
         rel, absolute = self.resolve(old.path)
+        masked = 0
         try:
             new = self.get(by)
             new_id_ = new.id
             new_text = None
         except EntryNotFoundError:
-            new_text = edits.check_text(by)
+            redaction = self.redactor.redact(edits.check_text(by))
+            new_text, masked = redaction.text, redaction.count
             new_id_ = new_id()
         stamp = {"superseded_by": new_id_, "superseded": _today()}
 
@@ -524,7 +549,110 @@ class Workspace:
         result = self._write(rel, absolute, edit)
         if new_text is None:
             return self.get(new_id_)
-        return _entry_by_id(parse_document(rel, result), new_id_)
+        return replace(_entry_by_id(parse_document(rel, result), new_id_), redacted=masked)
+
+    def forget(self, entry: str | Entry) -> ForgetReport:
+        """Delete an entry for good: the one true delete, for a leaked secret or a person's data.
+
+        Removes its lines from its file and every archived copy of the same text (through the
+        safe writes), its chunks from the index (deleted bytes zeroed, FTS5 segments merged,
+        WAL truncated), its cached vectors, and any write-journal or ``.trash/`` file holding
+        it. Git history, backups and synced copies are out of reach: ``warnings`` says so.
+        """
+        from mdmem import forget as fg
+
+        target = self._expected(entry)
+        doomed = fg.copies(target, self.snapshot().entries(include_archived=True))
+        keys = {(e.path, e.id) for e in doomed}
+        key = fg.normal(target.text)
+        removed: list[tuple[Entry, str]] = []
+        for rel in sorted({e.path for e in doomed}):
+
+            def wanted(e: Entry, rel: str = rel) -> bool:
+                return (rel, e.id) in keys or (e.archived and fg.normal(e.text) == key)
+
+            removed += self._remove_entries(rel, wanted)
+        texts = fg.needles([(target, target.text), *removed])
+        journal = fg._scrub_journal(self.state_dir, texts)
+        trash = fg._scrub_trash(self.root, texts)  # (before the index: it may index .trash/)
+        chunks, vectors, truncated = self._forget_indexed({e.id for e in doomed}, removed)
+        self.redactor.clear_memo()  # no copy left in this process's memory either
+        warnings = [fg.GIT_WARNING]
+        others = [  # (the files as they are now: what was removed is gone)
+            f"{e.id} ({e.path}:{e.start_line})"
+            for e in self.snapshot().entries(include_archived=True)
+            if key in fg.normal(e.text)
+        ]
+        if others:
+            listed = ", ".join(others)
+            warnings.append(f"other entries hold the same text (forget them too): {listed}")
+        if not truncated:
+            warnings.append(
+                "a reader in another process kept the index WAL open: its old pages leave when "
+                "the last process using the index closes it"
+            )
+        return fg.ForgetReport(
+            target.id,
+            tuple(f"{e.path}:{e.start_line}-{e.end_line}" for e, _ in removed),
+            chunks,
+            vectors,
+            tuple(p.relative_to(self.root).as_posix() for p in journal),
+            tuple(p.relative_to(self.root).as_posix() for p in trash),
+            truncated,
+            tuple(warnings),
+        )
+
+    def _remove_entries(self, rel: str, wanted: Callable[[Entry], bool]) -> list[tuple[Entry, str]]:
+        from mdmem.forget import remove_entries
+
+        _, absolute = self.resolve(rel)
+        cut: list[tuple[Entry, str]] = []
+
+        def edit(current: str) -> str:
+            text, found = remove_entries(current, rel, wanted)
+            cut[:] = found
+            return text
+
+        self._write(rel, absolute, edit, create=False)
+        with self._parsed_lock:
+            self._parsed.pop(rel, None)
+        return cut
+
+    def _forget_indexed(
+        self, ids: set[str], removed: list[tuple[Entry, str]]
+    ) -> tuple[int, int, bool]:
+        """Index rows, cached vectors, access counts and first-seen dates of the entries, gone
+        with their bytes. Returns (rows, vectors, whether the WAL was truncated)."""
+        from mdmem.index.chunks import sha
+        from mdmem.index.purge import drop_unused_vectors, scrub
+
+        index = self.index
+        marks = ",".join("?" * len(ids))
+        with index.searching():
+            conn = index.conn
+            rows = conn.execute(
+                f"SELECT rowid, text, text_hash FROM chunks WHERE entry_id IN ({marks})",
+                sorted(ids),
+            ).fetchall()
+            index.sync(embed=False)  # the files changed: their chunks are replaced
+            plain = [sha(text) for _, text, _ in rows] + [sha(e.text) for e, _ in removed]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for rowid, _, _ in rows:  # still there if a file could not be re-read
+                    conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
+                    conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
+                vectors = drop_unused_vectors(conn, [h for _, _, h in rows])
+                for access_key in [*ids, *plain]:
+                    conn.execute("DELETE FROM access WHERE key = ?", (access_key,))
+                for text_hash in plain:
+                    conn.execute("DELETE FROM first_seen WHERE text_hash = ?", (text_hash,))
+                index._bump_generation()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            truncated = scrub(conn)
+        return len(rows), vectors, truncated
 
     # ---- modes ----------------------------------------------------------------------------
 
@@ -602,11 +730,13 @@ class Workspace:
         from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton, writer_stamp
 
         agent = check_name(agent or self.agent, "agent")
-        title = edits.check_text(title).split("\n", 1)[0]
+        title = self.redactor(edits.check_text(title).split("\n", 1)[0])  # (and so the name)
         started = dt.datetime.now()
         base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
         if self.mode != "full":
-            return Session(base, title, agent, path=None, write=None, started=started)
+            return Session(
+                base, title, agent, path=None, write=None, started=started, redactor=self.redactor
+            )
         self.mark_interrupted()
         folder = self.root / SESSIONS_DIR
         folder.mkdir(exist_ok=True)
@@ -625,6 +755,7 @@ class Workspace:
             path=rel,
             write=self._file_writer(rel, "a session file", create=False),
             started=started,
+            redactor=self.redactor,
         )
 
     def mark_interrupted(self) -> list[str]:
@@ -782,6 +913,8 @@ class Workspace:
                 self._entries_or_warn(COMPACT_FILE) if (self.root / COMPACT_FILE).exists() else []
             )
             sources.append(ctx.compact_source(compact, COMPACT_FILE))
+        # a person's file is never rewritten, but its secrets never reach a prompt
+        sources = [self._masked_source(source) for source in sources]
         text, usage = ctx.pack(sources, cfg.shares, budget, count)
         return ctx.Context(text, count(text), budget, model, self.mode, query, usage)
 
@@ -825,6 +958,7 @@ class Workspace:
 
         messages, record = self._conversation(source)
         session_id = record.id if record is not None and record.path else None
+        llm_kwargs = {"redactor": self.redactor, **llm_kwargs}  # nothing leaves unmasked
         extraction = None
         with self._dry_run(dry_run) as changes:
             if flush:
@@ -851,6 +985,7 @@ class Workspace:
                 count=count,
                 **llm_kwargs,
             )
+            result = replace(result, memory=self._masked_memory(result.memory))
             if previous:  # what the memory held before counts as input, not as growth
                 before = result.tokens_before + count(previous.render())
                 result = replace(
@@ -912,6 +1047,7 @@ class Workspace:
         """
         messages, record = self._conversation(source)
         session_id = record.id if record is not None and record.path else None
+        llm_kwargs = {"redactor": self.redactor, **llm_kwargs}  # nothing leaves unmasked
         with self._dry_run(dry_run) as changes:
             report = self._extract(messages, session_id, offline, llm_kwargs)
         return replace(report, dry_run=dry_run, diff=changes.diff())
@@ -953,8 +1089,10 @@ class Workspace:
             **llm_kwargs,
         )
         changes = []
+        mask = self.redactor.mask
         for d in decisions:
             c = d.candidate
+            d = replace(d, text=mask(d.text))
             written: Entry | None = None
             if d.action in ("add", "keep_both"):
                 rel = self._file_for(c.type)
@@ -978,7 +1116,7 @@ class Workspace:
                     d.text,
                     c.importance,
                     d.reason,
-                    c.evidence,
+                    mask(c.evidence),
                     written.id if written else None,
                     written.path if written else None,
                     d.existing.id if d.existing is not None else None,
@@ -1087,8 +1225,17 @@ class Workspace:
         return entry if isinstance(entry, Entry) else self.get(entry)
 
     def _write(
-        self, rel: str, absolute: Path, edit: Callable[[str], str], *, create: bool = True
+        self,
+        rel: str,
+        absolute: Path,
+        edit: Callable[[str], str],
+        *,
+        create: bool = True,
+        exact: bool = False,
     ) -> str:
+        """``exact``: write what the edit returns as it is (a restored version), secrets and all."""
+        if not exact:
+            edit = self._no_new_secrets(edit)
         run = self._dry()
         if run is not None:  # a dry run: edits apply to copies in memory
             if rel not in run.texts:
@@ -1101,6 +1248,41 @@ class Workspace:
         real = absolute.resolve() if absolute.is_symlink() else absolute
         target = Target(real, rel, self.config.max_file_bytes)
         return self.writer.edit(target, edit, create=create).text
+
+    def _no_new_secrets(self, edit: Callable[[str], str]) -> Callable[[str], str]:
+        """Every program write, whatever made it (task, world, compaction, anything added
+        later), never adds a secret the file did not already hold; a person's own text,
+        secrets included, is never rewritten for this."""
+        redactor = self.redactor
+        if not redactor.enabled:
+            return edit
+
+        def guarded(current: str) -> str:
+            new = edit(current)
+            return redactor.redact_added(current, new).text
+
+        return guarded
+
+    def _masked_hit(self, hit: Hit) -> Hit:
+        mask = self.redactor.mask
+        text, heading = mask(hit.text), mask(hit.heading)
+        if text is hit.text and heading is hit.heading:
+            return hit
+        return replace(hit, text=text, heading=heading)
+
+    def _masked_source(self, source: Source) -> Source:
+        mask = self.redactor.mask
+        units = tuple(replace(u, text=mask(u.text), group=mask(u.group)) for u in source.units)
+        return replace(source, units=units, groups=tuple(mask(g) for g in source.groups))
+
+    def _masked_memory(self, memory: CompactMemory) -> CompactMemory:
+        """Compaction output (a model's or the offline engine's) with its secrets masked."""
+        mask = self.redactor.mask
+        return replace(
+            memory,
+            state=tuple(mask(s) for s in memory.state),
+            events=tuple(replace(e, text=mask(e.text)) for e in memory.events),
+        )
 
     def _file_for(self, type_: str) -> str:
         if type_ == "skill" and (self.root / LEARNINGS_FILE).exists():

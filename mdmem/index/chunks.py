@@ -3,7 +3,8 @@
 Every entry is a chunk; content that is not an entry (code blocks, tables, HTML) becomes block
 chunks per section, so every line of a file is findable. Long units split at line boundaries
 with a one-line overlap. Each chunk's embedding text carries its context (file, headings, date)
-so that a bare "yes, on Tuesday" is still findable.
+so that a bare "yes, on Tuesday" is still findable. Secrets are masked in what the index stores
+(text, heading, embedded text), never in the file.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mdmem.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown import Document, Heading
+from mdmem.redact import Redactor
 
-CHUNKER_VERSION = 4
+CHUNKER_VERSION = 5
+"""5: secrets masked in chunk text (an index built before holds them: it is rebuilt once)."""
 MAX_CHARS = 1500
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
 _ONLY_COMMENTS = re.compile(r"(?:\s*<!--.*?-->)+\s*", re.S)
@@ -48,8 +52,9 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def chunk_document(doc: Document) -> list[Chunk]:
-    context = _FileContext.of(doc)
+def chunk_document(doc: Document, redactor: Redactor | None = None) -> list[Chunk]:
+    """``redactor`` masks secrets in what the index keeps (a person's file stays as it is)."""
+    context = _FileContext.of(doc, redactor if redactor is not None else _same)
     chunks: list[Chunk] = []
     for entry in doc.entries:
         for start, end, text in _split(entry.start_line, entry.end_line, entry.text):
@@ -68,9 +73,10 @@ class _FileContext:
     date: str | None
     agent: str | None
     session: str | None
+    mask: Callable[[str], str]
 
     @classmethod
-    def of(cls, doc: Document) -> _FileContext:
+    def of(cls, doc: Document, mask: Callable[[str], str]) -> _FileContext:
         fm = doc.frontmatter
         stem = doc.path.rsplit("/", 1)[-1].removesuffix(".md")
         # The file's own title, not its name, so renaming a file re-embeds nothing.
@@ -83,7 +89,7 @@ class _FileContext:
         agent = fm.get("agent")
         if agent is None and doc.path.startswith(".notes/") and doc.path.count("/") >= 2:
             agent = doc.path.split("/")[1]
-        return cls(doc.path, title, date, str(agent) if agent else None, session)
+        return cls(doc.path, mask(title), date, str(agent) if agent else None, session, mask)
 
     def chunk(
         self,
@@ -93,7 +99,9 @@ class _FileContext:
         text: str,
         entry: Entry | None,
     ) -> Chunk:
+        heading_path = tuple(self.mask(h) for h in heading_path)
         heading = " > ".join(heading_path)
+        text = self.mask(text)
         created = (entry.created if entry else None) or self.date
         header = " > ".join([self.title, *heading_path[1:]] if heading_path else [self.title])
         if heading_path and heading_path[0].lower() != self.title.lower():
@@ -125,6 +133,10 @@ class _FileContext:
             if found := type_from_heading(title):
                 return found
         return default_type_for_file(self.path)
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def _date(value: object) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from mdmem.discovery import private_file
 from mdmem.errors import MdmemError
 
 SCHEMA_VERSION = 2
@@ -77,7 +78,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 def connect(path: Path, on_message: Callable[[str], None] | None = None) -> sqlite3.Connection:
     """Open (creating, migrating or rebuilding as needed) the index at ``path``."""
     check_openable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         return _open(path)
     except sqlite3.DatabaseError as exc:
@@ -207,8 +207,11 @@ def read_only(conn: sqlite3.Connection) -> bool:
 
 
 def _open(path: Path) -> sqlite3.Connection:
+    _owner_only(path)
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     try:
+        # deleted rows are zeroed, not left in free pages (the index holds every word)
+        conn.execute("PRAGMA secure_delete=ON")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
@@ -226,6 +229,22 @@ def _open(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _owner_only(path: Path) -> None:
+    """The index holds every word of the workspace: 0600 in a 0700 ``.mdmem/``, made before
+    SQLite opens it (SQLite gives the -wal and -shm files the database file's mode). On a
+    read-only mount an existing index is left as it is (and opened read-only)."""
+    try:
+        private_file(path)
+    except OSError:
+        if not path.exists():
+            raise
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            side = Path(str(path) + suffix)
+            if side.stat().st_mode & 0o077:
+                side.chmod(0o600)
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:

@@ -41,6 +41,7 @@ from mdmem.index.db import (
 from mdmem.index.embed import Embedder
 from mdmem.index.text import segment
 from mdmem.markdown import Problem, parse_document
+from mdmem.redact import DEFAULT, Redactor
 from mdmem.scan import FileStat, scan
 
 BATCH_FILES = 200
@@ -123,8 +124,13 @@ class Index:
         embedder: Callable[[], Embedder | None],
         on_message: Callable[[str], None] | None = None,
         lock_path: Path | None = None,
+        redactor: Redactor = DEFAULT,
     ) -> None:
+        """``redactor`` masks secrets in the chunks the index stores (the files stay as they
+        are); changing what it masks rebuilds the index once."""
         self.root = root
+        self.redactor = redactor
+        self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
         self.lock_path = lock_path or db_path.with_suffix(".lock")
         self.db_path = db_path
         self.files = files
@@ -352,7 +358,8 @@ class Index:
         defer_bytes: int | None = None,
     ) -> None:
         embedder = self.embedder() if embed else None
-        if self.meta("chunker_version") != str(CHUNKER_VERSION):
+        built_with = self.meta("chunker_version")
+        if built_with != self.chunker_key:
             full = True
         fresh = self.freshness()
         report.problems = fresh.problems
@@ -393,8 +400,41 @@ class Index:
                 if embedder is not None:
                     self._set_meta("embed_model", embedder.model_id)
                     self._set_meta("embedded_generation", generation)
-                self._set_meta("chunker_version", str(CHUNKER_VERSION))
+                self._set_meta("chunker_version", self.chunker_key)
                 self._set_meta("last_sync", dt.datetime.now().isoformat(timespec="seconds"))
+        pending = self.meta("scrub")
+        if (built_with is not None and built_with != self.chunker_key) or pending == "pages":
+            self._scrub_rebuilt(report.stale)
+        elif pending == "wal":  # rewritten; a reader kept the old WAL: one quick try per sync
+            from mdmem.index.purge import truncate_wal
+
+            if truncate_wal(self.conn, attempts=1):
+                self.conn.execute("DELETE FROM meta WHERE key = 'scrub'")
+
+    def _scrub_rebuilt(self, stale: list[str]) -> None:
+        """After a rebuild that changed what is masked: no text from before survives in the
+        chunks of unreadable files, cached vectors, free pages, FTS5 segments or the WAL.
+        Until that is done, the next sync tries again."""
+        from mdmem.index.purge import drop_unused_vectors, mask_rows, scrub
+
+        with _transaction(self.conn):
+            self._set_meta("scrub", "pages")
+            if stale:
+                mask_rows(self.conn, stale, self.redactor, sha)
+            drop_unused_vectors(self.conn)
+            self._bump_generation()
+        try:
+            truncated = scrub(self.conn, vacuum=True)
+        except sqlite3.OperationalError as exc:  # another process busy with the file
+            if self._on_message:
+                self._on_message(f"index rebuilt; old pages not rewritten yet ({exc})")
+            return
+        if truncated:
+            self.conn.execute("DELETE FROM meta WHERE key = 'scrub'")
+        else:
+            self._set_meta("scrub", "wal")
+            if self._on_message:
+                self._on_message("index rebuilt; a reader kept the WAL open (truncated later)")
 
     def _defer_big(
         self, changed: list[FileStat], defer_bytes: int, report: SyncReport
@@ -433,7 +473,7 @@ class Index:
                 continue
             doc = parse_document(stat.path, text)
             report.problems.extend(doc.problems)
-            parsed.append((stat, digest, chunk_document(doc)))
+            parsed.append((stat, digest, chunk_document(doc, self.redactor)))
         now = dt.datetime.now().isoformat(timespec="seconds")
         with _transaction(self.conn):
             for stat in touched:

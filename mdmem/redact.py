@@ -1,0 +1,592 @@
+"""Secrets out of memory: find API keys, private keys, tokens and passwords, and mask them.
+
+A :class:`Redactor` is a value built from the ``[redact]`` config. ``redact(text)`` returns the
+text with every secret replaced by ``[REDACTED:kind]`` and the spans it replaced, so a write can
+say how many it masked. Every program write, the index and everything sent to a model go
+through one; a person's own file is never rewritten for it (its secrets are masked in the index,
+search results and context instead).
+
+The rules are provider formats as published (prefix, alphabet, length), private key blocks,
+JWTs, credentials in URLs, ``password=`` / ``token:`` / ``secret=`` assignments, and
+high-entropy values in assignments. Each rule runs only when its trigger (a literal prefix or
+keyword) is in the text, so ordinary prose costs a few substring checks. Why not a library:
+see the README's "Secrets" section (detect-secrets and others measured on tests/data/secrets/).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+RULES_VERSION = 1
+MEMO_SIZE = 8192
+"""Bumped when the built-in rules change: indexes built with other rules are rebuilt."""
+MARK = "[REDACTED:{kind}]"
+_MARK_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+@dataclass(frozen=True)
+class Span:
+    """A secret found in a text: ``text[start:end]`` is replaced by ``[REDACTED:kind]``."""
+
+    start: int
+    end: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A text with its secrets masked, and the spans (of the original text) that were."""
+
+    text: str
+    spans: tuple[Span, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.spans)
+
+    def kinds(self) -> dict[str, int]:
+        return dict(Counter(s.kind for s in self.spans))
+
+
+Check = Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of secret: where ``regex`` matches, group ``group`` is the secret (if
+    ``check`` accepts it; group 0: the first group that matched, else the whole match)."""
+
+    kind: str
+    regex: str
+    flags: int = 0
+    group: int = 0
+    check: Check | None = None
+    boundary: bool = False
+    """Reject a match glued to a longer word (``xsk-ant-...``)."""
+    triggers: tuple[str, ...] = ()
+    """The rule runs only if one of these literals is in the text; none: it always runs."""
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """Compiled on first use: importing mdmem (every CLI call) compiles nothing."""
+        return re.compile(self.regex, self.flags)
+
+
+# ---- value checks ------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(
+    r"""^(?:
+        \$\{?[A-Za-z_][A-Za-z0-9_]*\}?       # $VAR, ${VAR}
+      | \$\{\{.*|\{.*|<.*|%\(.*             # templates: ${{ }}, {{ }}, {name}, <your key>
+      | \*+|x{3,}|X{3,}|\.{3,}|…|-+          # masks: ***, xxx, ...
+      | [A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+        # CONSTANT_NAMES (env var names, REPLACE_ME)
+      | (?i:none|null|nil|true|false|undefined|changeme|change_me|replace_?me|example
+            |placeholder|your[_-].*|my[_-]?(?:password|token|secret|key).*|redacted|secret
+            |password|passwd|pass|pwd|token|hidden|masked|empty|required|optional|str|string
+            |int)
+      | (?:os\.|process\.|env\.|getenv|environ|settings\.|config\.|self\.|secrets\.).*
+    )$""",
+    re.X,
+)
+_HEXISH = re.compile(r"^[0-9a-fA-F\-]+$")
+_HASH_PREFIX = re.compile(r"^(?:sha\d{1,3}|md5|blake2[bs]?|h\d)[-:_]", re.I)
+_PATH = re.compile(r"^[~.]{0,2}/[\w./\-]*$")
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character of ``value``'s own characters."""
+    if not value:
+        return 0.0
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _not_placeholder(value: str) -> bool:
+    return not _PLACEHOLDER.match(value) and "[REDACTED:" not in value
+
+
+def _password_value(value: str) -> bool:
+    """After ``password=``: anything but a placeholder, a word in prose, a call or a path."""
+    if len(value) < 4 or not _not_placeholder(value) or "(" in value or _PATH.match(value):
+        return False
+    # 'see', 'changeme', 'required': a word in prose, not a password
+    return not (value.isalpha() and value.islower() and len(value) < 16)
+
+
+def _spoken_password(value: str) -> bool:
+    """``the password is X`` with no ``=``: X must look made up (letters and digits/symbols)."""
+    has_alpha = any(c.isalpha() for c in value)
+    has_other = any(c.isdigit() or not c.isalnum() for c in value)
+    return len(value) >= 6 and has_alpha and has_other and _password_value(value)
+
+
+def _token_value(value: str) -> bool:
+    """After ``token=`` / ``secret:``: a random-looking string of at least 8 characters."""
+    if len(value) < 8 or not _not_placeholder(value) or _PATH.match(value):
+        return False
+    if not re.fullmatch(r"[A-Za-z0-9_\-.+/=~!@#$%^&*]+", value):
+        return False  # code (calls, attribute chains with brackets), text with spaces
+    if re.fullmatch(r"[a-z]+(?:[._\-][a-z]+)*", value):
+        return False  # identifiers and dotted names: request.headers, my_token_name
+    digits = sum(c.isdigit() for c in value)
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    return digits > 0 or mixed or len(value) >= 20
+
+
+def _high_entropy(value: str) -> bool:
+    """A value in an assignment that looks random: mixed classes, high entropy, no hash."""
+    core = value.rstrip("=")
+    if len(core) < 20 or not _not_placeholder(core):
+        return False
+    if _HEXISH.match(core) or _HASH_PREFIX.match(core):
+        return False  # git SHAs, UUIDs, checksums: random, but not secret
+    upper = any(c.isupper() for c in core)
+    lower = any(c.islower() for c in core)
+    digits = sum(c.isdigit() for c in core)
+    if not (upper and lower and digits):
+        return False
+    return entropy(core) >= 3.5 + min(len(core), 64) / 64
+
+
+# ---- the rules --------------------------------------------------------------------------------
+# Each pattern starts with a literal (or a short set of literals), so the regex engine skips
+# through text without one at memchr speed; a secret glued to a longer word (``xsk-ant-...``) is
+# rejected in code (``boundary``) rather than with a leading look-behind, which would make the
+# engine try every position.
+
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_END = r"(?![A-Za-z0-9_\-])"
+_AWS_VALUE = r"[\"']?(?:\s*[:=]\s*|\s+)[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+
+
+def _rule(
+    kind: str,
+    triggers: str,
+    pattern: str,
+    group: int = 0,
+    check: Check | None = None,
+    flags: int = 0,
+    boundary: bool = True,
+) -> Rule:
+    return Rule(kind, pattern, flags, group, check, boundary, tuple(triggers.split()))
+
+
+BUILTIN_RULES: tuple[Rule, ...] = (
+    # private keys first: a block may hold strings that look like other secrets
+    _rule(
+        "private_key",
+        "PRIVATE",
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
+        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?=\n[ \t]*\n)|\Z)",
+        flags=re.S,
+        boundary=False,
+    ),
+    _rule("anthropic", "sk-ant-", r"sk-ant-[a-z]{2,8}\d{2}-[A-Za-z0-9_\-]{32,}" + _END),
+    _rule(
+        "openai",
+        "T3BlbkFJ",
+        r"sk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{10,}T3BlbkFJ[A-Za-z0-9_\-]{10,}"
+        + _END,
+    ),
+    _rule(
+        "openai",
+        "sk-proj- sk-svcacct- sk-admin-",
+        r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}" + _END,
+    ),
+    _rule("openai", "sk-", r"sk-[A-Za-z0-9]{48}" + _END),
+    _rule(
+        "aws_access_key",
+        "AKIA ASIA ABIA ACCA",
+        r"A(?:KIA|SIA|BIA|CCA)[A-Z2-7]{16}(?![A-Za-z0-9])",
+    ),
+    _rule(
+        "aws_secret_key",
+        "ecret ECRET",
+        r"(?:[Ss]ecret|SECRET)[_\-]?(?:[Aa]ccess|ACCESS)[_\-]?(?:[Kk]ey|KEY)" + _AWS_VALUE,
+        group=1,
+        boundary=False,
+    ),
+    _rule(
+        "aws_secret_key",
+        "ecret ECRET",
+        r"(?:aws|AWS)[_\-]?(?:secret|SECRET)[_\-]?(?:key|KEY)" + _AWS_VALUE,
+        group=1,
+        boundary=False,
+    ),
+    _rule(
+        "github",
+        "ghp_ gho_ ghu_ ghs_ ghr_ github_pat_",
+        r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{60,251})" + _END,
+    ),
+    _rule(
+        "gitlab",
+        "glpat- gldt- glrt- glptt- glcbt- glimt- glsoat- glffct- glagent-",
+        r"gl(?:pat|dt|rt|ptt|cbt|imt|soat|ffct|agent)-[A-Za-z0-9_\-]{20,}" + _END,
+    ),
+    _rule(
+        "slack_webhook",
+        "hooks.slack.com",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_\-/]{20,}",
+    ),
+    _rule(
+        "slack",
+        "xox xapp-",
+        r"(?:xox[abposr]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})" + _END,
+    ),
+    _rule("google", "AIza", r"AIza[A-Za-z0-9_\-]{35}" + _END),
+    _rule("google", "GOCSPX-", r"GOCSPX-[A-Za-z0-9_\-]{28}" + _END),
+    _rule("google", "ya29.", r"ya29\.[A-Za-z0-9_\-]{20,}" + _END),
+    _rule("stripe", "k_live_ k_test_", r"[sr]k_(?:live|test)_[A-Za-z0-9]{20,}" + _END),
+    _rule("stripe", "whsec_", r"whsec_[A-Za-z0-9]{24,}" + _END),
+    _rule("huggingface", "hf_", r"hf_[A-Za-z]{30,}" + _END),
+    _rule("npm", "npm_", r"npm_[A-Za-z0-9]{36}" + _END),
+    _rule("pypi", "pypi-", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}" + _END),
+    _rule("sendgrid", "SG.", r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _END),
+    _rule("twilio", "SK", r"SK[0-9a-fA-F]{32}" + _END),
+    _rule("digitalocean", "_v1_", r"do[opr]_v1_[a-f0-9]{64}" + _END),
+    _rule("groq", "gsk_", r"gsk_[A-Za-z0-9]{48,}" + _END),
+    _rule("xai", "xai-", r"xai-[A-Za-z0-9]{70,}" + _END),
+    _rule("shopify", "shp", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _END),
+    _rule("docker", "dckr_pat_", r"dckr_pat_[A-Za-z0-9_\-]{27,}" + _END),
+    _rule(
+        "jwt",
+        "eyJ",
+        r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{0,600}" + _END,
+    ),
+    _rule(
+        "url_credentials",
+        "://",
+        r"://[^\s:@/?#\[\]]*:([^\s@/]{1,200})@",
+        group=1,
+        check=_not_placeholder,
+        boundary=False,
+    ),
+    _rule(
+        "password",
+        "assword ASSWORD assphrase ASSPHRASE",
+        r"(?<![A-Za-z0-9_])[Pp](?:ASS(?:WORD|PHRASE)|ass(?:word|phrase))(?:\s+(?:is|was))?\s+"
+        r"([^\s\"'`]{6,128})(?<![.,;:)])",
+        group=1,
+        check=_spoken_password,
+        boundary=False,  # (``--password X`` is one: only letters before it make a longer word)
+    ),
+    _rule(
+        "secret",
+        "earer EARER",
+        r"(?:Bearer|bearer|BEARER)\s+([A-Za-z0-9_\-.=+/~]{16,})",
+        group=1,
+        check=_token_value,
+    ),
+)
+"""Built-in rules, most specific first: where spans overlap, the earlier rule names the kind.
+Each runs only when one of its trigger literals is in the text (most lines of prose hold none).
+Assignments (``password=``, ``api_key:``, high-entropy values) are found by
+:func:`_assignment_spans`."""
+
+# ---- assignments ------------------------------------------------------------------------------
+
+_OPERATOR = re.compile(r"""[:=][=>]?[ \t]*["']?[^\s"'`,;)\]}<>]{4}""")
+_VALUE_AFTER = re.compile(
+    r"""[ \t]*(?:(?:[Bb]earer|[Tt]oken|[Bb]asic)[ \t]+)?"""
+    r"""(?:"([^"\n]{1,200})"|'([^'\n]{1,200})'|([^\s"'`,;)\]}<>]{1,200}))"""
+)
+_PASS_NAME = re.compile(r"password|passwd|passphrase|(?:^|[_.\-])(?:pass|pwd)(?:$|[_.\-])")
+_KEY_NAME = re.compile(
+    r"token|secret|credential|bearer|auth(?!or)|(?:^|[_.\-])key$|^key|"
+    r"(?:api|access|private|signing|session|master|encryption|account|client|app|license|"
+    r"service|admin|deploy|ssh|gpg|pgp|hmac|webhook|subscription|storage|x-api)[_.\-]?key"
+)
+_NOT_SECRET_NAME = re.compile(r"tokenizer|token_?count|tokens?_(?:used|in|out|limit)|max_tokens")
+_HASH_NAME = re.compile(
+    r"(?:^|[_.\-])(?:sha\d*|md5|hash|checksum|integrity|digest|etag|h\d|rev|commit|revision|"
+    r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image)$"
+)
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_NAME_GAP = frozenset("\"' \t")
+_B64ISH = re.compile(r"^[A-Za-z0-9+/_\-]+=*$")
+
+
+def _assignment_spans(text: str) -> Iterable[tuple[int, int, str]]:
+    """``name = value`` / ``name: value`` / ``"name": "value"``: the value is a password, a
+    secret or a random high-entropy string depending on the name and on how it looks.
+
+    Found from the operator (one cheap regex) forwards to the value and backwards to the name,
+    which is read character by character (a regex searching backwards would try every start)."""
+    for op in _OPERATOR.finditer(text):
+        at = op.start()
+        j = at
+        while j and at - j < 4 and text[j - 1] in _NAME_GAP:
+            j -= 1
+        k = j
+        while k and j - k < 64 and text[k - 1] in _NAME_CHARS:
+            k -= 1
+        while k < j and not (text[k].isalpha() or text[k] == "_"):
+            k += 1
+        if k == j:
+            continue
+        value_match = _VALUE_AFTER.match(text, at + _op_len(text, at))
+        if value_match is None:
+            continue
+        n = 1 if value_match.group(1) is not None else 2 if value_match.group(2) is not None else 3
+        start, end = value_match.span(n)
+        kind = _assigned_kind(text[k:j].lower(), text[start:end])
+        if kind is not None:
+            yield start, end, kind
+
+
+def _assigned_kind(name: str, value: str) -> str | None:
+    """What ``name = value`` holds: a password, a secret, a random string, or nothing."""
+    if _PASS_NAME.search(name):
+        return "password" if _password_value(value) else None
+    if _KEY_NAME.search(name) and not _NOT_SECRET_NAME.search(name):
+        return "secret" if _token_value(value) else None
+    if len(value) < 20 or _HASH_NAME.search(name) or not _B64ISH.match(value):
+        return None
+    return "high_entropy" if _high_entropy(value) else None
+
+
+def _op_len(text: str, at: int) -> int:
+    return 2 if text[at + 1 : at + 2] in ("=", ">") else 1
+
+
+# ---- the redactor -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Finds and masks secrets. Build one with :meth:`from_config`; the default is on."""
+
+    enabled: bool = True
+    rules: tuple[Rule, ...] = BUILTIN_RULES
+    allow: frozenset[str] = frozenset()
+    """Exact strings never masked (e.g. a documented example key)."""
+    allow_patterns: tuple[re.Pattern[str], ...] = ()
+    """Regexes: a secret they match in full is never masked."""
+
+    @classmethod
+    def from_config(
+        cls,
+        enabled: bool = True,
+        patterns: Mapping[str, str] | None = None,
+        allow: Iterable[str] = (),
+        allow_patterns: Iterable[str] = (),
+    ) -> Redactor:
+        """``patterns``: kind → regex (its first group, if any, is the secret). Raises
+        ValueError naming the kind or regex that is not valid."""
+        extra = tuple(custom_rule(kind, regex) for kind, regex in (patterns or {}).items())
+        allowed = tuple(_compile(p, f"allow pattern {p!r}") for p in allow_patterns)
+        return cls(enabled, BUILTIN_RULES + extra, frozenset(allow), allowed)
+
+    @functools.cached_property
+    def _triggers(
+        self,
+    ) -> tuple[re.Pattern[str], tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
+        """A regex finding any trigger, (trigger, the rules it wakes) pairs, and the rules that
+        have no trigger (they always run)."""
+        wakes: dict[str, list[int]] = {}
+        for rank, rule in enumerate(self.rules):
+            for literal in rule.triggers:
+                wakes.setdefault(literal, []).append(rank)
+        always = tuple(rank for rank, rule in enumerate(self.rules) if not rule.triggers)
+        gate = re.compile("|".join(re.escape(t) for t in wakes) or "(?!)")
+        return gate, tuple((k, tuple(v)) for k, v in wakes.items()), always
+
+    @functools.cached_property
+    def key(self) -> str:
+        """Changes when what would be masked changes (the index is rebuilt then)."""
+        base = f"r{RULES_VERSION}-{'on' if self.enabled else 'off'}"
+        extra = [(r.kind, r.regex) for r in self.rules if r not in BUILTIN_RULES]
+        if not (extra or self.allow or self.allow_patterns) or not self.enabled:
+            return base
+        spec = repr((extra, sorted(self.allow), [p.pattern for p in self.allow_patterns]))
+        return f"{base}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+
+    def find(self, text: str) -> list[Span]:
+        """The secrets in ``text``, in order; overlapping finds are merged into one span."""
+        if not self.enabled or not text:
+            return []
+        found: list[tuple[int, int, int, str]] = []  # start, end, rule rank, kind
+        gate, literals, always = self._triggers
+        ranks = set(always)
+        if gate.search(text):  # one pass; most text has no trigger at all
+            for literal, rule_ranks in literals:
+                if literal in text:
+                    ranks.update(rule_ranks)
+        for rank in sorted(ranks):
+            rule = self.rules[rank]
+            for match in rule.pattern.finditer(text):
+                at = match.start()
+                if rule.boundary and at and text[at - 1] in _TOKEN_CHARS:
+                    continue
+                start, end = _secret_span(match, rule.group)
+                if start < 0 or end <= start:
+                    continue
+                if rule.check is not None and not rule.check(text[start:end]):
+                    continue
+                found.append((start, end, rank, rule.kind))
+        if ":" in text or "=" in text:
+            rank = len(self.rules)
+            found += [(s, e, rank, kind) for s, e, kind in _assignment_spans(text)]
+        return self._merged(text, found) if found else []
+
+    def redact(self, text: str) -> Redaction:
+        """``text`` with every secret replaced by ``[REDACTED:kind]``, and what was replaced."""
+        return _apply(text, self.find(text))
+
+    def __call__(self, text: str) -> str:
+        return self.redact(text).text
+
+    def mask(self, text: str) -> str:
+        """:meth:`redact`'s text, remembered for texts seen again and again (the memories a
+        context is built from, search hits); returns ``text`` itself when it holds none."""
+        memo = self._memo
+        found = memo.get(text)
+        if found is None:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            masked = self.redact(text).text
+            found = memo[text] = text if masked == text else masked
+        return found
+
+    def redact_added(self, before: str, after: str) -> Redaction:
+        """``after`` (an edit of ``before``) with the secrets it adds masked: secrets in the
+        lines it changed, unless ``before`` already held the same secret (a person's own
+        text is never rewritten for this). Spans are offsets in ``after``."""
+        if not self.enabled or after == before:
+            return Redaction(after)
+        start, end = _changed_lines(before, after)
+        if start >= end:
+            return Redaction(after)
+        runs = [(start, end)]
+        if end - start > 2000:  # a big region: only the lines that are new in it
+            runs = _new_runs(before, after, start, end)
+        spans: list[Span] = []
+        for run_start, run_end in runs:
+            for span in self.find(after[run_start:run_end]):
+                secret = after[run_start + span.start : run_start + span.end]
+                if secret not in before:
+                    spans.append(Span(run_start + span.start, run_start + span.end, span.kind))
+        return _apply(after, spans)
+
+    def clear_memo(self) -> None:
+        """Forget the texts :meth:`mask` remembered (after ``forget``: no copy in memory)."""
+        self._memo.clear()
+
+    @functools.cached_property
+    def _memo(self) -> dict[str, str]:
+        return {}
+
+    def _merged(self, text: str, found: list[tuple[int, int, int, str]]) -> list[Span]:
+        found.sort(key=lambda f: (f[0], -f[1]))
+        groups: list[list[tuple[int, int, int, str]]] = []
+        for item in found:
+            if groups and item[0] < max(f[1] for f in groups[-1]):
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        spans = []
+        for group in groups:
+            start = min(f[0] for f in group)
+            end = max(f[1] for f in group)
+            kind = min(group, key=lambda f: f[2])[3]
+            if not self._allowed(text[start:end]):
+                spans.append(Span(start, end, kind))
+        return spans
+
+    def _allowed(self, value: str) -> bool:
+        if value in self.allow:
+            return True
+        return any(p.fullmatch(value) for p in self.allow_patterns)
+
+
+def _apply(text: str, spans: list[Span]) -> Redaction:
+    if not spans:
+        return Redaction(text)
+    out: list[str] = []
+    at = 0
+    for span in spans:
+        out.append(text[at : span.start])
+        out.append(MARK.format(kind=span.kind))
+        at = span.end
+    out.append(text[at:])
+    return Redaction("".join(out), tuple(spans))
+
+
+def _changed_lines(before: str, after: str) -> tuple[int, int]:
+    """The whole lines of ``after`` that differ from ``before`` (common head and tail cut)."""
+    limit = min(len(before), len(after))
+    head = _common(lambda n: before[:n] == after[:n], limit)
+    tail = _common(lambda n: before[len(before) - n :] == after[len(after) - n :], limit - head)
+    start = after.rfind("\n", 0, head) + 1
+    end = after.find("\n", len(after) - tail)
+    return start, len(after) if end < 0 else end
+
+
+def _common(same: Callable[[int], bool], limit: int) -> int:
+    """The largest n <= limit with same(n), by binary search (slice compares run in C)."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _new_runs(before: str, after: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Runs of consecutive lines in ``after[start:end]`` that ``before`` does not have."""
+    old = set(before.splitlines())
+    runs: list[tuple[int, int]] = []
+    at = start
+    for line in after[start:end].splitlines(keepends=True):
+        line_end = at + len(line)
+        if line.rstrip("\r\n") not in old:
+            if runs and runs[-1][1] == at:
+                runs[-1] = (runs[-1][0], line_end)
+            else:
+                runs.append((at, line_end))
+        at = line_end
+    return runs
+
+
+def _secret_span(match: re.Match[str], group: int) -> tuple[int, int]:
+    """The span of the secret: the given group, else the first value group that matched."""
+    if group:
+        return match.span(group)
+    if match.re.groups:
+        for n in range(1, match.re.groups + 1):
+            if match.group(n) is not None:
+                return match.span(n)
+    return match.span()
+
+
+def custom_rule(kind: str, regex: str) -> Rule:
+    """A rule from config: ``kind`` names it in the mark; the regex's first group (if it has
+    one) is the secret, else the whole match."""
+    if not _KIND_RE.match(kind):
+        raise ValueError(f"redact pattern name {kind!r}: use lowercase letters, digits and _")
+    _compile(regex, f"redact pattern {kind!r}")
+    return Rule(kind, regex, boundary=False)
+
+
+def _compile(regex: str, what: str) -> re.Pattern[str]:
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"{what}: invalid regex: {exc}") from None
+    if pattern.search(""):
+        raise ValueError(f"{what}: the regex matches the empty string")
+    return pattern
+
+
+DEFAULT = Redactor()
+"""The built-in rules, on: what callers without a workspace config get."""
