@@ -22,6 +22,7 @@ microseconds remains there.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import tempfile
@@ -35,6 +36,8 @@ from mdmem.discovery import PRIVATE_FILE_MODE, private_dir
 from mdmem.errors import ConflictError, FileProblem, MdmemError
 from mdmem.journal import Journal
 from mdmem.swap import exchange
+
+log = logging.getLogger("mdmem")
 
 BINARY_SNIFF_BYTES = 8192
 LOCK_TIMEOUT_S = 60.0
@@ -310,8 +313,16 @@ class SafeWriter:
         missing file is a FileProblem, not a new file.
         """
         display = display or target.rel
-        with self.locked(target.rel, display):
-            return self.edit_locked(target, edit, display=display, initial=initial, create=create)
+        try:
+            with self.locked(target.rel, display):
+                return self.edit_locked(
+                    target, edit, display=display, initial=initial, create=create
+                )
+        except (FileProblem, ConflictError, EditNotApplicable):
+            raise
+        except OSError as exc:  # a full disk, a read-only mount: said plainly, nothing written
+            reason = exc.strerror or str(exc)
+            raise FileProblem(display, f"cannot write: {reason}; the file is unchanged") from None
 
     def edit_locked(
         self,
@@ -468,35 +479,49 @@ class SafeWriter:
         if _same_version(old_state, want_state) and _read_all(old_fd) == want:
             placed = FileState.of(os.fstat(ours))
             os.close(ours)
-            self.journal.keep(target.rel, Path(tmp))  # the same inode, now in the journal
+            self._keep(target, tmp)
             _fsync_dir(path.parent)
             self.guard.watch_replaced(target, old_fd, old_state, want)
             return _Outcome(True, placed, data, None)
         # A person saved between the read and the swap. Their file goes back at once (the
-        # same inode: an editor still writing it writes at the path again).
+        # same inode: an editor still writing it writes at the path again); then the edit is
+        # redone on what is at the path.
         exchange(tmp, path)
-        self._after_swap_back(target, tmp, ours, data)
-        theirs, state = settled_bytes(old_fd, FileState.of(os.fstat(old_fd)), quiet)
+        self._after_swap_back(target, tmp, ours)
+        theirs, _ = settled_bytes(old_fd, FileState.of(os.fstat(old_fd)), quiet)
         os.close(old_fd)
-        self.guard.exposed(target, data, theirs)
-        return _Outcome(False, state, theirs, theirs)
+        # a copy saved from ours meanwhile lacks their lines: the guard adds them back
+        self.guard.exposed(target, want, theirs)
+        return self._reread(target, quiet)
 
-    def _after_swap_back(self, target: Target, tmp: str, ours: int, data: bytes) -> None:
-        """``tmp`` should hold our file again; if a save replaced it in the microseconds it was
-        at the path, that save is merged in like a late save."""
+    def _keep(self, target: Target, tmp: str) -> None:
+        """The replaced file into the journal (the same inode); the write stands either way."""
         try:
-            back = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+            self.journal.keep(target.rel, Path(tmp))
+        except OSError as exc:
+            log.warning(
+                "%s: the replaced version could not be kept in the journal: %s", target.rel, exc
+            )
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _after_swap_back(self, target: Target, tmp: str, ours: int) -> None:
+        """``tmp`` should hold our file again. If an editor saved in the microseconds ours was
+        at the path, its file is the newest of the person's: it goes back to the path (and
+        the one the swap back put there goes to the journal)."""
+        try:
+            back = os.stat(tmp)
         except FileNotFoundError:
             os.close(ours)
             return
-        same = os.fstat(back).st_ino == os.fstat(ours).st_ino
+        same = back.st_ino == os.fstat(ours).st_ino
         os.close(ours)
         if same:
-            os.close(back)
             os.unlink(tmp)
             return
-        self.journal.keep(target.rel, Path(tmp), "late-save")
-        self.guard.watch_replaced(target, back, FileState.unseen(), data)
+        with contextlib.suppress(FileNotFoundError):
+            exchange(tmp, target.path)
+        self._keep(target, tmp)
 
     def _create(self, target: Target, data: bytes) -> _Outcome:
         """A new file appears whole, and only if nobody created it meanwhile."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mdmem.errors import MdmemError
-from mdmem.merge import merge_text
+from mdmem.merge import kept, merge_text
 
 if TYPE_CHECKING:
     from mdmem.files import FileState, SafeWriter, Target
@@ -73,8 +73,9 @@ class _PathWatch:
     target: Target
     writes: list[_Write] = field(default_factory=list)
     exposed: list[_Write] = field(default_factory=list)
-    """A program version that was at the path for microseconds before a person's version went
-    back (``before`` ours, ``after`` theirs): a save made from ours must not drop theirs."""
+    """A person's save that was off the path for microseconds while a program version stood
+    there (``before`` what both were made from, ``after`` theirs): a copy saved from the
+    program's version must not drop the person's change."""
     checked: FileState | None = None
     """The path as this process's latest write left it (or as last verified)."""
     started: float = 0.0
@@ -134,14 +135,16 @@ class LateSaveGuard:
             if missing:
                 self._merge(target, lambda current: self._reapply(missing, current), locked=True)
 
-    def exposed(self, target: Target, ours: bytes, theirs: bytes) -> None:
-        """Our version was at the path for a moment before the person's went back."""
+    def exposed(self, target: Target, base: bytes, theirs: bytes) -> None:
+        """Our version (an edit of ``base``) was at the path for a moment before the person's
+        (``theirs``, their change of ``base``) went back: a copy saved from ours meanwhile
+        must get the person's change, merged as a change of ``base``."""
         if self.window_s <= 0:
             return
         now = time.monotonic()
         with self._cond:
             watch = self._paths.setdefault(target.rel, _PathWatch(target))
-            watch.exposed.append(_Write(ours, theirs, now + self.window_s))
+            watch.exposed.append(_Write(base, theirs, now + self.window_s))
             watch.checked = None  # look at the path at the next check
             watch.started, watch.checks = now, 0
             self._start()
@@ -260,7 +263,14 @@ class LateSaveGuard:
     # ---- merging -------------------------------------------------------------------------------
 
     def _missing(self, writes: list[_Write], version: bytes) -> list[_Write]:
-        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited)."""
+        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited).
+        None of them when ``version`` is no copy of what they were made on, but another file
+        put in its place (a ``git checkout``): it kept little of every one of them."""
+        if not writes:
+            return []
+        known = [_text(w.before) for w in writes] + [_text(writes[-1].after)]
+        if max(kept(k, _text(version)) for k in known) < MIN_KEPT:
+            return []
         for n in range(len(writes) - 1, -1, -1):
             write = writes[n]
             if self._combine(write.before, write.after, version, copy=True) == version:
@@ -276,12 +286,11 @@ class LateSaveGuard:
         """``program``'s changes since ``base`` applied to ``person``'s version (theirs win
         where both changed the same lines; the program's version stays in the journal).
 
-        With ``copy``, ``person`` is a save found at the path: an edited copy of an older
-        version (merge), or another file put in its place, such as a ``git checkout`` (keep it
-        as it is). A copy keeps most of the base's lines and merges without conflict.
+        With ``copy``, ``person`` is a save found at the path, made from an older version: a
+        write that conflicts with it is not applied in part (the person's version stands).
         """
         merged = merge_text(_text(base), _text(program), _text(person))
-        if copy and (merged.conflicts or merged.kept < MIN_KEPT):
+        if copy and merged.conflicts:
             return person
         if merged.conflicts:
             self.conflicts += merged.conflicts

@@ -30,9 +30,6 @@ class Merged:
     text: str
     conflicts: int
     """Regions both sides changed differently (the person's side was taken)."""
-    kept: float = 1.0
-    """Share of the base's lines the person's version kept: near 1 for an edited copy, low
-    for a file replaced by something else (a ``git checkout``)."""
 
 
 def merge_text(base: str, program: str, person: str) -> Merged:
@@ -42,10 +39,10 @@ def merge_text(base: str, program: str, person: str) -> Merged:
     if person == base:
         return Merged(program, 0)
     base_lines, person_lines = _lines(base), _lines(person)
-    regions, kept = _sync_regions(base_lines, _lines(program), person_lines)
-    their_ids = set(_ENTRY_ID.findall(person))
+    regions = _sync_regions(base_lines, _lines(program), person_lines)
+    their_ids = _edited_ids(base_lines, person_lines)
     lines, conflicts = _merge_regions(base_lines, _lines(program), person_lines, regions, their_ids)
-    return Merged("".join(lines), conflicts, kept)
+    return Merged("".join(lines), conflicts)
 
 
 def _merge_regions(
@@ -67,8 +64,10 @@ def _merge_regions(
             out += mine
         elif not region_base:  # both inserted here: keep both
             out += _both(mine, theirs, their_ids)
-        elif (woven := _weave(region_base, mine, theirs, their_ids)) is not None:
-            out += woven  # both only inserted lines (the diffs aligned repeated lines apart)
+        elif (woven := _insert_into(region_base, mine, theirs, their_ids)) is not None:
+            out += woven  # the program only added lines here: they go into the person's version
+        elif (woven := _insert_into(region_base, theirs, mine, None)) is not None:
+            out += woven  # the person only added lines here: they go into the program's version
         else:
             out += theirs
             conflicts += 1
@@ -77,19 +76,44 @@ def _merge_regions(
     return out, conflicts
 
 
-def _weave(
-    base: Sequence[str], mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]
+def _edited_ids(base: Sequence[str], person: Sequence[str]) -> set[str]:
+    """Ids of entries the person's version holds otherwise than the base: edited by hand, or
+    new to the base (written after it). A program line with such an id is theirs to keep."""
+    in_base = {i: line for line in base for i in _ENTRY_ID.findall(line)}
+    return {i for line in person for i in _ENTRY_ID.findall(line) if in_base.get(i) != line}
+
+
+def _insert_into(
+    base: Sequence[str], mine: Sequence[str], theirs: Sequence[str], their_ids: set[str] | None
 ) -> list[str] | None:
-    """When each side only inserted lines into ``base`` (it is a subsequence of both), every
-    line of both, in order: the insertions of each side go into the same gaps of ``base``."""
-    gaps_mine, gaps_theirs = _gaps(base, mine), _gaps(base, theirs)
-    if gaps_mine is None or gaps_theirs is None:
+    """When ``mine`` only inserted lines into ``base`` (whatever ``theirs`` did to it), those
+    lines go into ``theirs`` at the same places: after the nearest base line before them that
+    ``theirs`` kept (else before the nearest one after them). None when ``mine`` also changed
+    or removed base lines. With ``their_ids`` (``mine`` is the program's), a program line the
+    person holds in another form is left out; without (``mine`` is the person's), all go in."""
+    gaps = _gaps(base, mine)
+    if gaps is None:
         return None
-    out: list[str] = []
-    for n, (a, b) in enumerate(zip(gaps_mine, gaps_theirs, strict=True)):
-        out += b if a == b else _both(a, b, their_ids) if a and b else a or b
-        if n < len(base):
-            out.append(base[n])
+    where: dict[int, int] = {}  # base line -> its index in theirs
+    for i, j, size in matching_blocks(base, theirs)[:-1]:
+        for t in range(size):
+            where[i + t] = j + t
+    here = {line.strip() for line in theirs if line.strip()}
+    keys = {k for line in theirs if (k := _key(line))}
+    out = list(theirs)
+    for g in range(len(gaps) - 1, -1, -1):  # from the end: earlier places keep their index
+        lines = [
+            line
+            for line in gaps[g]
+            if their_ids is None or not _edited(line, here, keys, their_ids)
+        ]
+        if not any(line.strip() for line in lines):
+            continue
+        before = next((where[b] + 1 for b in range(g - 1, -1, -1) if b in where), None)
+        at = before
+        if at is None:
+            at = next((where[b] for b in range(g, len(base)) if b in where), len(theirs))
+        out[at:at] = lines
     return out
 
 
@@ -142,10 +166,9 @@ def _contains(outer: Sequence[str], inner: Sequence[str]) -> bool:
 
 def _sync_regions(
     base: Sequence[str], a: Sequence[str], b: Sequence[str]
-) -> tuple[list[tuple[int, int, int, int]], float]:
+) -> list[tuple[int, int, int, int]]:
     """Runs of base lines that both sides kept, as (base start, a start, b start, length),
-    ending with a zero-length sentinel at the ends of all three; and the share of base lines
-    ``b`` kept."""
+    ending with a zero-length sentinel at the ends of all three."""
     ma, mb = matching_blocks(base, a), matching_blocks(base, b)
     out: list[tuple[int, int, int, int]] = []
     i = j = 0
@@ -161,8 +184,16 @@ def _sync_regions(
         else:
             j += 1
     out.append((len(base), len(a), len(b), 0))
-    kept = sum(size for _, _, size in mb) / len(base) if base else 1.0
-    return out, kept
+    return out
+
+
+def kept(base: str, other: str) -> float:
+    """Share of ``base``'s lines ``other`` kept (1.0 for an empty base)."""
+    base_lines = _lines(base)
+    if not base_lines:
+        return 1.0
+    blocks = matching_blocks(base_lines, _lines(other))
+    return sum(size for _, _, size in blocks) / len(base_lines)
 
 
 def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int]]:

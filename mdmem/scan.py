@@ -102,6 +102,9 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                 continue
             if stat.S_ISREG(st.st_mode):
                 files.append(FileStat(rel, st.st_size, st.st_mtime_ns))
+            elif not stat.S_ISDIR(st.st_mode):
+                kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+                problems.append(Problem(rel, f"is {kind}, not a regular file; skipped"))
         stack.extend(reversed(folders))
     return ScanResult(tuple(files), tuple(problems))
 

@@ -73,6 +73,17 @@ def test_the_person_wins_where_both_changed_the_same_line() -> None:
     assert merged.text == "- one\n- 2 by hand\n- three\n" and merged.conflicts == 1
 
 
+def test_a_changed_line_next_to_a_line_the_other_side_added_is_no_conflict() -> None:
+    base = "- a\n- old\n- z\n"
+    program = "- a\n- new\n- z\n"  # a supersede replaced the line
+    person = "- a\n- old\n- added next to it\n- z\n"
+    merged = merge_text(base, program, person)
+    assert merged.text == "- a\n- new\n- added next to it\n- z\n" and merged.conflicts == 0
+    # and the other way round
+    merged = merge_text(base, "- a\n- old\n- PROG\n- z\n", "- a\n- edited\n- z\n")
+    assert merged.text == "- a\n- edited\n- PROG\n- z\n" and merged.conflicts == 0
+
+
 def test_an_entry_the_person_edited_is_not_added_back() -> None:
     base = "## Facts\n\n## Patterns\n"
     program = "## Facts\n\n- Deploys go to Heroku <!-- mdmem id=m-7 -->\n\n## Patterns\n"
@@ -112,6 +123,49 @@ def test_a_copy_saved_from_before_a_write_gets_the_write_back(ws: Workspace) -> 
     text = path.read_text()
     assert "- PERSON saved a copy" in text
     assert text.count(entry.id) == 1
+
+
+def test_a_copy_saved_from_before_several_writes_gets_them_all_back(ws: Workspace) -> None:
+    """Consecutive entries sit next to each other: a copy lacking the first must not make the
+    second look like a conflict (a CI run lost one this way)."""
+    path = ws.root / "memory.md"
+    seen = path.read_bytes()
+    written = [ws.remember(f"Agent fact {n}", type="fact") for n in range(3)]
+    tmp = path.with_name(".memory.md.save")
+    tmp.write_bytes(seen + b"- PERSON saved a copy\n")
+    os.replace(tmp, path)
+    _settle(ws)
+    text = path.read_text()
+    assert "- PERSON saved a copy" in text
+    assert [text.count(e.id) for e in written] == [1, 1, 1]
+    assert text.index("Agent fact 0") < text.index("Agent fact 1") < text.index("Agent fact 2")
+
+
+def test_a_supersede_a_copy_missed_is_redone_whole(ws: Workspace) -> None:
+    """The superseded entry moves to the Archive: it must not be dropped on the way because the
+    copy still holds it in its old place (a stress run lost one this way)."""
+    path = ws.root / "memory.md"
+    old = ws.remember("Deploys go to Heroku", type="fact")
+    _settle(ws)
+    seen = path.read_bytes()
+    new = ws.supersede(old.id, by="Deploys go to Fly.io")
+    tmp = path.with_name(".memory.md.save")
+    tmp.write_bytes(seen + b"- PERSON saved a copy\n")
+    os.replace(tmp, path)
+    _settle(ws)
+    text = path.read_text()
+    assert "- PERSON saved a copy" in text
+    assert text.count(f"id={old.id}") == 1 and text.count(f"id={new.id}") == 1
+    assert ws.get(old.id).archived and not ws.get(new.id).archived
+
+
+def test_the_program_lines_go_into_a_version_that_dropped_their_neighbour() -> None:
+    base = "## Facts\n\n- E1 <!-- mdmem id=m-1 -->\n\n## Patterns\n"
+    program = "## Facts\n\n- E1 <!-- mdmem id=m-1 -->\n- E2 <!-- mdmem id=m-2 -->\n\n## Patterns\n"
+    person = "## Facts\n\n\n## Patterns\n- PERSON\n"  # E1 gone (an older copy)
+    merged = merge_text(base, program, person)
+    assert merged.conflicts == 0
+    assert merged.text == "## Facts\n\n- E2 <!-- mdmem id=m-2 -->\n\n## Patterns\n- PERSON\n"
 
 
 def test_a_file_replaced_by_another_is_left_as_it_is(ws: Workspace) -> None:
