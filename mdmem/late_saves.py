@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
 from mdmem.merge import kept, merge_text
@@ -188,9 +188,9 @@ class LateSaveGuard:
                     self._cond.wait(min(due) - now)
                     continue
             for inode in {id(w): w for w in inodes}.values():
-                self._check_inode(inode)
+                self._guarded(self._check_inode, inode)
             for watch in paths:
-                self._check_path(watch)
+                self._guarded(self._check_path, watch)
             with self._cond:
                 closing = {id(w) for w in inodes} if len(self._inodes) > MAX_OPEN else set()
                 for w in list(self._inodes):
@@ -201,6 +201,15 @@ class LateSaveGuard:
                     if w.expire(now):
                         del self._paths[rel]
                 self._cond.notify_all()
+
+    def _guarded(self, check: Callable[[Any], None], watch: _Inode | _PathWatch) -> None:
+        """One check; whatever it meets (a file gone mid-save), the watching goes on."""
+        try:
+            check(watch)
+        except Exception:  # a crashed thread would stop every other window's watching
+            log.warning(
+                "late-save check of %s failed; will look again", watch.target.rel, exc_info=True
+            )
 
     def _check_inode(self, watch: _Inode) -> None:
         from mdmem.files import FileState, settled_bytes
@@ -238,11 +247,11 @@ class LateSaveGuard:
         try:
             state = FileState.of(os.stat(watch.target.path))
             current = watch.target.path.read_bytes()
+            if combine(current) == current and FileState.of(os.stat(watch.target.path)) == state:
+                watch.checked = state
+                return
         except OSError:
-            return
-        if combine(current) == current and FileState.of(os.stat(watch.target.path)) == state:
-            watch.checked = state
-            return
+            return  # away for a moment (a save by rename): the next check looks again
         # Else merge under the file's lock: never in the middle of one of our own writes.
         with self.writer.locked(watch.target.rel, watch.target.rel):
             if self._unchanged(watch):

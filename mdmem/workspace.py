@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,7 @@ from mdmem.errors import (
     WorkspaceNotFoundError,
 )
 from mdmem.files import (
+    MISSING_WAIT_S,
     EditNotApplicable,
     SafeWriter,
     Target,
@@ -195,7 +197,14 @@ class Workspace:
         rel, absolute = self.resolve(path)
         if not rel.endswith(".md"):
             raise FileProblem(rel, "not a Markdown file (*.md)")
-        data, text = read_markdown(absolute, rel, self.config.max_file_bytes)
+        try:
+            data, text = read_markdown(absolute, rel, self.config.max_file_bytes)
+        except FileProblem:
+            if self._writer is None or self._writer.seen(rel) is None or absolute.exists():
+                raise
+            # a file a program write made, gone: an editor's save by rename, in its middle
+            time.sleep(MISSING_WAIT_S)
+            data, text = read_markdown(absolute, rel, self.config.max_file_bytes)
         with self._parsed_lock:
             cached = self._parsed.get(rel)
             if cached is not None and cached[0] == data:  # same bytes: the same document
@@ -233,9 +242,15 @@ class Workspace:
         return list(self.snapshot().entries(include_archived))
 
     def get(self, entry_id: str) -> Entry:
-        for entry in self.snapshot().entries(include_archived=True):
-            if entry.id == entry_id:
-                return entry
+        """The entry with this id, wherever it is (archived ones included).
+
+        Not found at first, it is looked for twice more over a third of a second: an editor
+        saving by rename (vim, JetBrains) takes the file away for a moment."""
+        for pause in (0.0, 0.1, 0.25):
+            time.sleep(pause)
+            for entry in self.snapshot().entries(include_archived=True):
+                if entry.id == entry_id:
+                    return entry
         raise EntryNotFoundError(f"no entry with id {entry_id!r} in {self.root}")
 
     # ---- index and search -----------------------------------------------------------------
