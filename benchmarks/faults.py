@@ -550,7 +550,9 @@ def secrets(tmp: Path) -> Result:
         found = " ".join(h.text for h in ws.search("key token password secret", k=50))
         context = ws.build_context("api key", budget_tokens=4000).text
         state = b"".join(p.read_bytes() for p in (root / ".mdmem").glob("index.db*"))
-        files = b"".join(p.read_bytes() for p in root.rglob("*.md"))
+        files = b"".join(
+            p.read_bytes() for p in root.rglob("*.md") if ".mdmem" not in p.parts and p.is_file()
+        )
         for item in corpus:
             for secret in item["secrets"]:
                 raw = secret.encode()

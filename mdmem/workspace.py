@@ -260,7 +260,8 @@ class Workspace:
         if self._index is None:
             from mdmem.index.sync import Index
 
-            private_file(self.state_dir / "index.lock")  # owner-only, like all of .mdmem/
+            with contextlib.suppress(OSError):  # (a read-only mount: searched as it is)
+                private_file(self.state_dir / "index.lock")  # owner-only, like all of .mdmem/
             self._index = Index(
                 self.root,
                 self.state_dir / "index.db",

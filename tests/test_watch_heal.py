@@ -445,7 +445,7 @@ def _search_as_is(root: Path, expected: list[tuple], stale: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert expected[0][0] in done.stdout
-    assert f"mdmem: warning: {stale} changed but could not be re-indexed" in done.stderr
+    assert f"mdmem: warning: {stale} changed but is not re-indexed yet" in done.stderr
     assert "Traceback" not in done.stderr
 
 
