@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -186,8 +187,8 @@ def test_lone_cr_files_parse_like_their_lf_twin(content: str) -> None:
 def test_remember_into_lone_cr_files_only_inserts(
     tmp_path: Path, content: str, memory: str
 ) -> None:
-    root = tmp_path / "cr"
-    root.mkdir(exist_ok=True)
+    # one folder per example: a write's late-save window must not meet the next example's file
+    root = Path(tempfile.mkdtemp(prefix="cr", dir=tmp_path))
     path = root / "memory.md"
     cr = _to_lone_cr(content)
     path.write_bytes(cr.encode())

@@ -100,7 +100,7 @@ PROPERTY = settings(  # how many examples: the profile (tests/conftest.py)
     type_=st.sampled_from(["preference", "fact", "pattern", "skill"]),
 )
 def test_remember_only_inserts(tmp_path: Path, content: str, memory: str, type_: str) -> None:
-    root = Path(tempfile.mkdtemp(prefix="p", dir=tmp_path))  # one per example
+    root = Path(tempfile.mkdtemp(prefix="p", dir=tmp_path))  # one per example (late-save windows)
     path = root / "memory.md"
     path.write_bytes(content.encode())
     ws = Workspace(root)
