@@ -226,7 +226,7 @@ def _ask_server(
     """The fast path: a running `mdmem watch` answers with its warm model and index."""
     import time
 
-    from mdmem.discovery import find_root, socket_path
+    from mdmem.layout import find_root, socket_path
     from mdmem.server import request
 
     started = time.perf_counter()

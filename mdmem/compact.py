@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdmem.config import LLMConfig
+from mdmem.text import one_line
 from mdmem.tokens import count_message_tokens, estimate_tokens
 from mdmem.transcript import Source, load_messages
 
@@ -97,9 +98,9 @@ class CompactMemory:
 
     def render(self) -> str:
         lines = [f"# {TITLE}", "", f"## {STATE_TITLE}"]
-        lines += [f"- {_one_line(s)}" for s in self.state]
+        lines += [f"- {one_line(s)}" for s in self.state]
         lines += ["", f"## {EVENTS_TITLE}"]
-        lines += [replace(e, text=_one_line(e.text)).render() for e in self.events]
+        lines += [replace(e, text=one_line(e.text)).render() for e in self.events]
         return "\n".join(lines) + "\n"
 
     def __bool__(self) -> bool:
@@ -802,7 +803,7 @@ def _gist(text: str) -> str:
     if len(lines) > 3:
         errors = [line for line in lines if _STRONG_ERROR.search(line)]
         text = errors[-1] if errors else lines[0]
-    return " ".join(text.split())
+    return one_line(text)
 
 
 def _detail(text: str, recent: bool) -> str:
@@ -856,10 +857,6 @@ def resolve_relative_dates(text: str, date: str | None) -> str:
     return _RELATIVE_RE.sub(one, text, count=2)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _words(text: str, numbers: bool = True) -> frozenset[str]:
     """Content words, lowercased; numbers kept as themselves or folded to '#'."""
     out = set()
@@ -893,7 +890,7 @@ def strip_volatile(text: str) -> str:
     text = _VOLATILE.sub("", text)
     text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
     text = re.sub(r"^[\s,;:]+|\s+([,;:.])(?=\s|$)", r"\1", text)
-    return " ".join(text.split()).strip(" ,;")
+    return one_line(text).strip(" ,;")
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 from mdmem import edits
 from mdmem.compact import EVENTS_HEADING, STATE_HEADING, CompactMemory, KeyEvent, parse_compact
-from mdmem.edits import one_line
 from mdmem.entries import ARCHIVE_TITLE, Entry
 from mdmem.markdown import Document, Heading, parse_document
+from mdmem.text import one_line
 
 
 @dataclass(frozen=True)

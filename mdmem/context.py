@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mdmem.compact import parse_compact
-from mdmem.edits import one_line
 from mdmem.entries import Entry
 from mdmem.sessions import SessionRecord
 from mdmem.task import TaskItem, TaskState
+from mdmem.text import one_line
 from mdmem.tokens import TokenCounter
 from mdmem.world import WorldFact
 

@@ -10,20 +10,12 @@ import re
 from collections.abc import Callable, Mapping
 
 from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta, format_meta, type_from_heading
-from mdmem.files import EditNotApplicable
+from mdmem.errors import EditNotApplicable
 from mdmem.markdown import Document, Heading, parse_document
+from mdmem.text import printable
 
 _BULLET = re.compile(r"^([-*+])[ \t]")
 _ITEM_PREFIX = re.compile(r"^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)")
-
-
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-"""Control characters (not tab or newline): a NUL would make the file read as binary."""
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters shown as U+FFFD, so the file stays text."""
-    return CONTROL.sub("\ufffd", text)
 
 
 def check_text(text: str) -> str:
@@ -34,11 +26,6 @@ def check_text(text: str) -> str:
     if "<!--" in text or "-->" in text:
         raise ValueError("entry text cannot contain '<!--' or '-->' (they hold mdmem metadata)")
     return text
-
-
-def one_line(text: str) -> str:
-    """Text on one line: runs of whitespace (newlines included) become one space."""
-    return " ".join(text.split())
 
 
 def render_item(text: str, meta: Mapping[str, object], newline: str, marker: str = "-") -> str:

@@ -47,3 +47,7 @@ class ConflictError(MdmemError):
 
 class ModeError(MdmemError):
     """The operation belongs to the other mode (minimal writes no session, task or world files)."""
+
+
+class EditNotApplicable(MdmemError):
+    """Raised by an edit function when the edit no longer makes sense on the current text."""

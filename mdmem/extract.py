@@ -29,6 +29,7 @@ from mdmem.compact import (
 from mdmem.config import LLMConfig
 from mdmem.entries import MEMORY_TYPES, Entry
 from mdmem.markdown import Document
+from mdmem.text import one_line, same_text
 from mdmem.transcript import Source, load_messages
 
 if TYPE_CHECKING:
@@ -549,9 +550,8 @@ def _unique(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def text_hash(text: str) -> str:
-    """The exact-duplicate key: case, punctuation and spacing do not count."""
-    normal = " ".join(re.findall(r"\w+", text.lower()))
-    return hashlib.sha1(normal.encode()).hexdigest()
+    """The exact-duplicate key (:func:`mdmem.text.same_text`), hashed."""
+    return hashlib.sha1(same_text(text).encode()).hexdigest()
 
 
 # ---- the LLM engine --------------------------------------------------------------------------
@@ -652,7 +652,7 @@ def _validated(items: list[Any], source: str | None) -> tuple[list[Candidate], l
         candidates.append(
             Candidate(
                 type=item["type"],
-                text=" ".join(item["text"].split()),
+                text=one_line(item["text"]),
                 importance=round(min(1.0, max(0.0, float(importance))), 2),
                 evidence=str(item.get("evidence") or "")[:MAX_TEXT],
                 source=source,
@@ -914,7 +914,7 @@ def resolve_llm(
     if not isinstance(text, str) or not text.strip():
         return None, "merge without a merged text"
     reason = str(data.get("reason") or action)[:200]
-    return _decide(action, candidate, entry, f"model: {reason}", text=" ".join(text.split())), None
+    return _decide(action, candidate, entry, f"model: {reason}", text=one_line(text)), None
 
 
 def _decide(

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mdmem.discovery import PRIVATE_FILE_MODE, private_dir
-from mdmem.errors import ConflictError, FileProblem, MdmemError
+from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
 from mdmem.journal import Journal
+from mdmem.layout import PRIVATE_FILE_MODE, private_dir
 from mdmem.swap import exchange
 
 log = logging.getLogger("mdmem")
@@ -63,10 +63,6 @@ BOM = b"\xef\xbb\xbf"
 
 Writer = Callable[[Callable[[str], str]], str]
 """Applies an edit (old text → new text) to one file safely; returns the text now on disk."""
-
-
-class EditNotApplicable(MdmemError):
-    """Raised by an edit function when the edit no longer makes sense on the current text."""
 
 
 # ---- reading ---------------------------------------------------------------------------------

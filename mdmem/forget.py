@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mdmem.entries import Entry
 from mdmem.markdown import parse_document
+from mdmem.text import same_text
 
 JOURNAL_DIR = "journal"
 """Under ``.mdmem/``: the bytes each program write replaced (kept by the write journal)."""
@@ -62,18 +63,14 @@ class ForgetReport:
         }
 
 
-def normal(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def copies(entry: Entry, candidates: Iterable[Entry]) -> list[Entry]:
     """The entry and its archived copies: archived entries holding the same text."""
-    key = normal(entry.text)
+    key = same_text(entry.text)
     found = [entry]
     for other in candidates:
         if other.id == entry.id and other.path == entry.path:
             continue
-        if other.id == entry.id or (other.archived and normal(other.text) == key):
+        if other.id == entry.id or (other.archived and same_text(other.text) == key):
             found.append(other)
     return found
 

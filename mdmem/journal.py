@@ -17,7 +17,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from mdmem.discovery import PRIVATE_FILE_MODE, private_dir
+from mdmem.layout import PRIVATE_FILE_MODE, private_dir
 
 JOURNAL_DIR = "journal"
 REASONS = ("replaced", "late-save", "conflict", "restored")

@@ -32,6 +32,7 @@ from mdmem.entries import (
     parse_meta,
     type_from_heading,
 )
+from mdmem.text import dedent
 
 NESTING_LIMIT = 32
 """List levels markdown-it is shown (``2 * NESTING_LIMIT`` columns of indentation): a line
@@ -590,7 +591,7 @@ def _entry(
         if box:
             checked = box.group(1) != " "
             first = first[box.end() :]
-        rest = [_dedent(line, indent).rstrip() for line in text_lines[1:]]
+        rest = [dedent(line, indent).rstrip() for line in text_lines[1:]]
     else:
         first = first.strip()
         rest = [line.strip() for line in text_lines[1:]]
@@ -683,11 +684,3 @@ def _type_from_headings(stack: list[Heading]) -> str | None:
         if found:
             return found
     return None
-
-
-def _dedent(line: str, width: int) -> str:
-    if line[:width] == " " * width:
-        return line[width:]  # the common case: keeps tabs inside the text as written
-    expanded = line.expandtabs(4)
-    strip = min(width, len(expanded) - len(expanded.lstrip(" ")))
-    return expanded[strip:]

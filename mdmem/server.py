@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.discovery import STATE_DIR, private_dir, running_watcher, socket_path
+from mdmem.layout import STATE_DIR, private_dir, running_watcher, socket_path
 
 if TYPE_CHECKING:
     from mdmem.workspace import Workspace

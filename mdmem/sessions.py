@@ -47,10 +47,11 @@ from typing import Any
 
 from mdmem import edits
 from mdmem.entries import Entry
-from mdmem.errors import FileProblem, MdmemError
+from mdmem.errors import EditNotApplicable, FileProblem, MdmemError
 from mdmem.files import TEMP_SUFFIX, Writer, pid_alive
 from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
 from mdmem.redact import DEFAULT, Redactor
+from mdmem.text import one_line, printable
 
 log = logging.getLogger("mdmem")
 SESSIONS_DIR = ".sessions"
@@ -441,7 +442,7 @@ def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
         None,
     )
     if end is None:
-        raise edits.EditNotApplicable("the frontmatter has no closing '---'")
+        raise EditNotApplicable("the frontmatter has no closing '---'")
     pending = dict(values)
     out = [lines[0]]
     n = 1
@@ -539,7 +540,7 @@ def _block_safe(text: str) -> bool:
 
 def _one_line(text: str) -> str:
     """One line that can sit inside an item or frontmatter: no comment markers, no controls."""
-    flat = edits.one_line(edits.printable(text))
+    flat = one_line(printable(text))
     return flat.replace("<!--", "<!- -").replace("-->", "- ->")
 
 
@@ -760,7 +761,7 @@ class Session:
         go in, the counts wait, and the log says why (once)."""
         try:
             return set_frontmatter(text, front)
-        except edits.EditNotApplicable as exc:
+        except EditNotApplicable as exc:
             if not self._front_broken:
                 log.warning("%s: frontmatter not updated: %s", self.path, exc)
                 self._front_broken = True
@@ -887,7 +888,7 @@ def _append_paragraph(current: str, path: str, section: str, text: str, newline:
 def _checked(text: str, what: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a string, got {type(text).__name__}")
-    lines = edits.printable(text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
+    lines = printable(text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
     text = "\n".join(line.rstrip() for line in lines).strip()  # trailing blanks are not kept
     if not text:
         raise ValueError(f"{what} cannot be empty")

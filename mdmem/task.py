@@ -43,8 +43,10 @@ from dataclasses import dataclass, field
 
 from mdmem import edits
 from mdmem.entries import Entry, find_meta
+from mdmem.errors import EditNotApplicable
 from mdmem.files import Writer
 from mdmem.markdown import Document, block_tokens, parse_document, split_lines
+from mdmem.text import dedent, one_line
 
 TASK_FILE = "task_process.md"
 STATE, TODO, INSTRUCTIONS = "State", "TODO", "Instructions"
@@ -194,7 +196,7 @@ def own_text(doc: Document, part: ItemPart) -> str:
     first = raw[0][width:]
     if box := _CHECK.match(first):
         first = first[box.end() :]
-    rest = [_dedent(line, width).rstrip() for line in raw[1:]]
+    rest = [dedent(line, width).rstrip() for line in raw[1:]]
     return "\n".join([first.strip(), *rest]).strip()
 
 
@@ -203,13 +205,6 @@ def _subitem(doc: Document, part: ItemPart) -> tuple[str, bool | None]:
     marker = _MARKER.match(line)
     box = _CHECK.match(line[marker.end() :]) if marker else None
     return own_text(doc, part), (box.group(1) != " " if box else None)
-
-
-def _dedent(line: str, width: int) -> str:
-    if line[:width] == " " * width:
-        return line[width:]
-    expanded = line.expandtabs(4)
-    return expanded[min(width, len(expanded) - len(expanded.lstrip(" "))) :]
 
 
 def _section_of(entry: Entry) -> str | None:
@@ -221,7 +216,7 @@ def _section_of(entry: Entry) -> str | None:
 
 
 def _instruction(entry: Entry) -> Instruction:
-    text = " ".join(entry.text.split())
+    text = one_line(entry.text)
     if m := _RULE.match(text):
         return Instruction(
             text, m.group("cond"), m.group("then"), m.group("else"), entry.start_line
@@ -287,7 +282,7 @@ def complete_item(text: str, path: str, n: int, done: bool = True) -> str:
     line = lines[item.line - 1]
     match = _BOX.match(line)
     if match is None:  # not a list item any more: the file changed in a way we can't redo
-        raise edits.EditNotApplicable(f"{path}:{item.line}: TODO item {n} is not a list item")
+        raise EditNotApplicable(f"{path}:{item.line}: TODO item {n} is not a list item")
     box = "[x] " if done else "[ ] "
     lines[item.line - 1] = match.group(1) + box + line[match.end() :]
     return sync_pointer("".join(lines), path)

@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.discovery import (
+from mdmem.errors import MdmemError
+from mdmem.files import atomic_write
+from mdmem.layout import (
     PRIVATE_FILE_MODE,
     STATE_DIR,
     WATCHER_FILE,
@@ -31,8 +33,6 @@ from mdmem.discovery import (
     private_file,
     running_watcher,
 )
-from mdmem.errors import MdmemError
-from mdmem.files import atomic_write
 
 if TYPE_CHECKING:
     from mdmem.index.sync import SyncReport

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem import edits
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
-from mdmem.discovery import STATE_DIR, find_root, private_file
 from mdmem.entries import (
     MEMORY_TYPES,
     SECTION_TITLES,
@@ -44,10 +43,12 @@ from mdmem.files import (
     decode_markdown,
     read_markdown,
 )
+from mdmem.layout import STATE_DIR, find_root, private_file
 from mdmem.markdown import Document, Problem, parse_document
 from mdmem.paths import workspace_path
 from mdmem.redact import Redactor
 from mdmem.scan import ScanResult, scan
+from mdmem.text import same_text
 
 if TYPE_CHECKING:
     from mdmem.compact import CompactMemory
@@ -463,10 +464,10 @@ class Workspace:
 
         def edit(current: str) -> str:
             found.clear()
-            key = _normal(text)
+            key = same_text(text)
             doc = parse_document(rel, current)
             for entry in doc.entries:
-                if not entry.archived and _normal(entry.text) == key:
+                if not entry.archived and same_text(entry.text) == key:
                     found.append(entry)
                     return current
             block = edits.render_item(text, meta, doc.newline)
@@ -580,12 +581,12 @@ class Workspace:
         target = self._expected(entry)
         doomed = fg.copies(target, self.snapshot().entries(include_archived=True))
         keys = {(e.path, e.id) for e in doomed}
-        key = fg.normal(target.text)
+        key = same_text(target.text)
         removed: list[tuple[Entry, str]] = []
         for rel in sorted({e.path for e in doomed}):
 
             def wanted(e: Entry, rel: str = rel) -> bool:
-                return (rel, e.id) in keys or (e.archived and fg.normal(e.text) == key)
+                return (rel, e.id) in keys or (e.archived and same_text(e.text) == key)
 
             removed += self._remove_entries(rel, wanted)
         texts = fg.needles([(target, target.text), *removed])
@@ -597,7 +598,7 @@ class Workspace:
         others = [  # (the files as they are now: what was removed is gone)
             f"{e.id} ({e.path}:{e.start_line})"
             for e in self.snapshot().entries(include_archived=True)
-            if key in fg.normal(e.text)
+            if key in same_text(e.text)
         ]
         if others:
             listed = ", ".join(others)
@@ -1369,10 +1370,6 @@ def _session_matches(record: SessionRecord, agent: str | None, since: str | None
 
 def _today() -> str:
     return dt.date.today().isoformat()
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def _entry_by_id(doc: Document, entry_id: str) -> Entry:

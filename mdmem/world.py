@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 from mdmem import edits
 from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta
+from mdmem.errors import EditNotApplicable
 from mdmem.files import Writer
 from mdmem.markdown import Document, parse_document
 from mdmem.task import ItemPart, item_parts, own_text
+from mdmem.text import one_line
 
 WORLD_FILE = "world_state.md"
 DEFAULT_SECTION = "Environment"
@@ -67,7 +69,7 @@ def _fact(doc: Document, entry: Entry, parts: dict[int, ItemPart]) -> WorldFact 
 
 
 def check_key(key: str) -> str:
-    key = " ".join(str(key).split())
+    key = one_line(str(key))
     if not _KEY.match(key):
         raise ValueError(
             f"invalid world key {key!r}: one short line without ':', '*', '`', '<' or '>'"
@@ -115,7 +117,7 @@ def _rewrite_value(doc: Document, entry: Entry, value: str) -> str:
     lead = _LEAD.match(first)
     key_part = _KEY_PART.match(first[lead.end() :]) if lead else None
     if lead is None or key_part is None:  # _fact matched this bullet: cannot happen
-        raise edits.EditNotApplicable(f"{doc.path}:{entry.start_line}: not a key: value bullet")
+        raise EditNotApplicable(f"{doc.path}:{entry.start_line}: not a key: value bullet")
     head = first[: lead.end() + key_part.end()]
     space = re.match(r"[ \t]*", first[len(head) :]).group(0) or " "
     marker = re.match(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+", first)

@@ -252,7 +252,7 @@ def test_readers_never_block_while_the_watcher_writes(tmp_path: Path) -> None:
             time.sleep(0.2)
         else:
             pytest.fail("watcher never reported running")
-        from mdmem.discovery import socket_path
+        from mdmem.layout import socket_path
 
         sock = socket_path(root)
         assert (sock.stat().st_mode & 0o777) == 0o600

@@ -23,7 +23,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.config import Config, EmbeddingConfig
-from mdmem.discovery import STATE_DIR, WATCHER_FILE, running_watcher, socket_path
+from mdmem.layout import STATE_DIR, WATCHER_FILE, running_watcher, socket_path
 from mdmem.server import request
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"

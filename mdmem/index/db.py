@@ -15,8 +15,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from mdmem.discovery import private_file
 from mdmem.errors import MdmemError
+from mdmem.layout import private_file
 
 SCHEMA_VERSION = 2
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
