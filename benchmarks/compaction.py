@@ -3,8 +3,8 @@
 Each of the 10 conversations becomes one list of chat messages, in order: every turn is a
 message with the speaker as ``name`` and the session's date as ``timestamp`` (the first speaker
 is ``user``, the second ``assistant``; image captions are appended as ``[shares ...]``). The
-offline compactor (``mdmem.compact.compact_offline``) and the offline extractor
-(``mdmem.extract.extract_offline``) run on the whole conversation.
+offline compactor (``mdmem.distill.compact.compact_offline``) and the offline extractor
+(``mdmem.distill.extract.extract_offline``) run on the whole conversation.
 
 Metrics, over the evidence turns of questions in categories 1-4 (each distinct evidence turn of
 a conversation counted once per category it serves; ids that resolve to no turn skipped):
@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from locomo import CATEGORIES, DATA, evidence_ids, session_date  # noqa: E402
 
-from mdmem.compact import STOPWORDS, compact_offline  # noqa: E402
-from mdmem.extract import extract_offline  # noqa: E402
+from mdmem.distill.compact import STOPWORDS, compact_offline  # noqa: E402
+from mdmem.distill.extract import extract_offline  # noqa: E402
 
 WORK = ROOT / ".bench" / "compaction"
 SURVIVES = 0.5

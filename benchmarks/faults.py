@@ -62,7 +62,7 @@ def _workspace(tmp: Path, name: str = "ws") -> Path:
 
 
 def _parses(path: Path) -> bool:
-    from mdmem.markdown import parse_document
+    from mdmem.markdown.parse import parse_document
 
     try:
         doc = parse_document(path.name, path.read_text(encoding="utf-8"))

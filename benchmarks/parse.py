@@ -38,7 +38,7 @@ from pathlib import Path
 
 from mdmem import Workspace
 from mdmem.index.chunks import chunk_document
-from mdmem.markdown import parse_document
+from mdmem.markdown.parse import parse_document
 from mdmem.workspace import SEARCH_SYNC_MAX_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,7 @@ What each figure means:
    median and p95 of 7 runs of ``sync(embed=False)`` when nothing changed (goal <= 1 s), of
    ``Index.changed_files()`` alone (the mtime/size check) and of the bare directory scan.
 3. Search latency at each size, over 50 queries of 2-6 vocabulary words, p50 and p95 in ms:
-   (a) ranking only: ``mdmem.search.search(...)`` with a stand-in embedder that returns the
+   (a) ranking only: ``mdmem.index.search.search(...)`` with a stand-in embedder that returns the
        query's real vector, embedded once up front (goal: hybrid p95 <= 30 ms at 100k chunks);
    (b) ranking plus embedding the query with the real model (keyword mode embeds nothing);
    (c) end to end: ``Workspace.search(query, mode=..., track_access=False)``, which also runs
@@ -74,9 +74,9 @@ sys.path.insert(0, str(ROOT))
 
 from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
-from mdmem.index.text import STOPWORDS  # noqa: E402
-from mdmem.scan import scan  # noqa: E402
-from mdmem.search import MODES, Filters, search  # noqa: E402
+from mdmem.index.fts import STOPWORDS  # noqa: E402
+from mdmem.index.search import MODES, Filters, search  # noqa: E402
+from mdmem.memory.scan import scan  # noqa: E402
 
 WORK = ROOT / ".bench" / "speed"
 SEED = 20261101

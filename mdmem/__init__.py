@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "MEMORY_TYPES": "mdmem.entries",
-    "Entry": "mdmem.entries",
+    "MEMORY_TYPES": "mdmem.markdown.entries",
+    "Entry": "mdmem.markdown.entries",
     "ConfigError": "mdmem.errors",
     "ConflictError": "mdmem.errors",
     "EntryNotFoundError": "mdmem.errors",
@@ -27,21 +27,21 @@ _EXPORTS = {
     "ModeError": "mdmem.errors",
     "UnsafePathError": "mdmem.errors",
     "WorkspaceNotFoundError": "mdmem.errors",
-    "Document": "mdmem.markdown",
-    "Heading": "mdmem.markdown",
-    "Problem": "mdmem.markdown",
+    "Document": "mdmem.markdown.parse",
+    "Heading": "mdmem.markdown.parse",
+    "Problem": "mdmem.markdown.parse",
     "Context": "mdmem.context",
     "SourceUsage": "mdmem.context",
-    "Event": "mdmem.sessions",
-    "Session": "mdmem.sessions",
-    "SessionRecord": "mdmem.sessions",
-    "TaskItem": "mdmem.task",
-    "TaskState": "mdmem.task",
-    "WorldFact": "mdmem.world",
+    "Event": "mdmem.memory.sessions",
+    "Session": "mdmem.memory.sessions",
+    "SessionRecord": "mdmem.memory.sessions",
+    "TaskItem": "mdmem.memory.task",
+    "TaskState": "mdmem.memory.task",
+    "WorldFact": "mdmem.memory.world",
     "CompactReport": "mdmem.reports",
     "ExtractReport": "mdmem.reports",
     "MemoryChange": "mdmem.reports",
-    "LLMError": "mdmem.llm",
+    "LLMError": "mdmem.distill.llm",
     "Workspace": "mdmem.workspace",
 }
 __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
@@ -76,7 +76,7 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
 
 if TYPE_CHECKING:
     from mdmem.context import Context, SourceUsage
-    from mdmem.entries import MEMORY_TYPES, Entry
+    from mdmem.distill.llm import LLMError
     from mdmem.errors import (
         ConfigError,
         ConflictError,
@@ -88,13 +88,13 @@ if TYPE_CHECKING:
         UnsafePathError,
         WorkspaceNotFoundError,
     )
-    from mdmem.llm import LLMError
-    from mdmem.markdown import Document, Heading, Problem
+    from mdmem.markdown.entries import MEMORY_TYPES, Entry
+    from mdmem.markdown.parse import Document, Heading, Problem
+    from mdmem.memory.sessions import Event, Session, SessionRecord
+    from mdmem.memory.task import TaskItem, TaskState
+    from mdmem.memory.world import WorldFact
     from mdmem.reports import CompactReport, ExtractReport, MemoryChange
-    from mdmem.sessions import Event, Session, SessionRecord
-    from mdmem.task import TaskItem, TaskState
     from mdmem.workspace import Workspace
-    from mdmem.world import WorldFact
 
 
 def __getattr__(name: str) -> Any:

@@ -100,7 +100,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT: append it under the right heading, touching nothing else."""
-    from mdmem.entries import MEMORY_TYPES
+    from mdmem.markdown.entries import MEMORY_TYPES
 
     if type_ not in MEMORY_TYPES:
         _fail(f"--type must be one of {', '.join(MEMORY_TYPES)}, got {type_!r}", 2)
@@ -122,7 +122,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the parsed entries: where each stands, its type, importance and text."""
-    from mdmem.markdown import Problem
+    from mdmem.markdown.parse import Problem
 
     ws = _open(ctx)
     problems: list[Problem]
@@ -227,7 +227,7 @@ def _ask_server(
     import time
 
     from mdmem.layout import find_root, socket_path
-    from mdmem.server import request
+    from mdmem.live.server import request
 
     started = time.perf_counter()
     root = find_root(ctx.obj.get("workspace"))

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mdmem.compact import parse_compact
-from mdmem.entries import Entry
-from mdmem.sessions import SessionRecord
-from mdmem.task import TaskItem, TaskState
+from mdmem.distill.compact import parse_compact
+from mdmem.markdown.entries import Entry
+from mdmem.memory.sessions import SessionRecord
+from mdmem.memory.task import TaskItem, TaskState
+from mdmem.memory.world import WorldFact
 from mdmem.text import one_line
 from mdmem.tokens import TokenCounter
-from mdmem.world import WorldFact
 
 MEMORY_GROUPS = {
     "preference": "User Preferences",

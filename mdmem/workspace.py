@@ -17,16 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from mdmem import edits
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
-from mdmem.entries import (
-    MEMORY_TYPES,
-    SECTION_TITLES,
-    Entry,
-    check_importance,
-    check_type,
-    new_id,
-)
 from mdmem.errors import (
     ConflictError,
     EntryNotFoundError,
@@ -34,7 +25,18 @@ from mdmem.errors import (
     ModeError,
     WorkspaceNotFoundError,
 )
-from mdmem.files import (
+from mdmem.layout import STATE_DIR, find_root, private_file
+from mdmem.markdown import edits
+from mdmem.markdown.entries import (
+    MEMORY_TYPES,
+    SECTION_TITLES,
+    Entry,
+    check_importance,
+    check_type,
+    new_id,
+)
+from mdmem.markdown.parse import Document, Problem, parse_document
+from mdmem.memory.files import (
     MISSING_WAIT_S,
     EditNotApplicable,
     SafeWriter,
@@ -43,26 +45,24 @@ from mdmem.files import (
     decode_markdown,
     read_markdown,
 )
-from mdmem.layout import STATE_DIR, find_root, private_file
-from mdmem.markdown import Document, Problem, parse_document
+from mdmem.memory.scan import ScanResult, scan
 from mdmem.paths import workspace_path
 from mdmem.redact import Redactor
-from mdmem.scan import ScanResult, scan
 from mdmem.text import same_text
 
 if TYPE_CHECKING:
-    from mdmem.compact import CompactMemory
     from mdmem.context import Context, Source
-    from mdmem.forget import ForgetReport
+    from mdmem.distill.compact import CompactMemory
     from mdmem.index.embed import Embedder
+    from mdmem.index.search import Hit, SearchResults
     from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
-    from mdmem.journal import JournalEntry
+    from mdmem.live.watch import Watcher
+    from mdmem.memory.forget import ForgetReport
+    from mdmem.memory.journal import JournalEntry
+    from mdmem.memory.sessions import InterruptedSweep, Session, SessionRecord
+    from mdmem.memory.task import Task
+    from mdmem.memory.world import World
     from mdmem.reports import CompactReport, ExtractReport
-    from mdmem.search import Hit, SearchResults
-    from mdmem.sessions import InterruptedSweep, Session, SessionRecord
-    from mdmem.task import Task
-    from mdmem.watch import Watcher
-    from mdmem.world import World
 
 log = logging.getLogger("mdmem")
 Conversation = Any
@@ -306,7 +306,7 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
-        from mdmem.search import Filters, SearchResults, check_k, search
+        from mdmem.index.search import Filters, SearchResults, check_k, search
 
         k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
@@ -348,7 +348,7 @@ class Workspace:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
         import asyncio
 
-        from mdmem.search import check_k
+        from mdmem.index.search import check_k
 
         if k is not None:
             check_k(k)  # here, not in the worker thread
@@ -362,7 +362,7 @@ class Workspace:
         model = None
         if self.config.embedding.model or self._embedder is not None:
             model = (self._embedder or _make_embedder(self.config)).model_id  # loads nothing
-        from mdmem.watch import watcher_info
+        from mdmem.live.watch import watcher_info
 
         status = self.index.recover(lambda: index_status(self.index, model))
         return replace(status, watcher=watcher_info(self.root))
@@ -373,7 +373,7 @@ class Workspace:
         Use as ``with ws.watch():`` or keep the returned Watcher and call ``stop()``. With
         ``serve``, it also answers ``mdmem search`` over a local socket (warm model).
         """
-        from mdmem.watch import Watcher
+        from mdmem.live.watch import Watcher
 
         cfg = self.config.watch
         return Watcher(
@@ -576,7 +576,7 @@ class Workspace:
         WAL truncated), its cached vectors, and any write-journal or ``.trash/`` file holding
         it. Git history, backups and synced copies are out of reach: ``warnings`` says so.
         """
-        from mdmem import forget as fg
+        from mdmem.memory import forget as fg
 
         target = self._expected(entry)
         doomed = fg.copies(target, self.snapshot().entries(include_archived=True))
@@ -620,7 +620,7 @@ class Workspace:
         )
 
     def _remove_entries(self, rel: str, wanted: Callable[[Entry], bool]) -> list[tuple[Entry, str]]:
-        from mdmem.forget import remove_entries
+        from mdmem.memory.forget import remove_entries
 
         _, absolute = self.resolve(rel)
         cut: list[tuple[Entry, str]] = []
@@ -743,8 +743,8 @@ class Workspace:
         on disk when the call returns); minimal mode keeps the session in memory only, ready
         to be compacted.
         """
+        from mdmem.memory.sessions import SESSIONS_DIR, Session, session_skeleton, writer_stamp
         from mdmem.paths import slugify
-        from mdmem.sessions import SESSIONS_DIR, Session, session_skeleton, writer_stamp
 
         agent = check_name(agent or self.agent, "agent")
         title = self.redactor(edits.check_text(title).split("\n", 1)[0])  # (and so the name)
@@ -780,7 +780,7 @@ class Workspace:
         files dead writers left in ``.sessions/``; returns the ids marked. Only sessions
         started on this host are looked at. Runs on its own when a session starts, on
         :meth:`status` and on :meth:`sync`; cheap when nothing changed."""
-        from mdmem.sessions import SESSIONS_DIR, InterruptedSweep
+        from mdmem.memory.sessions import SESSIONS_DIR, InterruptedSweep
 
         if self.mode != "full":
             return []
@@ -801,7 +801,7 @@ class Workspace:
     ) -> list[SessionRecord]:
         """Recorded sessions, newest first: ``agent`` keeps one agent's own sessions,
         ``since`` (YYYY-MM-DD) the ones started on or after that day."""
-        from mdmem.sessions import SESSIONS_DIR, is_stamped
+        from mdmem.memory.sessions import SESSIONS_DIR, is_stamped
 
         folder = self.root / SESSIONS_DIR
         names = sorted((p.name for p in folder.glob("*.md")), reverse=True)
@@ -830,7 +830,7 @@ class Workspace:
             return None
 
     def _load_session(self, name: str) -> SessionRecord:
-        from mdmem.sessions import SESSIONS_DIR, parse_session
+        from mdmem.memory.sessions import SESSIONS_DIR, parse_session
 
         rel = f"{SESSIONS_DIR}/{name}"
         try:
@@ -840,7 +840,7 @@ class Workspace:
 
     def session_record(self, session_id: str) -> SessionRecord:
         """One session by id (file stem), path, or a unique part of its id."""
-        from mdmem.sessions import SESSIONS_DIR
+        from mdmem.memory.sessions import SESSIONS_DIR
 
         name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
         folder = self.root / SESSIONS_DIR
@@ -854,7 +854,7 @@ class Workspace:
     @property
     def task(self) -> Task:
         """task_process.md: ``ws.task.add(...)``, ``.complete(n)``, ``.current()`` …"""
-        from mdmem.task import Task, archive_name
+        from mdmem.memory.task import Task, archive_name
 
         def archive(title: str, text: str) -> None:
             rel, absolute = self.resolve(archive_name(title, dt.datetime.now()))
@@ -871,7 +871,7 @@ class Workspace:
     @property
     def world(self) -> World:
         """world_state.md: ``ws.world.set(key, text)``, ``ws.world.get(key)``."""
-        from mdmem.world import World
+        from mdmem.memory.world import World
 
         return World(self._reader(WORLD_FILE), self._file_writer(WORLD_FILE, WORLD_FILE))
 
@@ -894,7 +894,7 @@ class Workspace:
         marked in the text and reported in ``Context.sources``.
         """
         from mdmem import context as ctx
-        from mdmem.sessions import SESSIONS_DIR
+        from mdmem.memory.sessions import SESSIONS_DIR
         from mdmem.tokens import token_counter
 
         cfg = self.config.context
@@ -940,7 +940,7 @@ class Workspace:
     def should_compact(self, messages: Conversation) -> bool:
         """True when ``messages`` are past ``compact.threshold_tokens`` (default 70,000),
         counted with the configured model's tokenizer (or the estimate)."""
-        from mdmem.compact import should_compact
+        from mdmem.distill.compact import should_compact
 
         loaded, _ = self._conversation(messages)
         model = self.config.context.model or self.config.llm.model or None
@@ -967,10 +967,10 @@ class Workspace:
         transcript that is no session goes to ``.compact_memory.md``). ``dry_run`` writes
         nothing and reports the diff.
         """
-        from mdmem.compact import compact, merge
-        from mdmem.compact_file import read_memory, write_memory
+        from mdmem.distill.compact import compact, merge
+        from mdmem.memory.compact_memory import read_memory, write_memory
+        from mdmem.memory.sessions import SUMMARY_SECTION, section_text, set_section
         from mdmem.reports import CompactReport
-        from mdmem.sessions import SUMMARY_SECTION, section_text, set_section
         from mdmem.tokens import token_counter
 
         messages, record = self._conversation(source)
@@ -1076,7 +1076,7 @@ class Workspace:
         offline: bool,
         llm_kwargs: dict[str, Any],
     ) -> ExtractReport:
-        from mdmem.extract import choose_section, extract_llm, extract_offline, plan
+        from mdmem.distill.extract import choose_section, extract_llm, extract_offline, plan
         from mdmem.reports import ExtractReport, MemoryChange
 
         llm = self.config.llm
@@ -1146,8 +1146,8 @@ class Workspace:
         self, source: Conversation
     ) -> tuple[list[dict[str, str]], SessionRecord | None]:
         """Messages from whatever the caller has, and the session they come from (if any)."""
-        from mdmem.sessions import Session, SessionRecord, is_session_path
-        from mdmem.transcript import load_messages
+        from mdmem.distill.transcript import load_messages
+        from mdmem.memory.sessions import Session, SessionRecord, is_session_path
 
         record: SessionRecord | None = None
         if source is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 from mdmem.index.chunks import MAX_CHARS, chunk_document
-from mdmem.index.text import fts_query, segment
-from mdmem.markdown import parse_document
+from mdmem.index.fts import fts_query, segment
+from mdmem.markdown.parse import parse_document
 
 
 def test_entries_and_non_entry_blocks_cover_the_file() -> None:
@@ -51,7 +51,7 @@ def test_japanese_words_stay_whole() -> None:
 
 def test_html_comments_alone_are_not_chunks() -> None:
     from mdmem.index.chunks import chunk_document
-    from mdmem.markdown import parse_document
+    from mdmem.markdown.parse import parse_document
 
     doc = parse_document(
         "world_state.md",

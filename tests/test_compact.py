@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mdmem.compact import (
+from mdmem.config import LLMConfig
+from mdmem.distill.compact import (
     CompactMemory,
     KeyEvent,
     compact,
@@ -18,10 +19,9 @@ from mdmem.compact import (
     parse_compact,
     should_compact,
 )
-from mdmem.config import LLMConfig
+from mdmem.distill.llm import LLMError
+from mdmem.distill.transcript import load_messages
 from mdmem.errors import FileProblem
-from mdmem.llm import LLMError
-from mdmem.transcript import load_messages
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
@@ -387,7 +387,7 @@ def test_problems_reported_as_fixed_are_not_unresolved() -> None:
 
 
 def test_strip_volatile_and_possessive_relative_dates() -> None:
-    from mdmem.compact import resolve_relative_dates, strip_volatile
+    from mdmem.distill.compact import resolve_relative_dates, strip_volatile
 
     assert (
         strip_volatile('Run 11873320451, "Run migrations": localhost:5433 Connection refused')

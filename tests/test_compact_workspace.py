@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import Workspace
-from mdmem.compact import parse_compact
+from mdmem.distill.compact import parse_compact
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -170,7 +170,7 @@ def test_a_bad_model_reply_is_reported_not_raised(example: Workspace, scripted) 
 
 
 def test_auth_error_is_clear(example: Workspace, scripted) -> None:
-    from mdmem.llm import LLMError
+    from mdmem.distill.llm import LLMError
     from mdmem.tokens import import_litellm
 
     litellm = import_litellm()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import Workspace
-from mdmem.markdown import parse_document
+from mdmem.markdown.parse import parse_document
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +72,7 @@ def test_sigkill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from mdmem.files import atomic_write
+        from mdmem.memory.files import atomic_write
         atomic_write(Path(sys.argv[1]), b"- new line\\n" * 20_000_000)  # ~220 MB
         """
     )

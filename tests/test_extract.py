@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from mdmem.config import LLMConfig
-from mdmem.entries import Entry
-from mdmem.extract import (
+from mdmem.distill.extract import (
     Candidate,
     extract_llm,
     extract_offline,
@@ -19,7 +18,8 @@ from mdmem.extract import (
     resolve_offline,
     third_person,
 )
-from mdmem.transcript import load_messages
+from mdmem.distill.transcript import load_messages
+from mdmem.markdown.entries import Entry
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from test_safe_writes_property import PHRASE, PROPERTY, _insertion, markdown_file
 
 from mdmem import FileProblem, UnsafePathError, Workspace
-from mdmem.markdown import NESTING_LIMIT, _parse, parse_document, split_lines
-from mdmem.scan import ALWAYS_SKIPPED
+from mdmem.markdown.parse import NESTING_LIMIT, _parse, parse_document, split_lines
+from mdmem.memory.scan import ALWAYS_SKIPPED
 
 BIN = Path(sys.executable).parent / "mdmem"
 

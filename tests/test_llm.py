@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mdmem.config import LLMConfig
-from mdmem.llm import LLMError, LLMReply, complete
+from mdmem.distill.llm import LLMError, LLMReply, complete
 from mdmem.tokens import import_litellm
 
 MESSAGES = [{"role": "user", "content": "Summarize: the build failed, then we fixed it."}]
@@ -92,7 +92,7 @@ def test_importing_the_engines_does_not_import_litellm() -> None:
     import subprocess
     import sys
 
-    code = "import sys, mdmem.compact, mdmem.extract, mdmem.llm; print('litellm' in sys.modules)"
+    code = "import sys, mdmem.distill.compact, mdmem.distill.extract, mdmem.distill.llm; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mdmem.markdown import parse_document
+from mdmem.markdown.parse import parse_document
 
 DOC = """\
 ---
@@ -152,7 +152,7 @@ def test_malformed_frontmatter_is_a_problem_with_a_line_and_the_body_still_parse
 
 
 def test_metadata_values_with_spaces_round_trip():
-    from mdmem.entries import format_meta, parse_meta
+    from mdmem.markdown.entries import format_meta, parse_meta
 
     meta = {"id": "m-1", "note": 'said "hi" there', "importance": 0.75}
     comment = format_meta(meta)

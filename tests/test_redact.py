@@ -243,7 +243,7 @@ def test_nothing_secret_is_sent_to_a_model_and_replies_are_masked(tmp_path: Path
 
 def test_complete_masks_text_parts(scripted) -> None:
     from mdmem.config import LLMConfig
-    from mdmem.llm import complete
+    from mdmem.distill.llm import complete
 
     calls = scripted("ok")
     message = {"role": "user", "content": [{"type": "text", "text": f"key {AWS}"}]}

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mdmem import Workspace
-from mdmem.markdown import parse_document
+from mdmem.markdown.parse import parse_document
 
 WORDS = st.sampled_from(
     ["alpha", "beta", "数据库", "用户", "emoji 🎉", "*bold*", "`code`", "tab\there", "x_y", "a#b",

@@ -363,7 +363,7 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
     import sys
     import time
 
-    from mdmem.search import Filters, search
+    from mdmem.index.search import Filters, search
 
     root = tmp_path / "ws"
     root.mkdir()

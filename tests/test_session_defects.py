@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mdmem import Workspace
-from mdmem.compact import classify, split_pieces
-from mdmem.markdown import parse_document
-from mdmem.search import Filters, search
-from mdmem.sessions import (
+from mdmem.distill.compact import classify, split_pieces
+from mdmem.index.search import Filters, search
+from mdmem.markdown.parse import parse_document
+from mdmem.memory.sessions import (
     _paragraphs,
     canonical_action,
     infer_importance,

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from mdmem import Workspace
 from mdmem.errors import EntryNotFoundError
-from mdmem.markdown import parse_document
+from mdmem.markdown.parse import parse_document
+from mdmem.memory.sessions import infer_importance, parse_session
 from mdmem.paths import slugify
-from mdmem.sessions import infer_importance, parse_session
 
 
 def _headings(path: Path) -> list[str]:

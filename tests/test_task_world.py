@@ -8,8 +8,8 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.errors import ModeError
-from mdmem.markdown import Document, parse_document
-from mdmem.task import Task
+from mdmem.markdown.parse import Document, parse_document
+from mdmem.memory.task import Task
 
 
 def test_task_loop_on_the_example(example: Workspace) -> None:

@@ -24,7 +24,7 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import Config, EmbeddingConfig
 from mdmem.layout import STATE_DIR, WATCHER_FILE, running_watcher, socket_path
-from mdmem.server import request
+from mdmem.live.server import request
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 MDMEM = str(Path(sys.executable).parent / "mdmem")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import ConfigError, ConflictError, EntryNotFoundError, Workspace, WorkspaceNotFoundError
-from mdmem.files import Target
+from mdmem.memory.files import Target
 from mdmem.workspace import TEMPLATES
 
 

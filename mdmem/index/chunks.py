@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mdmem.entries import Entry, default_type_for_file, type_from_heading
-from mdmem.markdown import Document, Heading
+from mdmem.markdown.entries import Entry, default_type_for_file, type_from_heading
+from mdmem.markdown.parse import Document, Heading
 from mdmem.redact import Redactor
 
 CHUNKER_VERSION = 5

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 
-from mdmem.index.text import segment
+from mdmem.index.fts import segment
 
 CHECKPOINT_ATTEMPTS = 40
 CHECKPOINT_PAUSE_S = 0.05

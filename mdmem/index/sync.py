@@ -27,7 +27,6 @@ import numpy as np
 
 from mdmem.config import FilesConfig
 from mdmem.errors import FileProblem
-from mdmem.files import read_markdown
 from mdmem.index.chunks import CHUNKER_VERSION, Chunk, chunk_document, sha
 from mdmem.index.db import (
     connect,
@@ -39,10 +38,11 @@ from mdmem.index.db import (
     unwritable,
 )
 from mdmem.index.embed import Embedder
-from mdmem.index.text import segment
-from mdmem.markdown import Problem, parse_document
+from mdmem.index.fts import segment
+from mdmem.markdown.parse import Problem, parse_document
+from mdmem.memory.files import read_markdown
+from mdmem.memory.scan import FileStat, scan
 from mdmem.redact import DEFAULT, Redactor
-from mdmem.scan import FileStat, scan
 
 BATCH_FILES = 200
 EMBED_BATCH = 64

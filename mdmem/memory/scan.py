@@ -17,7 +17,7 @@ from pathlib import Path
 import pathspec
 
 from mdmem.config import FilesConfig
-from mdmem.markdown import Problem
+from mdmem.markdown.parse import Problem
 from mdmem.paths import ALWAYS_SKIPPED, SYMLINK_LOOP
 
 __all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "scan"]

@@ -12,7 +12,7 @@ For ``write.late_save_ms`` after each write, a background thread watches the rep
 the current file. A save at the path that lacks the program's recent writes gets them merged
 back — the writes it misses, not the ones it already holds (perhaps edited by the person). A
 save that kept little of the file (a ``git checkout`` putting another file in its place) is
-left as it is. Merges are line merges (:mod:`mdmem.merge`) through the same safe writes. When
+left as it is. Merges are line merges (:mod:`mdmem.memory.merge`) through the same safe writes. When
 the process exits, it waits for open windows to close (at most ``late_save_ms``).
 """
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
-from mdmem.merge import kept, merge_text
+from mdmem.memory.merge import kept, merge_text
 
 if TYPE_CHECKING:
-    from mdmem.files import FileState, SafeWriter, Target
+    from mdmem.memory.files import FileState, SafeWriter, Target
 
 log = logging.getLogger("mdmem")
 CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
@@ -212,7 +212,7 @@ class LateSaveGuard:
             )
 
     def _check_inode(self, watch: _Inode) -> None:
-        from mdmem.files import FileState, settled_bytes
+        from mdmem.memory.files import FileState, settled_bytes
 
         watch.checks += 1
         try:
@@ -231,7 +231,7 @@ class LateSaveGuard:
         self._merge(watch.target, lambda current: self._combine(base, current, late))
 
     def _check_path(self, watch: _PathWatch) -> None:
-        from mdmem.files import FileState
+        from mdmem.memory.files import FileState
 
         watch.checks += 1
         if self._unchanged(watch):
@@ -262,7 +262,7 @@ class LateSaveGuard:
 
     @staticmethod
     def _unchanged(watch: _PathWatch) -> bool:
-        from mdmem.files import FileState
+        from mdmem.memory.files import FileState
 
         try:
             return FileState.of(os.stat(watch.target.path)) == watch.checked
@@ -313,7 +313,7 @@ class LateSaveGuard:
         self, target: Target, combine: Callable[[bytes], bytes], *, locked: bool = False
     ) -> FileState | None:
         """Write ``combine(current)`` through the safe writes; the path's state after."""
-        from mdmem.files import BOM, FileState
+        from mdmem.memory.files import BOM, FileState
 
         changed: list[bool] = []
 

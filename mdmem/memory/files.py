@@ -5,14 +5,15 @@ A program write never loses a person's save. Under a per-file lock it:
 1. reads the file once it has *settled*: a file that changed a moment ago, or just became
    empty, may be an editor's save in progress (VS Code truncates, then writes);
 2. applies the edit (old text → new text);
-3. swaps the new file in with ``renameat2(RENAME_EXCHANGE)`` (:mod:`mdmem.swap`), so the file it
-   replaced is in hand, not gone: if that is not exactly what it read, a person saved in
-   between, and the edit is redone on their version (or, if it no longer applies there,
-   their version goes back and ``ConflictError`` is raised);
-4. moves the replaced file into the journal (:mod:`mdmem.journal`) and, for
-   ``write.late_save_ms``, watches it and the path (:mod:`mdmem.late_saves`): an editor that
-   opened the file before the swap and writes into the old inode afterwards, or saves a copy
-   it read before the write, is merged back in line by line (:mod:`mdmem.merge`).
+3. swaps the new file in with ``renameat2(RENAME_EXCHANGE)`` (:mod:`mdmem.memory.swap`), so
+   the file it replaced is in hand, not gone: if that is not exactly what it read, a person
+   saved in between, and the edit is redone on their version (or, if it no longer applies
+   there, their version goes back and ``ConflictError`` is raised);
+4. moves the replaced file into the journal (:mod:`mdmem.memory.journal`) and, for
+   ``write.late_save_ms``, watches it and the path (:mod:`mdmem.memory.late_saves`): an
+   editor that opened the file before the swap and writes into the old inode afterwards, or
+   saves a copy it read before the write, is merged back in line by line
+   (:mod:`mdmem.memory.merge`).
 
 Where the exchange call is missing (not Linux), step 3 becomes: hard-link the current file
 into the journal, check it is what was read, ``os.replace`` — a check-then-replace window of
@@ -33,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
-from mdmem.journal import Journal
 from mdmem.layout import PRIVATE_FILE_MODE, private_dir
-from mdmem.swap import exchange
+from mdmem.memory.journal import Journal
+from mdmem.memory.swap import exchange
 
 log = logging.getLogger("mdmem")
 
@@ -240,7 +241,7 @@ class SafeWriter:
         journal_versions: int = 50,
         journal_bytes: int = 64_000_000,
     ) -> None:
-        from mdmem.late_saves import LateSaveGuard
+        from mdmem.memory.late_saves import LateSaveGuard
 
         self.state_dir = state_dir
         self.journal = Journal(state_dir, journal_versions, journal_bytes)

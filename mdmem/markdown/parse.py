@@ -21,7 +21,7 @@ from frontmatter.default_handlers import YAMLHandler
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from mdmem.entries import (
+from mdmem.markdown.entries import (
     ARCHIVE_TITLE,
     DEFAULT_IMPORTANCE,
     Entry,

@@ -12,10 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from mdmem import edits
-from mdmem.compact import EVENTS_HEADING, STATE_HEADING, CompactMemory, KeyEvent, parse_compact
-from mdmem.entries import ARCHIVE_TITLE, Entry
-from mdmem.markdown import Document, Heading, parse_document
+from mdmem.distill.compact import (
+    EVENTS_HEADING,
+    STATE_HEADING,
+    CompactMemory,
+    KeyEvent,
+    parse_compact,
+)
+from mdmem.markdown import edits
+from mdmem.markdown.entries import ARCHIVE_TITLE, Entry
+from mdmem.markdown.parse import Document, Heading, parse_document
 from mdmem.text import one_line
 
 

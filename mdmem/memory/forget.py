@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mdmem.entries import Entry
-from mdmem.markdown import parse_document
+from mdmem.markdown.entries import Entry
+from mdmem.markdown.parse import parse_document
 from mdmem.text import same_text
 
 JOURNAL_DIR = "journal"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta, format_meta, type_from_heading
 from mdmem.errors import EditNotApplicable
-from mdmem.markdown import Document, Heading, parse_document
+from mdmem.markdown.entries import ARCHIVE_TITLE, Entry, find_meta, format_meta, type_from_heading
+from mdmem.markdown.parse import Document, Heading, parse_document
 from mdmem.text import printable
 
 _BULLET = re.compile(r"^([-*+])[ \t]")

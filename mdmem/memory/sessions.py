@@ -45,11 +45,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from mdmem import edits
-from mdmem.entries import Entry
 from mdmem.errors import EditNotApplicable, FileProblem, MdmemError
-from mdmem.files import TEMP_SUFFIX, Writer, pid_alive
-from mdmem.markdown import Document, block_tokens, newline_of, parse_document, split_lines
+from mdmem.markdown import edits
+from mdmem.markdown.entries import Entry
+from mdmem.markdown.parse import Document, block_tokens, newline_of, parse_document, split_lines
+from mdmem.memory.files import TEMP_SUFFIX, Writer, pid_alive
 from mdmem.redact import DEFAULT, Redactor
 from mdmem.text import one_line, printable
 

@@ -41,11 +41,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mdmem import edits
-from mdmem.entries import Entry, find_meta
 from mdmem.errors import EditNotApplicable
-from mdmem.files import Writer
-from mdmem.markdown import Document, block_tokens, parse_document, split_lines
+from mdmem.markdown import edits
+from mdmem.markdown.entries import Entry, find_meta
+from mdmem.markdown.parse import Document, block_tokens, parse_document, split_lines
+from mdmem.memory.files import Writer
 from mdmem.text import dedent, one_line
 
 TASK_FILE = "task_process.md"

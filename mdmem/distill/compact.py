@@ -29,12 +29,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdmem.config import LLMConfig
+from mdmem.distill.transcript import Source, load_messages
 from mdmem.text import one_line
 from mdmem.tokens import count_message_tokens, estimate_tokens
-from mdmem.transcript import Source, load_messages
 
-if TYPE_CHECKING:  # mdmem.llm is imported when the LLM engine runs
-    from mdmem.llm import LLMReply
+if TYPE_CHECKING:  # mdmem.distill.llm is imported when the LLM engine runs
+    from mdmem.distill.llm import LLMReply
 
 TITLE = "Compact Memory"
 STATE_TITLE = "State"
@@ -732,7 +732,7 @@ def _neutral(piece: Piece) -> str:
     """A user's own words in a tool-style conversation, about "the user" instead of "I"."""
     if piece.role != "user" or piece.speaker or piece.action:
         return piece.text
-    from mdmem.extract import third_person  # extract builds on this module
+    from mdmem.distill.extract import third_person  # extract builds on this module
 
     text = third_person(without_instruction(piece.text), "User")
     return re.sub(r"\b(?<!^)The team\b", "the team", text)
@@ -958,8 +958,8 @@ def compact_llm(
 ) -> tuple[CompactMemory, LLMReply]:
     """One model call over the whole transcript; the reply is parsed into a
     :class:`CompactMemory` and merged with ``previous`` (so nothing old is lost even if the
-    model drops it). An unusable reply raises :class:`~mdmem.llm.LLMError`."""
-    from mdmem.llm import LLMError, complete
+    model drops it). An unusable reply raises :class:`~mdmem.distill.llm.LLMError`."""
+    from mdmem.distill.llm import LLMError, complete
 
     prompt = [
         {"role": "system", "content": SYSTEM_PROMPT},

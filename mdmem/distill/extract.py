@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mdmem.compact import (
+from mdmem.config import LLMConfig
+from mdmem.distill.compact import (
     STOPWORDS,
     Piece,
     error_fix_chains,
@@ -26,14 +27,13 @@ from mdmem.compact import (
     strip_volatile,
     without_instruction,
 )
-from mdmem.config import LLMConfig
-from mdmem.entries import MEMORY_TYPES, Entry
-from mdmem.markdown import Document
+from mdmem.distill.transcript import Source, load_messages
+from mdmem.markdown.entries import MEMORY_TYPES, Entry
+from mdmem.markdown.parse import Document
 from mdmem.text import one_line, same_text
-from mdmem.transcript import Source, load_messages
 
 if TYPE_CHECKING:
-    from mdmem.llm import LLMReply
+    from mdmem.distill.llm import LLMReply
 
 Action = Literal["add", "skip", "replace", "merge", "keep_both"]
 IMPORTANCE = {"preference": 0.7, "fact": 0.6, "pattern": 0.65, "skill": 0.75}
@@ -46,7 +46,7 @@ class Candidate:
     """A memory worth keeping, before deduplication."""
 
     type: str
-    """One of :data:`mdmem.entries.MEMORY_TYPES`."""
+    """One of :data:`mdmem.markdown.entries.MEMORY_TYPES`."""
     text: str
     """One independent, explicit, checkable statement (third person)."""
     importance: float
@@ -584,7 +584,7 @@ def extract_llm(
     """One JSON call; an unusable reply gets one repair retry (the reply and what is wrong with
     it go back to the model). Still unusable: no candidates, and the problem is reported.
     Invalid items are dropped and reported; valid ones are kept."""
-    from mdmem.llm import complete
+    from mdmem.distill.llm import complete
 
     loaded = load_messages(messages)
     prompt: list[dict[str, str]] = [
@@ -897,7 +897,7 @@ def resolve_llm(
 ) -> tuple[Decision | None, str | None]:
     """Ask the model how a candidate relates to a similar memory: (decision, None), or
     (None, problem) when the reply is unusable (the caller falls back to the rules)."""
-    from mdmem.llm import complete
+    from mdmem.distill.llm import complete
 
     prompt = [
         {"role": "system", "content": RESOLVE_PROMPT},
@@ -932,7 +932,7 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
     (``## Testing``, ``## CI`` …) rather than by type: the one whose title and entries share
     the most words with it (at least three points; a title word counts double). None: use
     the section for its type (``## Skills`` …)."""
-    from mdmem.entries import ARCHIVE_TITLE, type_from_heading
+    from mdmem.markdown.entries import ARCHIVE_TITLE, type_from_heading
 
     if any(h.level > 1 and type_from_heading(h.title) == type_ for h in doc.headings):
         return None

@@ -15,12 +15,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mdmem import edits
-from mdmem.entries import ARCHIVE_TITLE, Entry, find_meta
 from mdmem.errors import EditNotApplicable
-from mdmem.files import Writer
-from mdmem.markdown import Document, parse_document
-from mdmem.task import ItemPart, item_parts, own_text
+from mdmem.markdown import edits
+from mdmem.markdown.entries import ARCHIVE_TITLE, Entry, find_meta
+from mdmem.markdown.parse import Document, parse_document
+from mdmem.memory.files import Writer
+from mdmem.memory.task import ItemPart, item_parts, own_text
 from mdmem.text import one_line
 
 WORLD_FILE = "world_state.md"

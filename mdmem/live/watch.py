@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
-from mdmem.files import atomic_write
 from mdmem.layout import (
     PRIVATE_FILE_MODE,
     STATE_DIR,
@@ -33,13 +32,14 @@ from mdmem.layout import (
     private_file,
     running_watcher,
 )
+from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
     from mdmem.index.sync import SyncReport
-    from mdmem.server import QueryServer
+    from mdmem.live.server import QueryServer
     from mdmem.workspace import Workspace
 
-log = logging.getLogger("mdmem.watch")
+log = logging.getLogger("mdmem.live.watch")
 RELEVANT_EVENTS = frozenset({"created", "deleted", "modified", "moved", "closed"})
 IGNORED_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn", "node_modules", "__pycache__"})
 STALE_RETRY_S = 1.0
@@ -151,7 +151,7 @@ class Watcher:
             self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
             self._observer.start()  # before the start-up scan, so no change falls in between
             if self.serve:
-                from mdmem.server import QueryServer
+                from mdmem.live.server import QueryServer
 
                 self.server = QueryServer(self.ws).start()
         except BaseException:

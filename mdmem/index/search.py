@@ -29,8 +29,8 @@ import pathspec
 from mdmem.config import SearchConfig
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
+from mdmem.index.fts import fts_query
 from mdmem.index.sync import Index, Layout
-from mdmem.index.text import fts_query
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mdmem.errors import FileProblem
-from mdmem.sessions import SessionRecord
+from mdmem.memory.sessions import SessionRecord
 
 Source = Iterable[Mapping[str, Any]] | str | Path | SessionRecord
 """What :func:`load_messages` accepts."""
@@ -139,8 +139,8 @@ def _load_file(path: Path) -> list[dict[str, str]]:
 
 
 def _load_session(path: Path, text: str) -> list[dict[str, str]]:
-    from mdmem.markdown import parse_document
-    from mdmem.sessions import parse_session
+    from mdmem.markdown.parse import parse_document
+    from mdmem.memory.sessions import parse_session
 
     return load_messages(parse_session(parse_document(path.as_posix(), text)))
 
