@@ -30,8 +30,8 @@ _EXPORTS = {
     "Document": "mdmem.markdown.parse",
     "Heading": "mdmem.markdown.parse",
     "Problem": "mdmem.markdown.parse",
-    "Context": "mdmem.context",
-    "SourceUsage": "mdmem.context",
+    "Context": "mdmem.context.pack",
+    "SourceUsage": "mdmem.context.pack",
     "Event": "mdmem.memory.sessions",
     "Session": "mdmem.memory.sessions",
     "SessionRecord": "mdmem.memory.sessions",
@@ -75,7 +75,7 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
 ]
 
 if TYPE_CHECKING:
-    from mdmem.context import Context, SourceUsage
+    from mdmem.context.pack import Context, SourceUsage
     from mdmem.distill.llm import LLMError
     from mdmem.errors import (
         ConfigError,

@@ -72,7 +72,8 @@ def init(
     agent: Annotated[str, typer.Option(help="Default agent name.")] = "default",
 ) -> None:
     """Create a workspace from the templates. Never overwrites an existing file."""
-    from mdmem.workspace import TEMPLATES, Workspace
+    from mdmem.memory.templates import TEMPLATES
+    from mdmem.workspace import Workspace
 
     target = path or ctx.obj.get("workspace") or Path(".")
     existed = {name for name in TEMPLATES.values() if (target / name).exists()}
@@ -130,7 +131,7 @@ def show(
         entries = ws.entries(file, include_archived=archived)
         problems = list(ws.read(file).problems)
     else:
-        snap = ws.snapshot()
+        snap = ws.all_documents()
         entries = list(snap.entries(include_archived=archived))
         problems = list(snap.problems)
     if as_json:

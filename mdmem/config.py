@@ -236,10 +236,6 @@ def _check_regex(regex: str, where: str) -> None:
         raise ConfigError(f"{where}: the regex matches the empty string (it would mask nothing)")
 
 
-def with_overrides(config: Config, **values: Any) -> Config:
-    return replace(config, **{k: v for k, v in values.items() if v is not None})
-
-
 def check_name(name: str, what: str) -> str:
     """Agent, session and similar names: no path separators, no ``..``, no surprises."""
     if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:

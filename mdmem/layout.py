@@ -1,5 +1,6 @@
-"""Finding the workspace, like git finds its repository. Light on purpose: the CLI's fast
-path (asking the warm server) uses it without importing the rest of mdmem."""
+"""Where things are: finding the workspace (like git finds its repository), the files a
+workspace holds, and the layout of ``.mdmem/``. Light on purpose: the CLI's fast path (asking
+the warm server) uses it without importing the rest of mdmem."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from mdmem.errors import WorkspaceNotFoundError
 
 ENV_VAR = "MDMEM_WORKSPACE"
 MARKERS = ("mdmem.toml", "memory.md")
+MEMORY_FILE = "memory.md"
+LEARNINGS_FILE = "learnings.md"
+TASK_FILE = "task_process.md"
+WORLD_FILE = "world_state.md"
+COMPACT_FILE = ".compact_memory.md"
+KNOWLEDGE_FILES = (MEMORY_FILE, LEARNINGS_FILE)
+SESSIONS_DIR = ".sessions"
 STATE_DIR = ".mdmem"
 SOCKET_NAME = "server.sock"
 WATCHER_FILE = "watcher.json"

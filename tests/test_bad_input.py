@@ -11,11 +11,11 @@ from mdmem import FileProblem, InvalidNameError, UnsafePathError, Workspace
 
 
 def _problems(ws: Workspace) -> dict[str, str]:
-    return {p.path: str(p) for p in ws.snapshot().problems}
+    return {p.path: str(p) for p in ws.all_documents().problems}
 
 
 def _paths(ws: Workspace) -> set[str]:
-    return {d.path for d in ws.snapshot().documents}
+    return {d.path for d in ws.all_documents().documents}
 
 
 def test_malformed_frontmatter_names_file_and_line(ws: Workspace) -> None:

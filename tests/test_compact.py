@@ -9,19 +9,11 @@ from pathlib import Path
 import pytest
 
 from mdmem.config import LLMConfig
-from mdmem.distill.compact import (
-    CompactMemory,
-    KeyEvent,
-    compact,
-    compact_llm,
-    compact_offline,
-    merge,
-    parse_compact,
-    should_compact,
-)
+from mdmem.distill.compact import compact, compact_llm, compact_offline, merge, should_compact
 from mdmem.distill.llm import LLMError
 from mdmem.distill.transcript import load_messages
 from mdmem.errors import FileProblem
+from mdmem.memory.compact_memory import CompactMemory, KeyEvent, read_memory
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
@@ -96,7 +88,7 @@ def test_deterministic(session_messages) -> None:
 
 
 def test_previous_memory_is_merged_not_thrown_away(session_messages) -> None:
-    previous = parse_compact((EXAMPLE / ".compact_memory.md").read_text(encoding="utf-8"))
+    previous = read_memory((EXAMPLE / ".compact_memory.md").read_text(encoding="utf-8"))
     newer = [
         {"role": "tool", "content": "2026-11-22 10:00:01 [tool_result] 31 passed in 6.02s"},
         {"role": "assistant", "content": "2026-11-22 10:05:00 [complete] Merged PR #9 to main"},
@@ -190,9 +182,9 @@ def test_render_parse_round_trip() -> None:
     text = memory.render()
     assert text.startswith("# Compact Memory\n\n## State\n- Branch main; 5 tests pass\n")
     assert "\n## Key Events\n- 2026-11-16 [error→fix] X failed; fixed: Y\n- z\n" in text
-    assert parse_compact(text) == memory
+    assert read_memory(text, level=None) == memory
     example = (EXAMPLE / ".compact_memory.md").read_text(encoding="utf-8")
-    assert parse_compact(example).render() == example
+    assert read_memory(example, level=None).render() == example
 
 
 def test_parse_tolerates_hand_edits() -> None:
@@ -203,16 +195,17 @@ Some intro a person wrote.
 ## Current state
 * Deploys go to Fly.io
   (staging only, for now)
-Plain line under the state
+
+Plain line under the state (a paragraph: read as a line in a model's reply)
 
 ## Key events
 1. 2026-11-16 [decision] Use Postgres 16
 - no date, no tag, written by hand
 """
-    memory = parse_compact(text)
+    memory = read_memory(text, level=None)
     assert memory.state == (
         "Deploys go to Fly.io (staging only, for now)",
-        "Plain line under the state",
+        "Plain line under the state (a paragraph: read as a line in a model's reply)",
     )
     assert memory.events == (
         KeyEvent("2026-11-16", "decision", "Use Postgres 16"),
@@ -387,7 +380,7 @@ def test_problems_reported_as_fixed_are_not_unresolved() -> None:
 
 
 def test_strip_volatile_and_possessive_relative_dates() -> None:
-    from mdmem.distill.compact import resolve_relative_dates, strip_volatile
+    from mdmem.distill.rules import resolve_relative_dates, strip_volatile
 
     assert (
         strip_volatile('Run 11873320451, "Run migrations": localhost:5433 Connection refused')

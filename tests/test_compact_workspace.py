@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import Workspace
-from mdmem.distill.compact import parse_compact
+from mdmem.memory.compact_memory import read_memory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_full_mode_writes_a_summary_section_in_the_session(example: Workspace) -
     record = ws.session_record("enum-ci")
     assert len(record.events) == 20 and record.status == "failed"  # the session is intact
     assert "<!--" not in record.summary  # the stamp is not part of the summary
-    summary = parse_compact(record.summary)
+    summary = read_memory(record.summary, level=None)
     assert any("invoice_status" in e.text and e.tag == "error→fix" for e in summary.events)
     again = ws.compact("enum-ci", offline=True, flush=False)
     text = (ws.root / again.path).read_text()
@@ -103,10 +103,10 @@ def test_full_mode_writes_a_summary_section_in_the_session(example: Workspace) -
 def test_minimal_mode_merges_into_the_compact_memory(example: Workspace) -> None:
     example.set_mode("minimal")
     ws = _keyword_only(example)
-    old = parse_compact((ws.root / ".compact_memory.md").read_text())
+    old = read_memory((ws.root / ".compact_memory.md").read_text())
     report = ws.compact("enum-ci", offline=True, flush=False)
     assert report.path == ".compact_memory.md"
-    new = parse_compact((ws.root / ".compact_memory.md").read_text())
+    new = read_memory((ws.root / ".compact_memory.md").read_text())
     kept = {e.text for e in new.events}
     assert {e.text for e in old.events if e.date != "2026-11-19"} <= kept  # nothing thrown away
     dates = [e.date for e in new.events if e.date]
@@ -128,7 +128,7 @@ def test_compacting_plain_messages_and_a_jsonl_transcript(ws: Workspace, tmp_pat
     transcript.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
     report = ws.compact(str(transcript), offline=True)
     assert report.path == ".compact_memory.md"  # a transcript is not a session
-    memory = parse_compact((ws.root / ".compact_memory.md").read_text())
+    memory = read_memory((ws.root / ".compact_memory.md").read_text())
     assert any("KeyError" in e.text for e in memory.events)
     prefs = [e.text for e in ws.entries("memory.md") if e.type == "preference"]
     assert any("type hints" in text for text in prefs)  # flushed before compacting
@@ -246,7 +246,7 @@ def test_compact_memory_keeps_a_persons_sections_and_archives_old_events(
     )
     ws.compact([{"role": "tool", "content": "FAILED test_x - ValueError: bad input"}], offline=True)
     text = (ws.root / ".compact_memory.md").read_text()
-    memory = parse_compact(text)
+    memory = read_memory(text, level=None)
     assert len(memory.events) == 3
     assert "## My notes\nDon't lose this paragraph." in text
     archive = text.split("## Archive", 1)[1]
@@ -316,7 +316,7 @@ def test_compaction_keeps_every_byte_a_person_wrote(tmp_path: Path) -> None:
     for line in PERSONS_COMPACT.splitlines():
         if not line.startswith("- state") and line != "- 2026-11-01 [decision] chose Postgres":
             assert line in text.splitlines(), line  # the person's lines, all still there
-    memory = parse_compact(text.split("## Archive")[0])
+    memory = read_memory(text.split("## Archive")[0], level=None)
     assert any("ValueError" in e.text for e in memory.events)
     assert "- 2026-11-01 [decision] chose Postgres" in text
     # state lines the new state replaced are archived with the date, not dropped
@@ -354,10 +354,13 @@ def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> 
     inside, release = threading.Event(), threading.Event()
 
     def dry_run_in_a_worker() -> str:
-        with ws._dry_run(True) as run:
-            ws.remember("only in the dry run", type="fact")
-            inside.set()
-            release.wait(10)
+        from mdmem.memory.store import KnowledgeStore
+        from mdmem.memory.writers import DryRunWriter
+
+        run = DryRunWriter(ws.documents, ws.redactor)  # a dry run is a writer, not a mode
+        KnowledgeStore(ws.documents, run, ws.redactor).remember("only in the dry run")
+        inside.set()
+        release.wait(10)
         return run.diff()
 
     with ThreadPoolExecutor(1) as pool:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mdmem import Workspace
-from mdmem.context import Source, Unit, pack
+from mdmem.context.pack import Source, Unit, pack
 from mdmem.tokens import estimate_tokens, token_counter
 
 MARKER = re.compile(r"\[\.\.\. ([\d,]+) tokens of (.+?) omitted\]")

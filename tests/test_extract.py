@@ -10,14 +10,9 @@ import numpy as np
 import pytest
 
 from mdmem.config import LLMConfig
-from mdmem.distill.extract import (
-    Candidate,
-    extract_llm,
-    extract_offline,
-    plan,
-    resolve_offline,
-    third_person,
-)
+from mdmem.distill.dedupe import decide, resolve_offline
+from mdmem.distill.extract import Candidate, extract_llm, extract_offline
+from mdmem.distill.rules import third_person
 from mdmem.distill.transcript import load_messages
 from mdmem.markdown.entries import Entry
 
@@ -178,7 +173,7 @@ def test_llm_invalid_items_are_dropped_and_reported(scripted) -> None:
 
 def test_plan_hash_and_batch_duplicates_without_embedder() -> None:
     existing = [entry("User prefers dark mode", "m-1"), entry("Old fact", "m-2", archived=True)]
-    decisions = plan(
+    decisions = decide(
         [cand("user prefers  dark mode!"), cand("Old fact"), cand("New fact"), cand("new FACT")],
         existing,
     )
@@ -213,7 +208,7 @@ def fake_embed(texts: list[str]) -> np.ndarray:
 def test_plan_with_llm_resolution_and_fallback(scripted) -> None:
     existing = [entry("Deploys go to Heroku in the EU region", "m-7", type="fact")]
     calls = scripted('{"action": "merge", "text": "Deploys go to Fly.io (fra)", "reason": "moved"}')
-    [decision] = plan(
+    [decision] = decide(
         [cand("Deploys go to Heroku in the EU region today")],
         existing,
         embed=fake_embed,
@@ -225,7 +220,7 @@ def test_plan_with_llm_resolution_and_fallback(scripted) -> None:
     assert len(calls) == 1 and "EXISTING: Deploys go to Heroku" in calls[0][-1]["content"]
 
     scripted('{"action": "delete everything"}')
-    [fallback] = plan(
+    [fallback] = decide(
         [cand("Deploys go to Heroku in the EU region today")],
         existing,
         embed=fake_embed,
@@ -248,7 +243,7 @@ def test_plan_with_the_real_embedder(embedder) -> None:
         cand("Invoices are numbered per calendar year without gaps"),
         cand("Invoices are numbered per calendar year, without gaps."),
     ]
-    decisions = plan(candidates, existing, embed=embedder.embed, threshold=0.95)
+    decisions = decide(candidates, existing, embed=embedder.embed, threshold=0.95)
     assert [d.action for d in decisions] == ["skip", "replace", "add", "skip"]
     assert decisions[0].existing.id == "m-1" and "cosine" in decisions[0].reason
     assert decisions[1].existing.id == "m-2"

@@ -64,7 +64,7 @@ def test_symlink_loops_are_reported_and_skipped(ws: Workspace) -> None:
         assert problems[name] == f"{name}: symlink loop; skipped"
     assert "dirloop" not in problems  # not a Markdown name: skipped silently, like a dangling link
 
-    snap = ws.snapshot()
+    snap = ws.all_documents()
     assert "memory.md" in {d.path for d in snap.documents}
     report = ws.sync()
     assert "loop.md: symlink loop; skipped" in {str(p) for p in report.problems}

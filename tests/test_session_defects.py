@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mdmem import Workspace
-from mdmem.distill.compact import classify, split_pieces
+from mdmem.distill.rules import classify, split_pieces
 from mdmem.index.search import Filters, search
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.sessions import (

@@ -331,7 +331,7 @@ def test_a_lone_carriage_return_does_not_break_parsing(ws: Workspace) -> None:
     (ws.root / "notes.md").write_text("# N\r\r- a\r\n- b\n")
     texts = [e.text for e in ws.entries("notes.md")]
     assert texts[-1] == "b"
-    ws.snapshot()
+    ws.all_documents()
 
 
 def test_a_broken_frontmatter_does_not_stop_the_session(

@@ -9,7 +9,7 @@ import pytest
 
 from mdmem import ConfigError, ConflictError, EntryNotFoundError, Workspace, WorkspaceNotFoundError
 from mdmem.memory.files import Target
-from mdmem.workspace import TEMPLATES
+from mdmem.memory.templates import TEMPLATES
 
 
 def test_init_writes_every_template_and_never_overwrites(tmp_path: Path) -> None:
@@ -97,13 +97,13 @@ def test_config_values_are_used(tmp_path: Path) -> None:
     (tmp_path / "ok.md").write_text("- shown\n")
     ws = Workspace(tmp_path)
     assert (ws.mode, ws.agent) == ("minimal", "a1")
-    snap = ws.snapshot()
+    snap = ws.all_documents()
     assert [d.path for d in snap.documents] == ["ok.md"]
     assert [p.path for p in snap.problems] == ["big.md"]
 
 
 def test_example_workspace_parses_cleanly(example: Workspace) -> None:
-    snap = example.snapshot()
+    snap = example.all_documents()
     assert snap.problems == ()
     paths = {d.path for d in snap.documents}
     assert {"memory.md", "learnings.md", "task_process.md", "world_state.md"} <= paths

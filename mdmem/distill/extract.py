@@ -3,8 +3,9 @@ new, a repeat, or a change to something already remembered.
 
 Two engines produce :class:`Candidate` memories: :func:`extract_offline` (rules; precision
 over recall) and :func:`extract_llm` (one JSON call, validated, one repair retry, never a crash
-on a bad reply). :func:`plan` then decides, per candidate, against the existing memories:
-add, skip, replace, merge or keep both. Writing the decisions to files is the workspace's job.
+on a bad reply). :func:`mdmem.distill.dedupe.decide` then decides, per candidate, against the
+existing memories: add, skip, replace, merge or keep both. Writing the decisions to files is
+:mod:`mdmem.distill.workflow`'s job.
 """
 
 from __future__ import annotations
@@ -12,24 +13,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from mdmem.config import LLMConfig
-from mdmem.distill.compact import (
-    STOPWORDS,
+from mdmem.distill.rules import (
+    IRREGULAR,
+    MAX_TEXT,
     Piece,
+    content_words,
     error_fix_chains,
     split_pieces,
     strip_volatile,
+    third_person,
     without_instruction,
 )
 from mdmem.distill.transcript import Source, load_messages
 from mdmem.markdown.entries import MEMORY_TYPES, Entry
-from mdmem.markdown.parse import Document
 from mdmem.text import one_line, same_text
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 Action = Literal["add", "skip", "replace", "merge", "keep_both"]
 IMPORTANCE = {"preference": 0.7, "fact": 0.6, "pattern": 0.65, "skill": 0.75}
 """Default importance per type; an explicit "always"/"never"/"must" adds 0.1."""
-MAX_TEXT = 400
 
 
 @dataclass(frozen=True)
@@ -329,7 +328,7 @@ def _elaborates(sentence: str) -> bool:
     state, a hedge, or words to the listener."""
     if _PASSING.search(sentence) or _CHAT_HEDGE.search(sentence) or _IMPERATIVE.match(sentence):
         return False
-    return len(_content(sentence)) >= 3 and not _TO_LISTENER.search(sentence)
+    return len(content_words(sentence)) >= 3 and not _TO_LISTENER.search(sentence)
 
 
 def _to_listener(text: str, listener: str | None) -> str:
@@ -339,7 +338,7 @@ def _to_listener(text: str, listener: str | None) -> str:
     text = re.sub(r"\byou (?:are|were)\b", lambda m: f"{listener} {_BE[m.group(0)[4:]]}", text)
     text = re.sub(r"\byou've\b", f"{listener} has", text)
     text = re.sub(r"\byou're\b", f"{listener} is", text)
-    text = re.sub(r"\byou (have|do)\b", lambda m: f"{listener} {_IRREGULAR[m.group(1)]}", text)
+    text = re.sub(r"\byou (have|do)\b", lambda m: f"{listener} {IRREGULAR[m.group(1)]}", text)
     text = re.sub(r"\byours?\b", f"{listener}'s", text)
     return re.sub(r"\byou\b", listener, text)
 
@@ -374,7 +373,7 @@ def _is_anchor(sentence: str) -> bool:
     """A first-person statement of something lasting and checkable."""
     if not _SPEAKER_I.search(sentence) or _PASSING.search(sentence):
         return False
-    if _CHAT_HEDGE.search(sentence) or len(_content(sentence)) < 2:
+    if _CHAT_HEDGE.search(sentence) or len(content_words(sentence)) < 2:
         return False
     if _TO_LISTENER.search(" ".join(sentence.split()[:5])):
         return False  # "I love your ...", "If you want, I'm happy to ..."
@@ -436,83 +435,6 @@ def _skill(chain: list[Piece]) -> Candidate | None:
     text = f"When {error}: fix with {_clause(strip_volatile(fix.text), 200)}"
     evidence = " → ".join(p.text for p in chain)
     return Candidate("skill", text, IMPORTANCE["skill"], evidence[:MAX_TEXT])
-
-
-def third_person(text: str, subject: str, *, we: str | None = None) -> str:
-    """A first-person statement as a statement about ``subject``, where that is cheap:
-    "I prefer httpx" → "User prefers httpx"; "my dog is Max" → "Ana's dog is Max". ``we``
-    names who "we" are (default: "The team" at the start of a sentence)."""
-    out = text.strip()
-    possessive = "the user's" if subject == "User" else f"{subject}'s"
-    out = re.sub(
-        r"\bI('m|'ve|'ll|'d)\b", lambda m: f"{subject} {_CONTRACTED[m.group(1).lower()]}", out
-    )
-    out = re.sub(
-        r"\bI((?: [a-z]+ly| just| also| still| even| never| always| already| ever| sometimes"
-        r"| often| too)?) "
-        r"([a-z']+)\b",
-        lambda m: f"I{m.group(1)} {_third(m.group(2))}",
-        out,
-    )
-    out = re.sub(r"\bI\b", subject, out)
-    if we is None:
-        out = re.sub(
-            r"^[Ww]e (use|run|deploy|prefer|need|want)\b",
-            lambda m: f"The team {m.group(1)}s",
-            out,
-        )
-        out = re.sub(r"^[Ww]e\b", "The team", out)
-        out = re.sub(r"^[Oo]ur\b", "The team's", out)
-    else:
-        out = re.sub(r"\b[Ww]e're\b", f"{we} are", out)
-        out = re.sub(r"\b[Ww]e've\b", f"{we} have", out)
-        out = re.sub(r"\b[Ww]e'll\b", f"{we} will", out)
-        out = re.sub(r"\b[Ww]e'd\b", f"{we} would", out)
-        out = re.sub(r"\b[Ww]e\b", we, out)
-        ours = f"{we}'" if we.endswith("s") else f"{we}'s"
-        out = re.sub(r"\b[Oo]urs?\b", ours, out)
-        out = re.sub(r"\b[Uu]s\b", we, out)
-        out = re.sub(r"\b[Oo]urselves\b", "themselves", out)
-    out = re.sub(r"\b[Mm]y\b", possessive, out)
-    out = re.sub(r"\b[Mm]ine\b", possessive, out)
-    out = re.sub(r"\bmyself\b", "themselves", out)
-    out = re.sub(r"\bme\b", subject, out)
-    out = re.sub(r"\b(\w+)'s own\b", r"\1's own", out)
-    out = out[:1].upper() + out[1:]
-    return out if len(out) <= MAX_TEXT else out[: MAX_TEXT - 1].rsplit(" ", 1)[0] + " …"
-
-
-_CONTRACTED = {"'m": "is", "'ve": "has", "'ll": "will", "'d": "would"}
-_IRREGULAR = {
-    "haven't": "hasn't",
-    "am": "is",
-    "have": "has",
-    "do": "does",
-    "don't": "doesn't",
-    "go": "goes",
-    "was": "was",
-    "can't": "can't",
-}
-_UNCHANGED = frozenset(
-    """can could will would shall should must may might did didn't wasn't won't wouldn't
-    couldn't shouldn't went got had made took saw ran won lost met bought found gave told felt
-    left kept came became began wrote heard thought knew grew drew flew held sold taught built
-    spent sent said put set let hit cut quit read been being was were a an the to of""".split()
-)
-
-
-def _third(word: str) -> str:
-    """``word`` after "I", as after "she": "prefer" → "prefers"; past tenses stay."""
-    lower = word.lower()
-    if lower in _IRREGULAR:
-        return _IRREGULAR[lower]
-    if lower in _UNCHANGED or lower.endswith(("ed", "ing", "'t")) or "'" in lower:
-        return word
-    if lower.endswith(("s", "sh", "ch", "x", "o", "z")):
-        return word + "es"
-    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"
 
 
 def _importance(text: str, kind: str) -> float:
@@ -684,269 +606,3 @@ def _transcript(messages: list[dict[str, str]]) -> str:
         when = f"[{message['timestamp']}] " if message.get("timestamp") else ""
         lines.append(f"{when}{who}: {message['content']}")
     return "Conversation:\n" + "\n".join(lines)
-
-
-# ---- deduplication ---------------------------------------------------------------------------
-
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|no longer|don't|doesn't|didn't|isn't|aren't|won't|stopped|quit|"
-    r"dropped|instead of|rather than)\b",
-    re.I,
-)
-_IS = re.compile(
-    r"^(?P<subject>.+?)\s(?:is|are|=|:|uses|use|goes to|go to|runs on)\s(?P<value>.+)$", re.I
-)
-
-RESOLVE_PROMPT = """\
-Two memories are about the same thing. The EXISTING one is in the user's memory file; the NEW
-one was just learned. Decide:
-- "skip": NEW says nothing EXISTING does not already say
-- "replace": NEW contradicts or updates EXISTING (EXISTING is now wrong or outdated)
-- "merge": both hold and belong in one memory; give the merged text
-- "keep_both": both hold and are different memories
-Reply with only JSON: {"action": "skip|replace|merge|keep_both", "text": "merged text, for
-merge only", "reason": "a few words"}
-"""
-
-
-def plan(
-    candidates: Sequence[Candidate],
-    existing: Sequence[Entry],
-    *,
-    embed: Callable[[list[str]], np.ndarray] | None = None,
-    threshold: float = 0.95,
-    llm: LLMConfig | None = None,
-    **llm_kwargs: Any,
-) -> list[Decision]:
-    """Decide what to do with each candidate, in order.
-
-    1. Same normalized text (case, punctuation, spacing ignored) as a non-archived memory or
-       an earlier candidate → skip.
-    2. With ``embed`` (rows L2-normalized): cosine ≥ ``threshold`` with a non-archived memory →
-       resolved by the model when ``llm`` has a model (one small JSON call per pair; a bad
-       reply falls back to the rules), else by :func:`resolve_offline`. Cosine ≥ ``threshold``
-       with an earlier candidate of the batch → skip.
-    3. Otherwise → add.
-    """
-    active = [e for e in existing if not e.archived]
-    by_hash = {text_hash(e.text): e for e in active}
-    vectors, entry_vectors = _vectors(candidates, active, embed)
-    decisions: list[Decision] = []
-    accepted: list[int] = []  # candidates added so far (their rows in ``vectors``)
-    seen: set[str] = set()
-    for n, candidate in enumerate(candidates):
-        key = text_hash(candidate.text)
-        if key in by_hash:
-            entry = by_hash[key]
-            decisions.append(_decide("skip", candidate, entry, f"same text as {entry.id}"))
-            continue
-        if key in seen:
-            decisions.append(_decide("skip", candidate, None, "same text as an earlier candidate"))
-            continue
-        seen.add(key)
-        decision = _by_similarity(candidate, n, vectors, entry_vectors, active, accepted, threshold)
-        if decision is None and (old := _conflicting(candidate, n, vectors, entry_vectors, active)):
-            # a changed value is rarely similar enough to count as a duplicate: look for it
-            why = f"same subject as {old.id}, different value"
-            decision = _decide("skip", candidate, old, why)
-        if decision is None:
-            decisions.append(_decide("add", candidate, None, "new"))
-            accepted.append(n)
-            continue
-        if decision.existing is not None:
-            decision = _resolve(candidate, decision.existing, decision.reason, llm, llm_kwargs)
-        decisions.append(decision)
-        if decision.action in ("add", "keep_both", "replace", "merge"):
-            accepted.append(n)
-    return decisions
-
-
-def _vectors(
-    candidates: Sequence[Candidate],
-    active: list[Entry],
-    embed: Callable[[list[str]], np.ndarray] | None,
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    if embed is None or not candidates:
-        return None, None
-    cand = np.asarray(embed([c.text for c in candidates]), dtype=np.float32)
-    entries = np.asarray(embed([e.text for e in active]), dtype=np.float32) if active else None
-    return cand, entries
-
-
-def _by_similarity(
-    candidate: Candidate,
-    n: int,
-    vectors: np.ndarray | None,
-    entry_vectors: np.ndarray | None,
-    active: list[Entry],
-    accepted: list[int],
-    threshold: float,
-) -> Decision | None:
-    if vectors is None:
-        return None
-    if entry_vectors is not None and len(active):
-        sims = entry_vectors @ vectors[n]
-        best = int(np.argmax(sims))
-        if float(sims[best]) >= threshold:
-            reason = f"similar to {active[best].id} (cosine {float(sims[best]):.3f})"
-            return _decide("skip", candidate, active[best], reason)
-    if accepted:
-        sims = vectors[accepted] @ vectors[n]
-        best = int(np.argmax(sims))
-        if float(sims[best]) >= threshold:
-            reason = f"near-duplicate of an earlier candidate (cosine {float(sims[best]):.3f})"
-            return _decide("skip", candidate, None, reason)
-    return None
-
-
-CONFLICT_SIMILARITY = 0.6
-"""A same-subject, different-value pair must still be at least this similar (cosine) when
-embeddings are on: a guard against two unrelated statements that share a subject."""
-
-
-def _conflicting(
-    candidate: Candidate,
-    n: int,
-    vectors: np.ndarray | None,
-    entry_vectors: np.ndarray | None,
-    active: list[Entry],
-) -> Entry | None:
-    """An existing memory the candidate updates: the same specific subject ("the user's
-    favourite editor is …", two or more content words) with another value, or the same words
-    with other numbers ("port 5433" / "port 6543")."""
-    for m, entry in enumerate(active):
-        if entry.type != candidate.type or not _different_value(candidate.text, entry.text):
-            continue
-        subject = _IS.match(candidate.text.strip())
-        broad = subject is not None and len(_content(subject.group("subject"))) < 2
-        if broad and not re.search(r"\d", candidate.text):
-            continue  # "John is …" vs "John is …": too broad to call a conflict
-        if vectors is not None and entry_vectors is not None:
-            unrelated = float(entry_vectors[m] @ vectors[n]) < CONFLICT_SIMILARITY
-            if unrelated:
-                continue
-        return entry
-    return None
-
-
-def _resolve(
-    candidate: Candidate,
-    entry: Entry,
-    why: str,
-    llm: LLMConfig | None,
-    llm_kwargs: dict[str, Any],
-) -> Decision:
-    if llm is not None and llm.model:
-        decision, problem = resolve_llm(candidate, entry, llm, **llm_kwargs)
-        if decision is not None:
-            return Decision(
-                decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}"
-            )
-        fallback = resolve_offline(candidate, entry)
-        return Decision(
-            fallback.action,
-            candidate,
-            entry,
-            fallback.text,
-            f"{why}; model reply unusable ({problem}); rule: {fallback.reason}",
-        )
-    decision = resolve_offline(candidate, entry)
-    return Decision(decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}")
-
-
-def resolve_offline(candidate: Candidate, entry: Entry) -> Decision:
-    """Rules for a candidate that is very similar to an existing memory:
-
-    - one is negated and the other not ("uses X" / "no longer uses X") → replace: the
-      newer statement wins, the old one is archived with a pointer;
-    - the candidate says everything the memory says and more → merge (the candidate's text);
-    - the memory says everything the candidate says → skip;
-    - the same subject with a different value ("target is Heroku" / "target is Fly.io"), or
-      the same words with different numbers ("port 5432" / "port 5433") → replace;
-    - otherwise (a paraphrase) → skip.
-    """
-    new, old = candidate.text, entry.text
-    if bool(_NEGATION.search(new)) != bool(_NEGATION.search(old)):
-        return _decide("replace", candidate, entry, "contradicts it (negation)")
-    new_words, old_words = _content(new), _content(old)
-    if old_words < new_words:
-        return _decide("merge", candidate, entry, "says it and more", text=new)
-    if new_words <= old_words:
-        return _decide("skip", candidate, entry, "already remembered")
-    if _different_value(new, old):
-        return _decide("replace", candidate, entry, "same subject, different value")
-    return _decide("skip", candidate, entry, "already remembered (paraphrase)")
-
-
-def _different_value(new: str, old: str) -> bool:
-    a, b = _IS.match(new.strip()), _IS.match(old.strip())
-    if a and b and _content(a.group("subject")) == _content(b.group("subject")):
-        return _content(a.group("value")) != _content(b.group("value"))
-    numbers_a, numbers_b = re.findall(r"\d+(?:\.\d+)?", new), re.findall(r"\d+(?:\.\d+)?", old)
-    words_a = {w for w in _content(new) if not w[0].isdigit()}
-    words_b = {w for w in _content(old) if not w[0].isdigit()}
-    return bool(numbers_a and numbers_b) and numbers_a != numbers_b and words_a == words_b
-
-
-def _content(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS)
-
-
-def resolve_llm(
-    candidate: Candidate, entry: Entry, config: LLMConfig, **llm_kwargs: Any
-) -> tuple[Decision | None, str | None]:
-    """Ask the model how a candidate relates to a similar memory: (decision, None), or
-    (None, problem) when the reply is unusable (the caller falls back to the rules)."""
-    from mdmem.distill.llm import complete
-
-    prompt = [
-        {"role": "system", "content": RESOLVE_PROMPT},
-        {"role": "user", "content": f"EXISTING: {entry.text}\nNEW: {candidate.text}"},
-    ]
-    reply = complete(prompt, config, json=True, **llm_kwargs)
-    data, error = parse_json_object(reply.text)
-    if error is not None:
-        return None, error
-    action = data.get("action")
-    if action not in ("skip", "replace", "merge", "keep_both"):
-        return None, f"action {action!r} is not skip, replace, merge or keep_both"
-    text = data.get("text") if action == "merge" else candidate.text
-    if not isinstance(text, str) or not text.strip():
-        return None, "merge without a merged text"
-    reason = str(data.get("reason") or action)[:200]
-    return _decide(action, candidate, entry, f"model: {reason}", text=one_line(text)), None
-
-
-def _decide(
-    action: Action,
-    candidate: Candidate,
-    entry: Entry | None,
-    reason: str,
-    text: str | None = None,
-) -> Decision:
-    return Decision(action, candidate, entry, text if text is not None else candidate.text, reason)
-
-
-def choose_section(doc: Document, text: str, type_: str) -> str | None:
-    """The existing section a new memory belongs under, when the file is organised by topic
-    (``## Testing``, ``## CI`` …) rather than by type: the one whose title and entries share
-    the most words with it (at least three points; a title word counts double). None: use
-    the section for its type (``## Skills`` …)."""
-    from mdmem.markdown.entries import ARCHIVE_TITLE, type_from_heading
-
-    if any(h.level > 1 and type_from_heading(h.title) == type_ for h in doc.headings):
-        return None
-    words = _content(text)
-    best, best_score = None, 2
-    for heading in doc.headings:
-        if heading.level < 2 or heading.title.strip().lower() == ARCHIVE_TITLE.lower():
-            continue
-        title = _content(heading.title)
-        body: set[str] = set()
-        for entry in doc.entries:
-            if entry.heading_path[-1:] == (heading.title,) and not entry.archived:
-                body |= _content(entry.text)
-        score = 2 * len(words & title) + len(words & body)
-        if score > best_score:
-            best, best_score = heading.title, score
-    return best

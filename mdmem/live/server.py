@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mdmem.layout import STATE_DIR, private_dir, running_watcher, socket_path
 
 if TYPE_CHECKING:
-    from mdmem.workspace import Workspace
+    from mdmem.live.protocol import Indexed
 
 MAX_REQUEST = 1_000_000
 SEARCH_PARAMS = frozenset(
@@ -33,7 +33,7 @@ SOCKET_MODE = 0o600
 
 
 class QueryServer:
-    def __init__(self, ws: Workspace, path: Path | None = None) -> None:
+    def __init__(self, ws: Indexed, path: Path | None = None) -> None:
         self.ws = ws
         self.path = path or socket_path(ws.root)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
@@ -113,7 +113,7 @@ def _private_folder(folder: Path, root: Path) -> None:
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    ws: Workspace
+    ws: Indexed
 
     def handle(self) -> None:
         line = self.rfile.readline(MAX_REQUEST)

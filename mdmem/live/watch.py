@@ -36,8 +36,8 @@ from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
     from mdmem.index.sync import SyncReport
+    from mdmem.live.protocol import Indexed
     from mdmem.live.server import QueryServer
-    from mdmem.workspace import Workspace
 
 log = logging.getLogger("mdmem.live.watch")
 RELEVANT_EVENTS = frozenset({"created", "deleted", "modified", "moved", "closed"})
@@ -108,7 +108,7 @@ class Watcher:
 
     def __init__(
         self,
-        ws: Workspace,
+        ws: Indexed,
         *,
         debounce: float = 0.05,
         max_delay: float = 1.0,

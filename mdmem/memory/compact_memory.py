@@ -1,4 +1,15 @@
-"""A compact memory as a file a person shares with the program.
+"""The compact-memory format: its one reader, its one renderer, and the file a person shares
+with the program.
+
+A compact memory is a ``State`` list and a ``Key Events`` list::
+
+    # Compact Memory
+
+    ## State
+    - Branch feat/invoice-status; 27 tests pass locally
+
+    ## Key Events
+    - 2026-11-16 [error→fix] `database "invoice_test" does not exist`; fixed: initdb script
 
 The program owns only the bullets directly under the State and Key Events headings; everything
 else in the file (frontmatter, a preamble, notes, sub-sections, fences, comments) is a person's
@@ -10,19 +21,74 @@ session's ``## Summary`` (level-3 sections inside it).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from mdmem.distill.compact import (
-    EVENTS_HEADING,
-    STATE_HEADING,
-    CompactMemory,
-    KeyEvent,
-    parse_compact,
-)
 from mdmem.markdown import edits
 from mdmem.markdown.entries import ARCHIVE_TITLE, Entry
 from mdmem.markdown.parse import Document, Heading, parse_document
 from mdmem.text import one_line
+
+TITLE = "Compact Memory"
+STATE_TITLE = "State"
+EVENTS_TITLE = "Key Events"
+EVENTS_HEADING = re.compile(r"\b(?:events?|history|timeline)\b", re.I)
+STATE_HEADING = re.compile(r"\b(?:state|status)\b", re.I)
+"""Headings of a compact memory's two parts, as whole words ("Estate" and "Prevention"
+are a person's own sections)."""
+STAMP = re.compile(r"(?m)^<!-- mdmem compacted: .*?-->[ \t]*\n?")
+"""The line compaction writes atop a session's summary (replaced on each compaction)."""
+_EVENT_LINE = re.compile(
+    r"^(?:(?P<date>\d{4}-\d{2}-\d{2})(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?\s+)?"
+    r"(?:\[(?P<tag>[^\]\n]{1,40})\]\s*)?(?P<text>.*)$",
+    re.S,
+)
+
+
+@dataclass(frozen=True)
+class KeyEvent:
+    """One line of ``## Key Events``: ``- 2026-11-16 [error→fix] text``."""
+
+    date: str | None
+    tag: str
+    text: str
+
+    def render(self) -> str:
+        parts = [self.date, f"[{self.tag}]" if self.tag else "", one_line(self.text)]
+        return "- " + " ".join(p for p in parts if p)
+
+    @classmethod
+    def parse(cls, text: str) -> KeyEvent:
+        match = _EVENT_LINE.match(text)
+        assert match is not None  # the pattern matches any string
+        return cls(match.group("date"), (match.group("tag") or "").strip(), match.group("text"))
+
+
+@dataclass(frozen=True)
+class CompactMemory:
+    """The current state and the key events, in time order."""
+
+    state: tuple[str, ...] = ()
+    events: tuple[KeyEvent, ...] = ()
+
+    def render(self) -> str:
+        """The memory as a fresh file (what :func:`write_memory` writes into an empty one)."""
+        return write_memory("", self, max_events=-1, today="")
+
+    def __bool__(self) -> bool:
+        return bool(self.state or self.events)
+
+
+def without_stamp(body: str) -> str:
+    """A session summary's body without compaction's stamp line (replaced on each run)."""
+    return STAMP.sub("", body).strip("\n")
+
+
+def stamp(engine: str, date: str, tokens_before: int, tokens_after: int) -> str:
+    """The comment atop a session summary saying which compaction wrote it."""
+    return (
+        f"<!-- mdmem compacted: engine={engine} date={date} "
+        f"tokens={tokens_before}->{tokens_after} -->"
+    )
 
 
 @dataclass(frozen=True)
@@ -31,16 +97,25 @@ class _Owned:
     items: tuple[Entry, ...]
 
 
-def read_memory(text: str, level: int = 2) -> CompactMemory:
-    """What the program owns in ``text``: the State and Key Events bullets."""
-    doc = parse_document("compact.md", text)
+def read_memory(text: str, level: int | None = 2) -> CompactMemory:
+    """What the program owns in ``text``: the bullets directly under the State and Key Events
+    headings of ``level`` (2 in ``.compact_memory.md``, 3 in a session's summary).
+
+    ``level=None`` reads a model's reply: the headings may be of any level, and plain lines
+    under them count as bullets."""
+    doc = parse_document("compact.md", STAMP.sub("", text))
     state = _owned(doc, STATE_HEADING, level)
     events = _owned(doc, EVENTS_HEADING, level)
-    bullets = "\n".join(f"- {one_line(e.text)}" for e in events.items)
     return CompactMemory(
-        state=tuple(one_line(e.text) for e in state.items),
-        events=parse_compact(f"## Key Events\n{bullets}\n").events,
+        state=tuple(t for e in state.items for t in _lines(e, level)),
+        events=tuple(KeyEvent.parse(t) for e in events.items for t in _lines(e, level)),
     )
+
+
+def _lines(entry: Entry, level: int | None) -> list[str]:
+    if entry.kind == "item" or level is not None:
+        return [one_line(entry.text)] if entry.text.strip() else []
+    return [one_line(line) for line in entry.text.splitlines() if line.strip()]
 
 
 def write_memory(
@@ -50,7 +125,7 @@ def write_memory(
     max_events: int,
     today: str,
     level: int = 2,
-    title: str = "Compact Memory",
+    title: str = TITLE,
 ) -> str:
     """``text`` with its State and Key Events bullets replaced by ``memory``'s.
 
@@ -65,14 +140,13 @@ def write_memory(
     if not text.strip():
         text = f"# {title}\n" if level == 2 else ""
     hashes = "#" * level
-    text = _replace_items(
-        text, STATE_HEADING, level, [f"- {one_line(s)}" for s in memory.state], f"{hashes} State"
-    )
-    lines = [replace(e, text=one_line(e.text)).render() for e in events]
-    text = _replace_items(text, EVENTS_HEADING, level, lines, f"{hashes} Key Events")
+    state = [f"- {one_line(s)}" for s in memory.state]
+    text = _replace_items(text, STATE_HEADING, level, state, f"{hashes} {STATE_TITLE}")
+    lines = [e.render() for e in events]
+    text = _replace_items(text, EVENTS_HEADING, level, lines, f"{hashes} {EVENTS_TITLE}")
     kept = set(memory.state)
     gone = [f"- (state until {today}) {one_line(s)}" for s in before.state if s not in kept]
-    gone += [replace(e, text=one_line(e.text)).render() for e in overflow]
+    gone += [e.render() for e in overflow]
     if gone:
         doc = parse_document("compact.md", text)
         block = doc.newline.join(gone) + doc.newline
@@ -80,11 +154,11 @@ def write_memory(
     return text
 
 
-def _owned(doc: Document, words: re.Pattern[str], level: int) -> _Owned:
+def _owned(doc: Document, words: re.Pattern[str], level: int | None) -> _Owned:
     candidates = [
         h
         for h in doc.headings
-        if h.level == level
+        if (level is None or h.level == level)
         and words.search(h.title)
         and h.title.strip().lower() != ARCHIVE_TITLE.lower()
     ]
@@ -96,7 +170,7 @@ def _owned(doc: Document, words: re.Pattern[str], level: int) -> _Owned:
     items = tuple(
         e
         for e in doc.entries
-        if e.kind == "item"
+        if (e.kind == "item" or level is None)
         and not e.archived
         and e.start_line > heading.line
         and _direct_heading(doc, e) == heading
@@ -129,7 +203,7 @@ def _replace_items(
         sep = "" if text.endswith(newline * 2) or not text else newline
         if text and not text.endswith(("\n", "\r")):
             sep = newline * 2
-        return text + sep + heading_text + newline + newline + block
+        return text + sep + heading_text + newline + block
     if owned.items:
         first, last = owned.items[0].start_line, owned.items[-1].end_line
         # only the program's bullets go; anything between them (a comment, a paragraph) stays

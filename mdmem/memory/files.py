@@ -62,7 +62,7 @@ away for a moment): wait this long for it to come back before treating it as del
 BOM = b"\xef\xbb\xbf"
 
 
-Writer = Callable[[Callable[[str], str]], str]
+EditFile = Callable[[Callable[[str], str]], str]
 """Applies an edit (old text → new text) to one file safely; returns the text now on disk."""
 
 

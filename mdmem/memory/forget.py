@@ -16,6 +16,8 @@ from pathlib import Path
 
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import parse_document
+from mdmem.memory.documents import Documents
+from mdmem.memory.writers import FileWriter
 from mdmem.text import same_text
 
 JOURNAL_DIR = "journal"
@@ -142,3 +144,75 @@ def _blank_pair(lines: list[str], index: int) -> bool:
     if not 0 <= index < len(lines) or lines[index].strip():
         return False
     return index == 0 or not lines[index - 1].strip()
+
+
+ForgetIndexed = Callable[[set[str], list[tuple[Entry, str]]], tuple[int, int, bool]]
+"""Drops the index rows, cached vectors and access counts of the entries with these ids (and
+these removed texts); returns (rows, vectors, whether the index's WAL was truncated)."""
+
+
+def forget(
+    target: Entry,
+    documents: Documents,
+    writer: FileWriter,
+    state_dir: Path,
+    forget_indexed: ForgetIndexed,
+) -> ForgetReport:
+    """Forget ``target`` and every archived copy of its text: files first (through the safe
+    writes), then the journal and ``.trash/`` (before the index: it may index ``.trash/``),
+    then the index."""
+    doomed = copies(target, documents.all().entries(include_archived=True))
+    keys = {(e.path, e.id) for e in doomed}
+    key = same_text(target.text)
+    removed: list[tuple[Entry, str]] = []
+    for rel in sorted({e.path for e in doomed}):
+
+        def wanted(e: Entry, rel: str = rel) -> bool:
+            return (rel, e.id) in keys or (e.archived and same_text(e.text) == key)
+
+        removed += _cut(rel, wanted, documents, writer)
+    texts = needles([(target, target.text), *removed])
+    journal = _scrub_journal(state_dir, texts)
+    trash = _scrub_trash(documents.root, texts)
+    chunks, vectors, truncated = forget_indexed({e.id for e in doomed}, removed)
+    writer.redactor.clear_memo()  # no copy left in this process's memory either
+    warnings = [GIT_WARNING]
+    others = [  # (the files as they are now: what was removed is gone)
+        f"{e.id} ({e.path}:{e.start_line})"
+        for e in documents.all().entries(include_archived=True)
+        if key in same_text(e.text)
+    ]
+    if others:
+        listed = ", ".join(others)
+        warnings.append(f"other entries hold the same text (forget them too): {listed}")
+    if not truncated:
+        warnings.append(
+            "a reader in another process kept the index WAL open: its old pages leave when "
+            "the last process using the index closes it"
+        )
+    root = documents.root
+    return ForgetReport(
+        target.id,
+        tuple(f"{e.path}:{e.start_line}-{e.end_line}" for e, _ in removed),
+        chunks,
+        vectors,
+        tuple(p.relative_to(root).as_posix() for p in journal),
+        tuple(p.relative_to(root).as_posix() for p in trash),
+        truncated,
+        tuple(warnings),
+    )
+
+
+def _cut(
+    rel: str, wanted: Callable[[Entry], bool], documents: Documents, writer: FileWriter
+) -> list[tuple[Entry, str]]:
+    cut: list[tuple[Entry, str]] = []
+
+    def edit(current: str) -> str:
+        text, found = remove_entries(current, rel, wanted)
+        cut[:] = found
+        return text
+
+    writer.write(rel, edit, create=False)
+    documents.forget(rel)
+    return cut

@@ -39,22 +39,22 @@ import re
 import socket
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from mdmem.errors import EditNotApplicable, FileProblem, MdmemError
+from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document, block_tokens, newline_of, parse_document, split_lines
-from mdmem.memory.files import TEMP_SUFFIX, Writer, pid_alive
+from mdmem.memory.files import TEMP_SUFFIX, EditFile, pid_alive
 from mdmem.redact import DEFAULT, Redactor
 from mdmem.text import one_line, printable
 
 log = logging.getLogger("mdmem")
-SESSIONS_DIR = ".sessions"
 SECTIONS = ("Request", "Events", "Response", "Metadata")
 SUMMARY_SECTION = "Summary"
 MAX_EVENT_CHARS = 20_000
@@ -575,7 +575,7 @@ class Session:
         agent: str,
         *,
         path: str | None,
-        write: Writer | None,
+        write: EditFile | None,
         started: dt.datetime,
         clock: Callable[[], dt.datetime] = dt.datetime.now,
         redactor: Redactor = DEFAULT,
@@ -1012,7 +1012,7 @@ class InterruptedSweep:
     the folder, only the sessions this host runs are read.
     """
 
-    def __init__(self, folder: Path, writer: Callable[[str], Writer]) -> None:
+    def __init__(self, folder: Path, writer: Callable[[str], EditFile]) -> None:
         """``writer(name)`` writes ``folder/name`` safely."""
         self.folder = folder
         self._writer = writer
@@ -1101,7 +1101,3 @@ def _file_frontmatter(path: str) -> Mapping[str, object]:
     if not _RUNNING_RE.search(text):
         return {}
     return head_frontmatter(text) or {}
-
-
-def latest_first(records: Iterable[SessionRecord]) -> list[SessionRecord]:
-    return sorted(records, key=lambda r: (r.started or "", r.id), reverse=True)

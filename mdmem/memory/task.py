@@ -40,12 +40,14 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from mdmem.errors import EditNotApplicable
+from mdmem.errors import ConflictError, EditNotApplicable
 from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry, find_meta
 from mdmem.markdown.parse import Document, block_tokens, parse_document, split_lines
-from mdmem.memory.files import Writer
+from mdmem.memory.files import EditFile, create_exclusive
+from mdmem.paths import slugify, workspace_path
 from mdmem.text import dedent, one_line
 
 TASK_FILE = "task_process.md"
@@ -227,10 +229,6 @@ def _instruction(entry: Entry) -> Instruction:
 # ---- edits: old text → new text, every other line kept ----------------------------------
 
 
-def add_item(text: str, path: str, item: str) -> str:
-    return add_item_at(text, path, item)[0]
-
-
 def add_item_at(text: str, path: str, item: str) -> tuple[str, int]:
     """Append an open item right after the last TODO item, in that item's list style (under
     ``## TODO`` when there is none). Returns the new text and the new item's number."""
@@ -348,7 +346,7 @@ class Task:
     def __init__(
         self,
         read: Callable[[], Document | None],
-        write: Writer,
+        write: EditFile,
         archive: Callable[[str, str], None],
     ) -> None:
         self._read = read
@@ -439,6 +437,20 @@ def worth_keeping(text: str) -> bool:
 
 
 def archive_name(title: str, moment: dt.datetime) -> str:
-    from mdmem.paths import slugify
-
     return f".tasks/{moment.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}.md"
+
+
+def archiver(root: Path) -> Callable[[str, str], None]:
+    """Archives a finished task as a new file under ``.tasks/``, never over an earlier one."""
+
+    def archive(title: str, text: str) -> None:
+        rel, absolute = workspace_path(root, archive_name(title, dt.datetime.now()))
+        absolute.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8")
+        for n in range(1, 1000):
+            target = absolute if n == 1 else absolute.with_name(f"{absolute.stem}-{n}.md")
+            if create_exclusive(target, data):
+                return
+        raise ConflictError(f"{rel}: too many archived tasks with this name")
+
+    return archive

@@ -19,7 +19,7 @@ from mdmem.errors import EditNotApplicable
 from mdmem.markdown import edits
 from mdmem.markdown.entries import ARCHIVE_TITLE, Entry, find_meta
 from mdmem.markdown.parse import Document, parse_document
-from mdmem.memory.files import Writer
+from mdmem.memory.files import EditFile
 from mdmem.memory.task import ItemPart, item_parts, own_text
 from mdmem.text import one_line
 
@@ -156,7 +156,7 @@ def _first_section(doc: Document) -> str | None:
 class World:
     """``ws.world``: the environment's state, read and written as world_state.md bullets."""
 
-    def __init__(self, read: Callable[[], Document | None], write: Writer) -> None:
+    def __init__(self, read: Callable[[], Document | None], write: EditFile) -> None:
         self._read = read
         self._write = write
 

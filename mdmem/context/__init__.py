@@ -1,0 +1,1 @@
+"""The memory section of a prompt: sources, packed into a token budget."""

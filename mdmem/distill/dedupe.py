@@ -1,0 +1,276 @@
+"""Whether each extracted memory is new, a repeat, or a change to something already
+remembered — and, for a new one, which section it belongs under."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mdmem.config import LLMConfig
+from mdmem.distill.extract import Action, Candidate, Decision, parse_json_object, text_hash
+from mdmem.distill.rules import content_words
+from mdmem.markdown.entries import Entry
+from mdmem.markdown.parse import Document
+from mdmem.text import one_line
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|no longer|don't|doesn't|didn't|isn't|aren't|won't|stopped|quit|"
+    r"dropped|instead of|rather than)\b",
+    re.I,
+)
+_IS = re.compile(
+    r"^(?P<subject>.+?)\s(?:is|are|=|:|uses|use|goes to|go to|runs on)\s(?P<value>.+)$", re.I
+)
+
+RESOLVE_PROMPT = """\
+Two memories are about the same thing. The EXISTING one is in the user's memory file; the NEW
+one was just learned. Decide:
+- "skip": NEW says nothing EXISTING does not already say
+- "replace": NEW contradicts or updates EXISTING (EXISTING is now wrong or outdated)
+- "merge": both hold and belong in one memory; give the merged text
+- "keep_both": both hold and are different memories
+Reply with only JSON: {"action": "skip|replace|merge|keep_both", "text": "merged text, for
+merge only", "reason": "a few words"}
+"""
+
+
+def decide(
+    candidates: Sequence[Candidate],
+    existing: Sequence[Entry],
+    *,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    threshold: float = 0.95,
+    llm: LLMConfig | None = None,
+    **llm_kwargs: Any,
+) -> list[Decision]:
+    """Decide what to do with each candidate, in order.
+
+    1. Same normalized text (case, punctuation, spacing ignored) as a non-archived memory or
+       an earlier candidate → skip.
+    2. With ``embed`` (rows L2-normalized): cosine ≥ ``threshold`` with a non-archived memory →
+       resolved by the model when ``llm`` has a model (one small JSON call per pair; a bad
+       reply falls back to the rules), else by :func:`resolve_offline`. Cosine ≥ ``threshold``
+       with an earlier candidate of the batch → skip.
+    3. Otherwise → add.
+    """
+    active = [e for e in existing if not e.archived]
+    by_hash = {text_hash(e.text): e for e in active}
+    vectors, entry_vectors = _vectors(candidates, active, embed)
+    decisions: list[Decision] = []
+    accepted: list[int] = []  # candidates added so far (their rows in ``vectors``)
+    seen: set[str] = set()
+    for n, candidate in enumerate(candidates):
+        key = text_hash(candidate.text)
+        if key in by_hash:
+            entry = by_hash[key]
+            decisions.append(_decide("skip", candidate, entry, f"same text as {entry.id}"))
+            continue
+        if key in seen:
+            decisions.append(_decide("skip", candidate, None, "same text as an earlier candidate"))
+            continue
+        seen.add(key)
+        decision = _by_similarity(candidate, n, vectors, entry_vectors, active, accepted, threshold)
+        if decision is None and (old := _conflicting(candidate, n, vectors, entry_vectors, active)):
+            # a changed value is rarely similar enough to count as a duplicate: look for it
+            why = f"same subject as {old.id}, different value"
+            decision = _decide("skip", candidate, old, why)
+        if decision is None:
+            decisions.append(_decide("add", candidate, None, "new"))
+            accepted.append(n)
+            continue
+        if decision.existing is not None:
+            decision = _resolve(candidate, decision.existing, decision.reason, llm, llm_kwargs)
+        decisions.append(decision)
+        if decision.action in ("add", "keep_both", "replace", "merge"):
+            accepted.append(n)
+    return decisions
+
+
+def _vectors(
+    candidates: Sequence[Candidate],
+    active: list[Entry],
+    embed: Callable[[list[str]], np.ndarray] | None,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if embed is None or not candidates:
+        return None, None
+    cand = np.asarray(embed([c.text for c in candidates]), dtype=np.float32)
+    entries = np.asarray(embed([e.text for e in active]), dtype=np.float32) if active else None
+    return cand, entries
+
+
+def _by_similarity(
+    candidate: Candidate,
+    n: int,
+    vectors: np.ndarray | None,
+    entry_vectors: np.ndarray | None,
+    active: list[Entry],
+    accepted: list[int],
+    threshold: float,
+) -> Decision | None:
+    if vectors is None:
+        return None
+    if entry_vectors is not None and len(active):
+        sims = entry_vectors @ vectors[n]
+        best = int(np.argmax(sims))
+        if float(sims[best]) >= threshold:
+            reason = f"similar to {active[best].id} (cosine {float(sims[best]):.3f})"
+            return _decide("skip", candidate, active[best], reason)
+    if accepted:
+        sims = vectors[accepted] @ vectors[n]
+        best = int(np.argmax(sims))
+        if float(sims[best]) >= threshold:
+            reason = f"near-duplicate of an earlier candidate (cosine {float(sims[best]):.3f})"
+            return _decide("skip", candidate, None, reason)
+    return None
+
+
+CONFLICT_SIMILARITY = 0.6
+"""A same-subject, different-value pair must still be at least this similar (cosine) when
+embeddings are on: a guard against two unrelated statements that share a subject."""
+
+
+def _conflicting(
+    candidate: Candidate,
+    n: int,
+    vectors: np.ndarray | None,
+    entry_vectors: np.ndarray | None,
+    active: list[Entry],
+) -> Entry | None:
+    """An existing memory the candidate updates: the same specific subject ("the user's
+    favourite editor is …", two or more content words) with another value, or the same words
+    with other numbers ("port 5433" / "port 6543")."""
+    for m, entry in enumerate(active):
+        if entry.type != candidate.type or not _different_value(candidate.text, entry.text):
+            continue
+        subject = _IS.match(candidate.text.strip())
+        broad = subject is not None and len(content_words(subject.group("subject"))) < 2
+        if broad and not re.search(r"\d", candidate.text):
+            continue  # "John is …" vs "John is …": too broad to call a conflict
+        if vectors is not None and entry_vectors is not None:
+            unrelated = float(entry_vectors[m] @ vectors[n]) < CONFLICT_SIMILARITY
+            if unrelated:
+                continue
+        return entry
+    return None
+
+
+def _resolve(
+    candidate: Candidate,
+    entry: Entry,
+    why: str,
+    llm: LLMConfig | None,
+    llm_kwargs: dict[str, Any],
+) -> Decision:
+    if llm is not None and llm.model:
+        decision, problem = resolve_llm(candidate, entry, llm, **llm_kwargs)
+        if decision is not None:
+            return Decision(
+                decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}"
+            )
+        fallback = resolve_offline(candidate, entry)
+        return Decision(
+            fallback.action,
+            candidate,
+            entry,
+            fallback.text,
+            f"{why}; model reply unusable ({problem}); rule: {fallback.reason}",
+        )
+    decision = resolve_offline(candidate, entry)
+    return Decision(decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}")
+
+
+def resolve_offline(candidate: Candidate, entry: Entry) -> Decision:
+    """Rules for a candidate that is very similar to an existing memory:
+
+    - one is negated and the other not ("uses X" / "no longer uses X") → replace: the
+      newer statement wins, the old one is archived with a pointer;
+    - the candidate says everything the memory says and more → merge (the candidate's text);
+    - the memory says everything the candidate says → skip;
+    - the same subject with a different value ("target is Heroku" / "target is Fly.io"), or
+      the same words with different numbers ("port 5432" / "port 5433") → replace;
+    - otherwise (a paraphrase) → skip.
+    """
+    new, old = candidate.text, entry.text
+    if bool(_NEGATION.search(new)) != bool(_NEGATION.search(old)):
+        return _decide("replace", candidate, entry, "contradicts it (negation)")
+    new_words, old_words = content_words(new), content_words(old)
+    if old_words < new_words:
+        return _decide("merge", candidate, entry, "says it and more", text=new)
+    if new_words <= old_words:
+        return _decide("skip", candidate, entry, "already remembered")
+    if _different_value(new, old):
+        return _decide("replace", candidate, entry, "same subject, different value")
+    return _decide("skip", candidate, entry, "already remembered (paraphrase)")
+
+
+def _different_value(new: str, old: str) -> bool:
+    a, b = _IS.match(new.strip()), _IS.match(old.strip())
+    if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
+        return content_words(a.group("value")) != content_words(b.group("value"))
+    numbers_a, numbers_b = re.findall(r"\d+(?:\.\d+)?", new), re.findall(r"\d+(?:\.\d+)?", old)
+    words_a = {w for w in content_words(new) if not w[0].isdigit()}
+    words_b = {w for w in content_words(old) if not w[0].isdigit()}
+    return bool(numbers_a and numbers_b) and numbers_a != numbers_b and words_a == words_b
+
+
+def resolve_llm(
+    candidate: Candidate, entry: Entry, config: LLMConfig, **llm_kwargs: Any
+) -> tuple[Decision | None, str | None]:
+    """Ask the model how a candidate relates to a similar memory: (decision, None), or
+    (None, problem) when the reply is unusable (the caller falls back to the rules)."""
+    from mdmem.distill.llm import complete
+
+    prompt = [
+        {"role": "system", "content": RESOLVE_PROMPT},
+        {"role": "user", "content": f"EXISTING: {entry.text}\nNEW: {candidate.text}"},
+    ]
+    reply = complete(prompt, config, json=True, **llm_kwargs)
+    data, error = parse_json_object(reply.text)
+    if error is not None:
+        return None, error
+    action = data.get("action")
+    if action not in ("skip", "replace", "merge", "keep_both"):
+        return None, f"action {action!r} is not skip, replace, merge or keep_both"
+    text = data.get("text") if action == "merge" else candidate.text
+    if not isinstance(text, str) or not text.strip():
+        return None, "merge without a merged text"
+    reason = str(data.get("reason") or action)[:200]
+    return _decide(action, candidate, entry, f"model: {reason}", text=one_line(text)), None
+
+
+def _decide(
+    action: Action,
+    candidate: Candidate,
+    entry: Entry | None,
+    reason: str,
+    text: str | None = None,
+) -> Decision:
+    return Decision(action, candidate, entry, text if text is not None else candidate.text, reason)
+
+
+def choose_section(doc: Document, text: str, type_: str) -> str | None:
+    """The existing section a new memory belongs under, when the file is organised by topic
+    (``## Testing``, ``## CI`` …) rather than by type: the one whose title and entries share
+    the most words with it (at least three points; a title word counts double). None: use
+    the section for its type (``## Skills`` …)."""
+    from mdmem.markdown.entries import ARCHIVE_TITLE, type_from_heading
+
+    if any(h.level > 1 and type_from_heading(h.title) == type_ for h in doc.headings):
+        return None
+    words = content_words(text)
+    best, best_score = None, 2
+    for heading in doc.headings:
+        if heading.level < 2 or heading.title.strip().lower() == ARCHIVE_TITLE.lower():
+            continue
+        title = content_words(heading.title)
+        body: set[str] = set()
+        for entry in doc.entries:
+            if entry.heading_path[-1:] == (heading.title,) and not entry.archived:
+                body |= content_words(entry.text)
+        score = 2 * len(words & title) + len(words & body)
+        if score > best_score:
+            best, best_score = heading.title, score
+    return best

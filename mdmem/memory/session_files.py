@@ -1,0 +1,132 @@
+"""The ``.sessions/`` folder: naming a new session's file, listing and finding sessions, and
+marking the ones whose writer died."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from mdmem.config import check_name
+from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem
+from mdmem.layout import SESSIONS_DIR
+from mdmem.markdown import edits
+from mdmem.memory.documents import Documents
+from mdmem.memory.files import EditFile, create_exclusive
+from mdmem.memory.sessions import (
+    InterruptedSweep,
+    Session,
+    SessionRecord,
+    is_stamped,
+    parse_session,
+    session_skeleton,
+    writer_stamp,
+)
+from mdmem.memory.writers import FileWriter
+from mdmem.paths import slugify
+
+log = logging.getLogger("mdmem")
+
+
+class SessionFiles:
+    def __init__(
+        self, documents: Documents, writer: FileWriter, allowed: Callable[[str], None]
+    ) -> None:
+        """``allowed(what)`` raises when the workspace may not write session files (any more:
+        minimal mode)."""
+        self.documents = documents
+        self.writer = writer
+        self.allowed = allowed
+        self.folder = documents.root / SESSIONS_DIR
+        self._sweep: InterruptedSweep | None = None
+
+    def start(self, title: str, agent: str, *, on_disk: bool) -> Session:
+        """A new session named ``YYYYMMDD_HHMMSS_<slug>`` (``-2``, ``-3`` … when taken); kept
+        in memory only unless ``on_disk``."""
+        agent = check_name(agent, "agent")
+        redactor = self.writer.redactor
+        title = redactor(edits.check_text(title).split("\n", 1)[0])  # (and so the file name)
+        started = dt.datetime.now()
+        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        if not on_disk:
+            return Session(
+                base, title, agent, path=None, write=None, started=started, redactor=redactor
+            )
+        self.mark_interrupted()
+        self.folder.mkdir(exist_ok=True)
+        data = session_skeleton(title, agent, started, writer=writer_stamp()).encode("utf-8")
+        for n in range(1, 1000):
+            stem = base if n == 1 else f"{base}-{n}"
+            if create_exclusive(self.folder / f"{stem}.md", data):
+                break
+        else:
+            raise ConflictError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
+        rel = f"{SESSIONS_DIR}/{stem}.md"
+        return Session(
+            stem, title, agent, path=rel, write=self._write(rel), started=started, redactor=redactor
+        )
+
+    def mark_interrupted(self) -> list[str]:
+        if self._sweep is None:
+            self._sweep = InterruptedSweep(
+                self.folder, lambda n: self._write(f"{SESSIONS_DIR}/{n}")
+            )
+        return self._sweep.sweep()
+
+    def list(
+        self, agent: str | None = None, since: str | None = None, limit: int | None = None
+    ) -> list[SessionRecord]:
+        names = sorted((p.name for p in self.folder.glob("*.md")), reverse=True)
+        # Files named YYYYMMDD_HHMMSS_… are read newest first and only as far as needed;
+        # files named otherwise (by hand) are always read, then everything is sorted.
+        stamped = [n for n in names if is_stamped(n)]
+        found = [r for n in names if not is_stamped(n) if (r := self._or_warn(n))]
+        found = [r for r in found if _matches(r, agent, since)]
+        taken = 0
+        for name in stamped:
+            if limit is not None and taken >= limit:
+                break
+            record = self._or_warn(name)
+            if record is not None and _matches(record, agent, since):
+                found.append(record)
+                taken += 1
+        found.sort(key=lambda r: (r.started or "", r.id), reverse=True)
+        return found if limit is None else found[:limit]
+
+    def record(self, session_id: str) -> SessionRecord:
+        """One session by id (file stem), path, or a unique part of its id."""
+        name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
+        stems = sorted(p.stem for p in self.folder.glob("*.md"))
+        matches = [s for s in stems if s == name] or [s for s in stems if name in s]
+        if len(matches) != 1:
+            found = "no session" if not matches else f"{len(matches)} sessions"
+            raise EntryNotFoundError(f"{found} matching {session_id!r} in {SESSIONS_DIR}/")
+        return self._load(f"{matches[0]}.md")
+
+    def _write(self, rel: str) -> EditFile:
+        def write(edit: Callable[[str], str]) -> str:
+            self.allowed("a session file")
+            return self.writer.write(rel, edit, create=False)
+
+        return write
+
+    def _or_warn(self, name: str) -> SessionRecord | None:
+        """A session file, or None with a warning naming it (one bad file spoils no listing)."""
+        try:
+            return self._load(name)
+        except FileProblem as exc:
+            log.warning("skipped %s", exc)
+            return None
+
+    def _load(self, name: str) -> SessionRecord:
+        rel = f"{SESSIONS_DIR}/{name}"
+        try:
+            return parse_session(self.documents.read(rel))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise FileProblem(rel, f"cannot be read as a session: {exc}") from None
+
+
+def _matches(record: SessionRecord, agent: str | None, since: str | None) -> bool:
+    if agent is not None and record.agent != agent:
+        return False
+    return since is None or (record.started or "")[:10] >= since

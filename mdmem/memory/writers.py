@@ -1,0 +1,93 @@
+"""Where a program write goes: to disk through the safe writes, or, in a dry run, to copies in
+memory that report their diff. Stores take a :class:`Writer`, so a dry run is an argument, not
+a mode hidden in global state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from mdmem.markdown.parse import Document, parse_document
+from mdmem.memory.documents import Documents
+from mdmem.memory.files import EditFile, SafeWriter, Target
+from mdmem.redact import Redactor
+from mdmem.reports import unified_diff
+
+Edit = Callable[[str], str]
+
+
+class Writer(Protocol):
+    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+        """Apply ``edit`` (old text → new text) to one workspace file; returns the new text.
+        ``exact``: write what the edit returns as it is (a restored version), secrets and all."""
+        ...
+
+    def current(self, rel: str) -> Document | None:
+        """The file as this writer would edit it now (None when missing or unreadable)."""
+        ...
+
+
+class FileWriter:
+    """Writes to disk through the safe writes; never adds a secret the file did not hold."""
+
+    def __init__(self, documents: Documents, safe: SafeWriter, redactor: Redactor) -> None:
+        self.documents = documents
+        self.safe = safe
+        self.redactor = redactor
+
+    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+        _, absolute = self.documents.resolve(rel)
+        if not exact:
+            edit = no_new_secrets(self.redactor, edit)
+        absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
+        # a symlink (inside the workspace) is written through, never replaced by a file
+        real = absolute.resolve() if absolute.is_symlink() else absolute
+        target = Target(real, rel, self.documents.max_file_bytes)
+        return self.safe.edit(target, edit, create=create).text
+
+    def current(self, rel: str) -> Document | None:
+        return self.documents.or_none(rel)
+
+    def one(self, rel: str, *, create: bool = True) -> EditFile:
+        """A function writing this one file (what a session, the task or the world takes)."""
+        return lambda edit: self.write(rel, edit, create=create)
+
+
+class DryRunWriter:
+    """Applies edits to copies in memory; :meth:`diff` tells what would have changed."""
+
+    def __init__(self, documents: Documents, redactor: Redactor) -> None:
+        self.documents = documents
+        self.redactor = redactor
+        self.texts: dict[str, str] = {}
+        self.originals: dict[str, str] = {}
+
+    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+        if not exact:
+            edit = no_new_secrets(self.redactor, edit)
+        if rel not in self.texts:
+            exists = (self.documents.root / rel).exists()
+            self.originals[rel] = self.documents.read(rel).text if exists else ""
+        self.texts[rel] = edit(self.texts.get(rel, self.originals[rel]))
+        return self.texts[rel]
+
+    def current(self, rel: str) -> Document | None:
+        if rel in self.texts:
+            return parse_document(rel, self.texts[rel])
+        return self.documents.or_none(rel)
+
+    def diff(self) -> str:
+        return unified_diff(self.originals, self.texts) if self.texts else ""
+
+
+def no_new_secrets(redactor: Redactor, edit: Edit) -> Edit:
+    """Every program write, whatever made it (task, world, compaction, anything added later),
+    never adds a secret the file did not already hold; a person's own text, secrets included,
+    is never rewritten for this."""
+    if not redactor.enabled:
+        return edit
+
+    def guarded(current: str) -> str:
+        return redactor.redact_added(current, edit(current)).text
+
+    return guarded
