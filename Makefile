@@ -43,6 +43,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 # The property tests only, with many random examples (the `deep` profile in tests/conftest.py).

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import ConfigError, ConflictError, EntryNotFoundError, Workspace, WorkspaceNotFoundError
-from mdmem.memory.files import Target
+from mdmem.memory.file_state import Target
 from mdmem.memory.templates import TEMPLATES
 
 

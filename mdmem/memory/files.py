@@ -35,6 +35,16 @@ from pathlib import Path
 
 from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
 from mdmem.layout import PRIVATE_FILE_MODE, private_dir
+from mdmem.memory.file_state import (
+    BOM,
+    EMPTY_QUIET_S,
+    QUIET_LIMIT_S,
+    QUIET_S,
+    FileState,
+    Target,
+    read_all,
+    settled_bytes,
+)
 from mdmem.memory.journal import Journal
 from mdmem.memory.swap import exchange
 
@@ -44,22 +54,13 @@ BINARY_SNIFF_BYTES = 8192
 LOCK_TIMEOUT_S = 60.0
 MAX_WRITE_ATTEMPTS = 32
 TEMP_SUFFIX = ".mdmem-tmp"
-QUIET_S = 0.005
-"""A file changed less than this long ago may still be being written (file timestamps are
-coarse: a few ms). Waiting for quiet is bounded by ``QUIET_LIMIT_S``: a person saving every
-few ms must not starve the program, and the swap check catches what the wait did not."""
-QUIET_LIMIT_S = 0.1
 MAX_QUIET_S = 0.02
 """After repeated races, a write waits for up to this long a lull before trying again."""
-EMPTY_QUIET_S = 1.0
-"""A file that just became empty is most likely an in-place save between truncate and write:
-wait up to this long for it to fill."""
 READ_EMPTY_WAIT_S = 0.2
 """How long a reader waits for a just-emptied file to fill (a writer waits EMPTY_QUIET_S)."""
 MISSING_WAIT_S = 0.25
 """A file the program wrote before that is missing may be mid-save (vim, JetBrains rename it
 away for a moment): wait this long for it to come back before treating it as deleted."""
-BOM = b"\xef\xbb\xbf"
 
 
 EditFile = Callable[[Callable[[str], str]], str]
@@ -101,7 +102,7 @@ def read_markdown(absolute: Path, rel: str, max_bytes: int) -> tuple[bytes, str]
         _check_regular(rel, st.st_mode)
         check_size(rel, st.st_size, max_bytes)  # never read a huge file
         _wait_if_emptied(fd, st)
-        data = _read_all(fd)
+        data = read_all(fd)
     except OSError as exc:
         raise FileProblem(rel, f"cannot read: {exc.strerror}") from None
     finally:
@@ -137,76 +138,6 @@ def _check_regular(rel: str, mode: int) -> None:
         raise FileProblem(rel, f"is {kind}, not a regular file; nothing was read or written")
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
-@dataclass(frozen=True)
-class FileState:
-    """What identifies one version of a file on disk, cheaply."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> FileState:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-    @classmethod
-    def unseen(cls) -> FileState:
-        """A state no file has: a file watched from this state is checked at once."""
-        return cls(0, 0, -1, 0, 0)
-
-    def settle_wait(self, expected: FileState | None, quiet: float = QUIET_S) -> float:
-        """Seconds to wait before this version may be read as finished (0: now)."""
-        if self == expected:
-            return 0.0
-        age = (time.time_ns() - max(self.mtime_ns, self.ctime_ns)) / 1e9
-        if self.size == 0 and (expected is None or expected.size):
-            quiet = EMPTY_QUIET_S
-        return max(0.0, quiet - age)
-
-    def line(self) -> str:
-        return f"{self.dev} {self.ino} {self.size} {self.mtime_ns} {self.ctime_ns}"
-
-    @classmethod
-    def parse(cls, text: str) -> FileState | None:
-        try:
-            dev, ino, size, mtime, ctime = (int(x) for x in text.split())
-        except ValueError:
-            return None
-        return cls(dev, ino, size, mtime, ctime)
-
-
-def settled_bytes(fd: int, state: FileState, quiet: float = QUIET_S) -> tuple[bytes, FileState]:
-    """The content behind ``fd`` once nobody has written to it for ``quiet`` seconds."""
-    limit = EMPTY_QUIET_S if state.size == 0 else max(QUIET_LIMIT_S, 4 * quiet)
-    deadline = time.monotonic() + limit
-    while True:
-        wait = state.settle_wait(None, quiet)
-        if wait <= 0:
-            data = _read_all(fd)
-            after = FileState.of(os.fstat(fd))
-            if after == state:
-                return data, state
-            state = after
-            continue
-        if time.monotonic() > deadline:
-            return _read_all(fd), FileState.of(os.fstat(fd))
-        time.sleep(min(wait, 0.01))
-        state = FileState.of(os.fstat(fd))
-
-
 # ---- writing ---------------------------------------------------------------------------------
 
 
@@ -217,16 +148,6 @@ class WriteResult:
     """The text now on disk."""
     attempts: int
     """1 when nothing changed under us; more when the edit was redone on a person's save."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """A workspace file as the writer sees it."""
-
-    path: Path
-    """The real file (symlinks inside the workspace resolved)."""
-    rel: str
-    max_bytes: int = 50_000_000
 
 
 class SafeWriter:
@@ -425,7 +346,7 @@ class SafeWriter:
                     time.sleep(min(wait, 0.01))
                     continue
                 check_size(display, state.size, target.max_bytes)
-                data = _read_all(fd)
+                data = read_all(fd)
                 if FileState.of(os.fstat(fd)) != state:
                     continue  # written to while we read
                 with contextlib.suppress(FileNotFoundError):
@@ -473,7 +394,7 @@ class SafeWriter:
             return self._replace_checked(target, tmp, expected, data)
         old_fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)  # what was at the path
         old_state = FileState.of(os.fstat(old_fd))
-        if _same_version(old_state, want_state) and _read_all(old_fd) == want:
+        if _same_version(old_state, want_state) and read_all(old_fd) == want:
             placed = FileState.of(os.fstat(ours))
             os.close(ours)
             self._keep(target, tmp)
@@ -550,7 +471,7 @@ class SafeWriter:
             return self._reread(target)
         old_fd = os.open(old_path, os.O_RDONLY | os.O_CLOEXEC)
         old_state = FileState.of(os.fstat(old_fd))
-        if not _same_version(old_state, expected[1]) or _read_all(old_fd) != expected[0]:
+        if not _same_version(old_state, expected[1]) or read_all(old_fd) != expected[0]:
             os.close(old_fd)
             old_path.unlink()
             os.unlink(tmp)

@@ -27,13 +27,11 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mdmem.errors import MdmemError
+from mdmem.memory.file_state import BOM, FileState, Target, settled_bytes
 from mdmem.memory.merge import kept, merge_text
-
-if TYPE_CHECKING:
-    from mdmem.memory.files import FileState, SafeWriter, Target
 
 log = logging.getLogger("mdmem")
 CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
@@ -92,8 +90,17 @@ class _PathWatch:
         return not (self.writes or self.exposed)
 
 
+class Rewriter(Protocol):
+    """What the guard needs of the writer it guards (:class:`~mdmem.memory.files.SafeWriter`):
+    its per-file lock, and its edits with and without taking that lock."""
+
+    def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]: ...
+    def edit(self, target: Target, edit: Callable[[str], str]) -> Any: ...
+    def edit_locked(self, target: Target, edit: Callable[[str], str]) -> Any: ...
+
+
 class LateSaveGuard:
-    def __init__(self, writer: SafeWriter, window_s: float) -> None:
+    def __init__(self, writer: Rewriter, window_s: float) -> None:
         self.writer = writer
         self.window_s = window_s
         self.merged = 0
@@ -212,7 +219,6 @@ class LateSaveGuard:
             )
 
     def _check_inode(self, watch: _Inode) -> None:
-        from mdmem.memory.files import FileState, settled_bytes
 
         watch.checks += 1
         try:
@@ -231,7 +237,6 @@ class LateSaveGuard:
         self._merge(watch.target, lambda current: self._combine(base, current, late))
 
     def _check_path(self, watch: _PathWatch) -> None:
-        from mdmem.memory.files import FileState
 
         watch.checks += 1
         if self._unchanged(watch):
@@ -262,7 +267,6 @@ class LateSaveGuard:
 
     @staticmethod
     def _unchanged(watch: _PathWatch) -> bool:
-        from mdmem.memory.files import FileState
 
         try:
             return FileState.of(os.stat(watch.target.path)) == watch.checked
@@ -313,7 +317,6 @@ class LateSaveGuard:
         self, target: Target, combine: Callable[[bytes], bytes], *, locked: bool = False
     ) -> FileState | None:
         """Write ``combine(current)`` through the safe writes; the path's state after."""
-        from mdmem.memory.files import BOM, FileState
 
         changed: list[bool] = []
 

@@ -9,7 +9,8 @@ from typing import Protocol
 
 from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import EditFile, SafeWriter, Target
+from mdmem.memory.file_state import Target
+from mdmem.memory.files import EditFile, SafeWriter
 from mdmem.redact import Redactor
 from mdmem.reports import unified_diff
 
