@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from locomo import CATEGORIES, DATA, evidence_ids, session_date  # noqa: E402
 
 from mdmem.distill.compact import compact_offline  # noqa: E402
-from mdmem.distill.rules import STOPWORDS  # noqa: E402
 from mdmem.distill.extract import extract_offline  # noqa: E402
+from mdmem.distill.rules import STOPWORDS  # noqa: E402
 
 WORK = ROOT / ".bench" / "compaction"
 SURVIVES = 0.5
