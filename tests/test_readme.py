@@ -1,0 +1,124 @@
+"""The README runs: every ``python`` and ``console`` block, in README order, in a temp folder
+holding a copy of example_workspace/ named ``my-agent`` (what the blocks call the workspace),
+so the README can never drift from the code. ``make demo`` runs too."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"^```(python|console)\n(.*?)^```", re.M | re.S)
+LONG_RUNNING = {"mdmem watch"}
+"""Commands that run until stopped: started, given a moment, stopped with Ctrl-C (exit 0)."""
+
+pytestmark = pytest.mark.slow
+
+
+def blocks() -> list[tuple[int, str, str]]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        found.append((line, match.group(1), match.group(2)))
+    return found
+
+
+def test_the_readme_has_the_blocks_this_test_runs() -> None:
+    kinds = [kind for _, kind, _ in blocks()]
+    assert kinds.count("python") >= 8 and kinds.count("console") >= 6
+
+
+@pytest.fixture()
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(ROOT / "example_workspace", tmp_path / "my-agent")
+    transcript = [
+        {"role": "user", "content": "CI fails: database invoice_test does not exist"},
+        {"role": "assistant", "content": "Fixed: docker/initdb/01-create-test-db.sql creates it"},
+    ]
+    lines = "".join(json.dumps(m) + "\n" for m in transcript)
+    (tmp_path / "my-agent" / "transcript.jsonl").write_text(lines)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")
+    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
+    return tmp_path
+
+
+def test_every_python_and_console_block_runs(folder: Path) -> None:
+    namespace: dict[str, object] = {"__name__": "readme"}
+    cwd = folder
+    for line, kind, code in blocks():
+        where = f"README.md:{line}"
+        if kind == "python":
+            _run_python(code, namespace, where)
+        else:
+            cwd = _run_console(code, cwd, where)
+    ws = namespace["ws"]
+    ws.close()  # type: ignore[attr-defined]
+
+
+def _run_python(code: str, namespace: dict[str, object], where: str) -> None:
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    compiled = compile(code, where, "exec", flags=flags)
+    try:
+        result = eval(compiled, namespace)  # a block with top-level await returns a coroutine
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    except Exception as exc:
+        pytest.fail(f"{where}: the python block raised {type(exc).__name__}: {exc}")
+
+
+def _run_console(code: str, cwd: Path, where: str) -> Path:
+    """Runs each ``$ command`` (output lines are what a person sees; not compared)."""
+    for raw in code.splitlines():
+        if not raw.startswith("$ "):
+            continue
+        command = raw[2:].split("  #")[0].strip()
+        if command.startswith("cd "):
+            cwd = (cwd / command[3:].strip()).resolve()
+            continue
+        argv = [str(Path(sys.executable).parent / "mdmem"), *_split(command)[1:]]
+        assert _split(command)[0] == "mdmem", f"{where}: {command!r} is not an mdmem command"
+        if command in LONG_RUNNING:
+            _run_until_stopped(argv, cwd, where)
+            continue
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (
+            f"{where}: `{command}` exited {done.returncode}:\n{done.stderr}"
+        )
+    return cwd
+
+
+def _run_until_stopped(argv: list[str], cwd: Path, where: str) -> None:
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(4.0)
+    assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"{where}: Ctrl-C ended it with {proc.returncode}:\n{err!r}"
+
+
+def _split(command: str) -> list[str]:
+    import shlex
+
+    return shlex.split(command)
+
+
+def test_make_demo_runs() -> None:
+    env = {**os.environ, "MDMEM_SERVER_AUTO": "0"}
+    env.pop("MDMEM_WORKSPACE", None)
+    done = subprocess.run(
+        ["make", "-s", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=900, env=env
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
