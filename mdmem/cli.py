@@ -197,14 +197,7 @@ def search(
     if data is None:
         _log_to_stderr()
         ws = _open(ctx)
-        results = ws.search(query, **params)  # type: ignore[arg-type]
-        data = {
-            "mode": results.mode,
-            "fresh": results.fresh,
-            "stale": results.stale,
-            "problems": results.problems,
-            "hits": [hit.to_dict() for hit in results],
-        }
+        data = ws.search(query, **params).to_dict()  # type: ignore[arg-type]
         if verbose:
             _warn("no warm server running (start one with `mdmem watch`); searched in-process")
     if as_json:
@@ -291,10 +284,12 @@ def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
 
 
 def _highlight(text: str, query: str) -> list[tuple[int, int]]:
-    """Spans of query words in text (a light copy of the index's tokenizing: no jieba here)."""
+    """Spans of the query's terms in text: the terms the keyword index searched for."""
     import re
 
-    words = {w.lower() for w in re.findall(r"[^\W_]{2,}", query)}
+    from mdmem.index.fts import query_terms
+
+    words = [w for w in query_terms(query) if len(w) > 1]
     if not words:
         return []
     pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.I)

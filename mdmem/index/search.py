@@ -122,6 +122,16 @@ class SearchResults(list[Hit]):
     def fresh(self) -> bool:
         return not self.stale
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of a search, the same for the CLI, the query server and every interface."""
+        return {
+            "mode": self.mode,
+            "fresh": self.fresh,
+            "stale": self.stale,
+            "problems": self.problems,
+            "hits": [hit.to_dict() for hit in self],
+        }
+
 
 @dataclass(frozen=True)
 class Filters:

@@ -131,15 +131,7 @@ class _Handler(socketserver.StreamRequestHandler):
             raise ValueError(f"unknown op {op!r}")
         params = {k: v for k, v in request.get("params", {}).items() if k in SEARCH_PARAMS}
         results = self.ws.search(str(request["query"]), **params)
-        return {
-            "ok": True,
-            "pid": os.getpid(),
-            "mode": results.mode,
-            "fresh": results.fresh,
-            "stale": results.stale,
-            "problems": results.problems,
-            "hits": [hit.to_dict() for hit in results],
-        }
+        return {"ok": True, "pid": os.getpid(), **results.to_dict()}
 
 
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
