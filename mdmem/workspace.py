@@ -4,7 +4,6 @@ method is a short delegation to the part that owns the work."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from dataclasses import replace
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
 from mdmem.errors import ModeError, WorkspaceNotFoundError
-from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root, private_file
+from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
 from mdmem.memory.documents import Documents, DocumentSet
@@ -27,9 +26,10 @@ from mdmem.redact import Redactor
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
     from mdmem.distill.workflow import Conversation, Distiller
+    from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
-    from mdmem.index.search import Hit, SearchResults
-    from mdmem.index.sync import Index, IndexStatus, Progress, SyncReport
+    from mdmem.index.search import SearchResults
+    from mdmem.index.sync import Progress, SyncReport
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.journal import JournalEntry
@@ -62,7 +62,7 @@ class Workspace:
             raise WorkspaceNotFoundError(f"{self.root} is not a folder")
         self.config = config if config is not None else load_config(self.root)
         self._embedder = embedder
-        self._index: Index | None = None
+        self._index: IndexBackend | None = None
         self._writer: SafeWriter | None = None
         self._sessions: SessionFiles | None = None
         self._redactor: tuple[RedactConfig, Redactor] | None = None
@@ -141,19 +141,17 @@ class Workspace:
     # ---- index and search -----------------------------------------------------------------
 
     @property
-    def index(self) -> Index:
+    def index(self) -> IndexBackend:
         if self._index is None:
-            from mdmem.index.sync import Index
+            from mdmem.index import open_index
 
-            with contextlib.suppress(OSError):  # (a read-only mount: searched as it is)
-                private_file(self.state_dir / "index.lock")  # owner-only, like all of .mdmem/
-            self._index = Index(
+            self._index = open_index(
                 self.root,
-                self.state_dir / "index.db",
+                self.state_dir,
                 self.config.files,
                 self.embedder,
-                on_message=log.warning,
                 redactor=self.redactor,
+                on_message=log.warning,
             )
         return self._index
 
@@ -190,43 +188,21 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
-        from mdmem.index.search import Filters, SearchResults, check_k, search
+        from mdmem.index.search import Filters, check_k, fresh_search
 
         k = self.config.search.k if k is None else check_k(k)
-        mode = mode or self.config.search.mode
-        filters = Filters(type, path, agent, session, since, until, include_archived)
-        # the index holds masked text, and a remote embedding model must not get a secret
-        query = self.redactor.mask(query)
-
-        def run() -> tuple[SyncReport, list[Hit]]:
-            # readers never wait long for a writer: past a few seconds (or when the index
-            # cannot be written) it is searched as it is, and the files not yet indexed are
-            # reported as stale
-            report = self.index.sync(
-                embed=mode != "keyword",
-                lock_timeout=SEARCH_LOCK_WAIT_S,
-                defer_bytes=SEARCH_SYNC_MAX_BYTES,
-            )
-            hits = search(
-                self.index,
-                self.index.embedder() if mode != "keyword" else None,
-                query,
-                k=k,
-                mode=mode,
-                config=self.config.search,
-                filters=filters,
-                track_access=track_access,
-            )
-            return report, hits
-
-        with self.index.searching():
-            report, hits = self.index.recover(run)  # a damaged index is rebuilt, then run again
-        problems = [str(p) for p in report.problems]
-        if report.readonly:
-            problems.insert(0, report.readonly)
-        # the index holds masked text; a file it could not re-read may hold older text
-        hits = [self._masked_hit(hit) for hit in hits]
-        return SearchResults(hits, stale=report.stale, problems=problems, mode=mode)
+        return fresh_search(
+            self.index,
+            query,
+            k=k,
+            mode=mode or self.config.search.mode,
+            config=self.config.search,
+            filters=Filters(type, path, agent, session, since, until, include_archived),
+            track_access=track_access,
+            lock_timeout=SEARCH_LOCK_WAIT_S,
+            defer_bytes=SEARCH_SYNC_MAX_BYTES,
+            mask=self.redactor.mask,
+        )
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
@@ -240,16 +216,13 @@ class Workspace:
 
     def status(self) -> IndexStatus:
         """What the index holds and how fresh it is; never loads the embedding model."""
-        from mdmem.index.sync import index_status
-
         self.mark_interrupted()
         model = None
         if self.config.embedding.model or self._embedder is not None:
             model = (self._embedder or _make_embedder(self.config)).model_id  # loads nothing
         from mdmem.live.watch import watcher_info
 
-        status = self.index.recover(lambda: index_status(self.index, model))
-        return replace(status, watcher=watcher_info(self.root))
+        return replace(self.index.status(model), watcher=watcher_info(self.root))
 
     def watch(self, *, serve: bool = False) -> Watcher:
         """Start watching in a background thread; re-indexes hand edits as they happen.
@@ -390,36 +363,8 @@ class Workspace:
     ) -> tuple[int, int, bool]:
         """Index rows, cached vectors, access counts and first-seen dates of the entries, gone
         with their bytes. Returns (rows, vectors, whether the WAL was truncated)."""
-        from mdmem.index.chunks import sha
-        from mdmem.index.purge import drop_unused_vectors, scrub
-
-        index = self.index
-        marks = ",".join("?" * len(ids))
-        with index.searching():
-            conn = index.conn
-            rows = conn.execute(
-                f"SELECT rowid, text, text_hash FROM chunks WHERE entry_id IN ({marks})",
-                sorted(ids),
-            ).fetchall()
-            index.sync(embed=False)  # the files changed: their chunks are replaced
-            plain = [sha(text) for _, text, _ in rows] + [sha(e.text) for e, _ in removed]
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for rowid, _, _ in rows:  # still there if a file could not be re-read
-                    conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
-                    conn.execute("DELETE FROM chunks WHERE rowid = ?", (rowid,))
-                vectors = drop_unused_vectors(conn, [h for _, _, h in rows])
-                for access_key in [*ids, *plain]:
-                    conn.execute("DELETE FROM access WHERE key = ?", (access_key,))
-                for text_hash in plain:
-                    conn.execute("DELETE FROM first_seen WHERE text_hash = ?", (text_hash,))
-                index._bump_generation()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            truncated = scrub(conn)
-        return len(rows), vectors, truncated
+        gone = self.index.forget(ids, [entry.text for entry, _ in removed])
+        return gone.rows, gone.vectors, gone.truncated
 
     # ---- modes, sessions, task, world -------------------------------------------------------
 
@@ -592,13 +537,6 @@ class Workspace:
     async def aextract(self, source: Conversation = None, **kwargs: Any) -> ExtractReport:
         """:meth:`extract` for async agents: the model call runs in a worker thread."""
         return await asyncio.to_thread(self.extract, source, **kwargs)
-
-    def _masked_hit(self, hit: Hit) -> Hit:
-        mask = self.redactor.mask
-        text, heading = mask(hit.text), mask(hit.heading)
-        if text is hit.text and heading is hit.heading:
-            return hit
-        return replace(hit, text=text, heading=heading)
 
 
 def _make_embedder(config: Config) -> Embedder:

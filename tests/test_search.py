@@ -330,7 +330,7 @@ def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
 
 
 def test_an_index_of_an_older_schema_is_migrated_in_place(indexed: Workspace, embedder) -> None:
-    from mdmem.index.db import SCHEMA_VERSION
+    from mdmem.index.sqlite.db import SCHEMA_VERSION
 
     conn = indexed.index.conn
     conn.execute("PRAGMA user_version=1")  # as the first release left it

@@ -15,7 +15,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.config import Config, EmbeddingConfig
-from mdmem.index.sync import Index
+from mdmem.index.sqlite.index import SqliteIndex as Index
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
 

@@ -1,2 +1,38 @@
-"""The derived index: chunks (chunks.py), embeddings (embed.py), keyword text (text.py), the
-SQLite schema (db.py) and syncing it with the files (sync.py)."""
+"""The derived index: chunks (chunks.py), embeddings (embed.py), keyword tokenization (fts.py),
+what a backend does (backend.py), the shared part of syncing (sync.py), filters and ranking
+(filters.py, search.py), and the SQLite backend (sqlite/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mdmem.config import FilesConfig
+    from mdmem.index.backend import IndexBackend
+    from mdmem.index.embed import Embedder
+    from mdmem.redact import Redactor
+
+
+def open_index(
+    root: Path,
+    state_dir: Path,
+    files: FilesConfig,
+    embedder: Callable[[], Embedder | None],
+    *,
+    redactor: Redactor,
+    on_message: Callable[[str], None] | None = None,
+) -> IndexBackend:
+    """The index of the workspace at ``root`` (SQLite in ``state_dir``; nothing is opened
+    until first use)."""
+    import contextlib
+
+    from mdmem.index.sqlite.index import SqliteIndex
+    from mdmem.layout import private_file
+
+    with contextlib.suppress(OSError):  # (a read-only mount: searched as it is)
+        private_file(state_dir / "index.lock")  # owner-only, like all of .mdmem/
+    return SqliteIndex(
+        root, state_dir / "index.db", files, embedder, on_message=on_message, redactor=redactor
+    )

@@ -1,4 +1,5 @@
-"""Hybrid search: keyword (FTS5 BM25) and vector scores, fused, then reranked.
+"""Hybrid search: the backend's keyword (BM25) and vector candidates, fused, then reranked.
+Pure ranking over what an :class:`IndexBackend` returns: no query language here.
 
 Fusion: each ranking is scaled by its best score (BM25 / best BM25, cosine / best cosine) and
 the two are summed with ``keyword_weight`` and ``vector_weight``, over every chunk of the index.
@@ -15,22 +16,20 @@ log(1 + hits) / log(1 + 20), capped at 1.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fnmatch
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import pathspec
 
 from mdmem.config import SearchConfig
+from mdmem.index.backend import ChunkRow, IndexBackend, Layout
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
-from mdmem.index.fts import fts_query
-from mdmem.index.sync import Index, Layout
+from mdmem.index.filters import Filters, glob_spec
+from mdmem.index.sync import SyncReport
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
@@ -133,48 +132,6 @@ class SearchResults(list[Hit]):
         }
 
 
-@dataclass(frozen=True)
-class Filters:
-    type: str | None = None
-    path: str | None = None
-    """gitignore-style glob, e.g. ``notes/*.md`` or ``.sessions/``."""
-    agent: str | None = None
-    session: str | None = None
-    since: str | None = None
-    """ISO date: only chunks created on or after it."""
-    until: str | None = None
-    include_archived: bool = False
-
-    def sql(self) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        if not self.include_archived:
-            clauses.append("c.archived = 0")
-        for column, value in (("type", self.type), ("agent", self.agent)):
-            if value is not None:
-                clauses.append(f"c.{column} = ?")
-                args.append(value)
-        if self.session is not None:
-            clauses.append("(c.session = ? OR c.path = ?)")
-            args += [self.session, f".sessions/{self.session}.md"]
-        if self.since is not None:
-            clauses.append("c.created >= ?")
-            args.append(_iso_date(self.since, "since"))
-        if self.until is not None:
-            clauses.append("substr(c.created, 1, 10) <= ?")
-            args.append(_iso_date(self.until, "until"))
-        return (" AND ".join(clauses) or "1"), args
-
-    def only_archived_flag(self) -> bool:
-        """True when no filter but the archived one is set (the common, fast case)."""
-        return self == Filters(include_archived=self.include_archived)
-
-    def path_ok(self, path: str) -> bool:
-        if self.path is None:
-            return True
-        return _glob(self.path).match_file(path) or fnmatch.fnmatch(path, self.path)
-
-
 def check_k(k: object) -> int:
     """``k`` as given, if it is a whole number of hits (a slice with ``k`` ≤ 0 would quietly
     return the wrong number)."""
@@ -183,8 +140,55 @@ def check_k(k: object) -> int:
     return k
 
 
+def fresh_search(
+    index: IndexBackend,
+    query: str,
+    *,
+    k: int,
+    mode: str,
+    config: SearchConfig,
+    filters: Filters,
+    track_access: bool,
+    lock_timeout: float,
+    defer_bytes: int,
+    mask: Callable[[str], str],
+) -> SearchResults:
+    """Re-index what changed, then :func:`search`; a damaged index is rebuilt and the whole
+    run retried. Readers never wait long for a writer: past ``lock_timeout`` (or when the
+    index cannot be written) it is searched as it is, and the files not yet indexed are
+    reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
+    embedding model must not get a secret, and a file that could not be re-read may hold
+    older text."""
+    query = mask(query)
+
+    def run() -> tuple[SyncReport, list[Hit]]:
+        report = index.sync(
+            embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
+        )
+        embedder = index.embedder() if mode != "keyword" else None
+        hits = search(
+            index,
+            embedder,
+            query,
+            k=k,
+            mode=mode,
+            config=config,
+            filters=filters,
+            track_access=track_access,
+        )
+        return report, hits
+
+    with index.searching():
+        report, hits = index.recover(run)
+    problems = [str(p) for p in report.problems]
+    if report.readonly:
+        problems.insert(0, report.readonly)
+    masked = [_masked(hit, mask) for hit in hits]
+    return SearchResults(masked, stale=report.stale, problems=problems, mode=mode)
+
+
 def search(
-    index: Index,
+    index: IndexBackend,
     embedder: Embedder | None,
     query: str,
     *,
@@ -199,9 +203,7 @@ def search(
     check_k(k)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    hits: list[Hit] = []
-    rows: dict[int, dict[str, Any]] = {}
-    with _snapshot(index.conn):
+    with index.reading():
         layout = index.layout()
         n = len(layout.rowids)
         if n == 0 or not query.strip():
@@ -209,14 +211,12 @@ def search(
         allowed = _allowed(index, layout, filters)
         keyword = np.zeros(n)
         if mode in ("hybrid", "keyword"):
-            keyword = _keyword_scores(index, layout, query, config.keyword_candidates)
+            keyword = index.keyword_candidates(query, config.keyword_candidates).dense(n)
             keyword[~allowed] = 0.0
         vector: np.ndarray | None = None
         if mode in ("hybrid", "vector") and embedder is not None:
-            matrix = index.vectors(embedder.model_id)
-            q = embedder.embed([query])[0]
-            if matrix.shape[1] == q.shape[0]:
-                vector = matrix @ q
+            found = index.vector_candidates(embedder.model_id, embedder.embed([query])[0])
+            vector = None if found is None else found.dense(n)
         fused = _fuse(keyword, vector, allowed, mode, config)
         fused = _with_context(fused, layout, config)
         fused[~allowed] = 0.0
@@ -226,76 +226,80 @@ def search(
         pool = min(top, max(config.candidates, k * 3))
         best = np.argpartition(-fused, pool - 1)[:pool]
         best = best[np.argsort(-fused[best], kind="stable")]
-        top_score = float(fused[best[0]])
         rowids = [int(layout.rowids[i]) for i in best]
-        rows = _chunk_rows(index.conn, rowids)
-        access = _access_counts(index.conn, [_access_key(r) for r in rows.values()])
-        evergreen = _glob_spec(config.evergreen)
-        today = today or dt.date.today()
-        for i, rowid in zip(best, rowids, strict=True):
-            row = rows[rowid]
-            relevance = float(fused[i]) / top_score
-            recency = (
-                1.0
-                if evergreen.match_file(row["path"])
-                else _recency(row["created"], today, config)
+        rows = index.chunk_rows(rowids)
+        access = index.access_counts([_access_key(r) for r in rows.values()])
+        ranked = _Reranker(config, today or dt.date.today(), float(fused[best[0]]))
+        hits = [
+            ranked.hit(
+                rows[rowid],
+                float(fused[i]),
+                keyword=float(keyword[i]) if keyword[i] > 0 else None,
+                vector=float(vector[i]) if vector is not None else None,
+                hits=access.get(_access_key(rows[rowid]), 0),
             )
-            frequency = min(
-                1.0,
-                math.log1p(access.get(_access_key(row), 0)) / math.log1p(FREQUENCY_SATURATION),
-            )
-            score = (
-                config.relevance_weight * relevance
-                + config.recency_weight * recency
-                + config.importance_weight * row["importance"]
-                + config.frequency_weight * frequency
-            )
-            hits.append(
-                Hit(
-                    path=row["path"],
-                    start_line=row["start_line"],
-                    end_line=row["end_line"],
-                    heading=row["heading"],
-                    text=row["text"],
-                    score=score,
-                    scores=Scores(
-                        keyword=float(keyword[i]) if keyword[i] > 0 else None,
-                        vector=float(vector[i]) if vector is not None else None,
-                        relevance=relevance,
-                        recency=recency,
-                        importance=row["importance"],
-                        frequency=frequency,
-                    ),
-                    type=row["type"],
-                    importance=row["importance"],
-                    created=row["created"],
-                    id=row["entry_id"] or row["id"],
-                    kind=row["kind"],
-                    session=row["session"],
-                    agent=row["agent"],
-                )
-            )
+            for i, rowid in zip(best, rowids, strict=True)
+        ]
         hits.sort(key=lambda h: h.score, reverse=True)
         hits = hits[:k]
     if track_access and hits:
-        keys = {(r["path"], r["start_line"], r["end_line"]): _access_key(r) for r in rows.values()}
-        _bump_access(index.conn, [keys[(h.path, h.start_line, h.end_line)] for h in hits])
+        keys = {(r.path, r.start_line, r.end_line): _access_key(r) for r in rows.values()}
+        index.bump_access([keys[(h.path, h.start_line, h.end_line)] for h in hits])
     return hits
 
 
-def _keyword_scores(index: Index, layout: Layout, query: str, limit: int) -> np.ndarray:
-    scores = np.zeros(len(layout.rowids))
-    match = fts_query(query)
-    if match is None:
-        return scores
-    rows = index.conn.execute(
-        "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-        (match, limit),
-    ).fetchall()
-    if rows:
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        scores[layout.positions(ids)] = [max(r[1], 1e-9) for r in rows]
-    return scores
+@dataclass(frozen=True)
+class _Reranker:
+    """The final score of a candidate: relevance (scaled so the best candidate is 1) with
+    recency, importance and frequency, each weighted by a config key."""
+
+    config: SearchConfig
+    today: dt.date
+    top: float
+
+    def hit(
+        self,
+        row: ChunkRow,
+        fused: float,
+        *,
+        keyword: float | None,
+        vector: float | None,
+        hits: int,
+    ) -> Hit:
+        config = self.config
+        relevance = fused / self.top
+        evergreen = glob_spec(config.evergreen).match_file(row.path)
+        recency = 1.0 if evergreen else _recency(row.created, self.today, config)
+        frequency = min(1.0, math.log1p(hits) / math.log1p(FREQUENCY_SATURATION))
+        score = (
+            config.relevance_weight * relevance
+            + config.recency_weight * recency
+            + config.importance_weight * row.importance
+            + config.frequency_weight * frequency
+        )
+        return Hit(
+            path=row.path,
+            start_line=row.start_line,
+            end_line=row.end_line,
+            heading=row.heading,
+            text=row.text,
+            score=score,
+            scores=Scores(
+                keyword=keyword,
+                vector=vector,
+                relevance=relevance,
+                recency=recency,
+                importance=row.importance,
+                frequency=frequency,
+            ),
+            type=row.type,
+            importance=row.importance,
+            created=row.created,
+            id=row.entry_id or row.id,
+            kind=row.kind,
+            session=row.session,
+            agent=row.agent,
+        )
 
 
 def _fuse(
@@ -337,35 +341,23 @@ def _with_context(fused: np.ndarray, layout: Layout, config: SearchConfig) -> np
     return out
 
 
-def _allowed(index: Index, layout: Layout, filters: Filters) -> np.ndarray:
-    if filters.only_archived_flag():
-        return (
-            np.ones(len(layout.rowids), dtype=bool)
-            if filters.include_archived
-            else (~layout.archived)
+def _allowed(index: IndexBackend, layout: Layout, filters: Filters) -> np.ndarray:
+    """Which chunks the filters let through: stored columns by the backend (only when such a
+    filter is set), the path glob here, once per file."""
+    if filters.on_columns():
+        mask = index.filtered(filters)
+    elif filters.include_archived:
+        mask = np.ones(len(layout.rowids), dtype=bool)
+    else:
+        mask = ~layout.archived
+    if filters.path is not None:
+        files_ok = np.fromiter(
+            (filters.path_ok(p) for p in layout.file_paths),
+            dtype=bool,
+            count=len(layout.file_paths),
         )
-    where, args = filters.sql()
-    rows = index.conn.execute(f"SELECT c.rowid, c.path FROM chunks c WHERE {where}", args)
-    ids = np.fromiter((r[0] for r in rows if filters.path_ok(r[1])), dtype=np.int64)
-    mask = np.zeros(len(layout.rowids), dtype=bool)
-    if ids.size:
-        mask[layout.positions(ids)] = True
+        mask = mask & files_ok[layout.file_of]
     return mask
-
-
-@contextlib.contextmanager
-def _snapshot(conn: Any) -> Iterator[None]:
-    """One view of the index for the whole ranking. In WAL mode a read transaction sees the
-    database as it was when it began, whatever the watcher commits meanwhile, so the layout,
-    the vectors and the rows always agree."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:
@@ -379,67 +371,15 @@ def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float
     return math.exp(-age / config.recency_days)
 
 
-def _chunk_rows(conn: Any, rowids: list[int]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(rowids), 500):
-        part = rowids[start : start + 500]
-        cursor = conn.execute(
-            "SELECT rowid, id, path, start_line, end_line, heading, text, kind, type, importance, "
-            f"created, entry_id, agent, session FROM chunks WHERE rowid IN "
-            f"({','.join('?' * len(part))})",
-            part,
-        )
-        names = [d[0] for d in cursor.description]
-        for row in cursor:
-            out[row[0]] = dict(zip(names, row, strict=True))
-    return out
+def _access_key(row: ChunkRow) -> str:
+    return row.entry_id or sha(row.text)
 
 
-def _access_key(row: dict[str, Any]) -> str:
-    return row["entry_id"] or sha(row["text"])
-
-
-def _access_counts(conn: Any, keys: list[str]) -> dict[str, int]:
-    if not keys:
-        return {}
-    found: dict[str, int] = {}
-    for start in range(0, len(keys), 500):
-        part = keys[start : start + 500]
-        for key, count in conn.execute(
-            f"SELECT key, count FROM access WHERE key IN ({','.join('?' * len(part))})", part
-        ):
-            found[key] = count
-    return found
-
-
-def _bump_access(conn: Any, keys: list[str]) -> None:
-    now = dt.datetime.now().isoformat(timespec="seconds")
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(
-            "INSERT INTO access(key, count, last_access) VALUES (?, 1, ?) ON CONFLICT(key) "
-            "DO UPDATE SET count = count + 1, last_access = excluded.last_access",
-            [(key, now) for key in dict.fromkeys(keys)],
-        )
-        conn.execute("COMMIT")
-    except Exception:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-
-
-def _iso_date(value: str, name: str) -> str:
-    try:
-        return dt.date.fromisoformat(str(value)[:10]).isoformat()
-    except ValueError:
-        raise ValueError(f"--{name} must be a date like 2026-11-22, got {value!r}") from None
-
-
-def _glob(pattern: str) -> pathspec.PathSpec:
-    return _glob_spec((pattern,))
-
-
-def _glob_spec(patterns: Sequence[str]) -> pathspec.PathSpec:
-    return pathspec.GitIgnoreSpec.from_lines(list(patterns))
+def _masked(hit: Hit, mask: Callable[[str], str]) -> Hit:
+    text, heading = mask(hit.text), mask(hit.heading)
+    if text is hit.text and heading is hit.heading:
+        return hit
+    return replace(hit, text=text, heading=heading)
 
 
 def _round(value: float | None) -> float | None:

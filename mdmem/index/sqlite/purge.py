@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 
-from mdmem.index.fts import segment
+from mdmem.index.sqlite.store import put_fts
 
 CHECKPOINT_ATTEMPTS = 40
 CHECKPOINT_PAUSE_S = 0.05
@@ -84,9 +84,6 @@ def mask_rows(
                 (*new, text_hash(new[2]), rowid),
             )
             conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
-            conn.execute(
-                "INSERT INTO chunks_fts(rowid, text, heading) VALUES (?, ?, ?)",
-                (rowid, segment(new[0]), segment(new[1])),
-            )
+            put_fts(conn, rowid, new[0], new[1])
             changed += 1
     return changed

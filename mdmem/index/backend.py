@@ -1,0 +1,222 @@
+"""What an index backend does, and the values it hands to ranking.
+
+The backend stores chunks, vectors and counters and generates candidates; ranking
+(:mod:`mdmem.index.search`) fuses and reranks them without knowing where they came from.
+Chunking, embedding and keyword tokenization are shared by every backend. SQLite
+(:mod:`mdmem.index.sqlite`) is the one built; a server backend (PostgreSQL is planned) is a
+sibling package implementing this same protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from mdmem.index.embed import Embedder
+    from mdmem.index.filters import Filters
+    from mdmem.index.sync import Progress, SyncReport
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every chunk in file order, as arrays: what whole-index scoring needs, without a query
+    language. Positions (0..n-1) in these arrays are how candidates name chunks."""
+
+    rowids: np.ndarray
+    """Chunk ids (the backend's integer row ids) ordered by (path, start_line)."""
+    file_starts: np.ndarray
+    """Index of the first chunk of each file (for per-file maxima with ``reduceat``)."""
+    file_of: np.ndarray
+    """For each chunk, the number of its file in ``file_starts``."""
+    file_paths: tuple[str, ...]
+    """The path of each file in ``file_starts``."""
+    prev: np.ndarray
+    """Index of the previous chunk in the same file, or -1."""
+    next: np.ndarray
+    """Index of the next chunk in the same file, or -1."""
+    stream: np.ndarray
+    """True for chunks of event streams (session files), where neighbours share a topic."""
+    archived: np.ndarray
+    by_rowid: np.ndarray
+    """argsort of ``rowids``: with ``np.searchsorted`` it maps rowids to positions."""
+
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        sorted_ids = self.rowids[self.by_rowid]
+        return self.by_rowid[np.searchsorted(sorted_ids, rowids)]
+
+    @classmethod
+    def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> Layout:
+        """From (rowid, path, is_stream, archived) rows already in (path, start_line) order."""
+        n = len(rows)
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+        paths = [r[1] for r in rows]
+        new_file = np.array([i == 0 or paths[i] != paths[i - 1] for i in range(n)], dtype=bool)
+        file_starts = np.flatnonzero(new_file)
+        index = np.arange(n)
+        last = np.append(new_file[1:], True) if n else new_file
+        return cls(
+            rowids=rowids,
+            file_starts=file_starts,
+            file_of=np.cumsum(new_file) - 1,
+            file_paths=tuple(paths[i] for i in file_starts),
+            prev=np.where(new_file, -1, index - 1),
+            next=np.where(last, -1, index + 1),
+            stream=np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n),
+            archived=np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n),
+            by_rowid=np.argsort(rowids, kind="stable"),
+        )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Candidate scores from one retriever (higher is better), by layout position."""
+
+    positions: np.ndarray | None
+    """Positions the scores belong to; None when ``scores`` covers every chunk in order."""
+    scores: np.ndarray
+
+    def dense(self, n: int) -> np.ndarray:
+        """The scores of all ``n`` chunks (0 for chunks that are not candidates)."""
+        if self.positions is None:
+            return self.scores.astype(np.float64, copy=False)
+        out = np.zeros(n)
+        out[self.positions] = self.scores
+        return out
+
+    def found(self, n: int) -> np.ndarray:
+        """True for the chunks that are candidates."""
+        if self.positions is None:
+            return np.ones(n, dtype=bool)
+        mask = np.zeros(n, dtype=bool)
+        mask[self.positions] = True
+        return mask
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """What ranking and a hit need of one stored chunk."""
+
+    rowid: int
+    id: str
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    kind: str
+    type: str
+    importance: float
+    created: str | None
+    entry_id: str | None
+    agent: str | None
+    session: str | None
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    files: int
+    chunks: int
+    embedded: int
+    """Chunks with a vector of ``model``."""
+    model: str | None
+    index_bytes: int
+    stale: list[str]
+    """Files changed on disk since the last sync (the next search re-indexes them)."""
+    removed: list[str]
+    problems: list[str]
+    last_sync: str | None
+    db_path: str
+    watcher: dict[str, object] | None = None
+    """The watcher's heartbeat (pid, age, running), or None when none has run."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What :meth:`IndexBackend.forget` removed."""
+
+    rows: int
+    """Chunks deleted (beyond those the re-sync replaced)."""
+    vectors: int
+    truncated: bool
+    """Whether no copy is left in a write-ahead log (False: a reader kept it; it goes at the
+    next checkpoint)."""
+
+
+class IndexBackend(Protocol):
+    """One workspace's index. Every method is safe to call from one thread at a time while
+    holding :meth:`searching`; other processes may read and write the same index."""
+
+    def sync(
+        self,
+        *,
+        full: bool = False,
+        embed: bool = True,
+        progress: Progress | None = None,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport:
+        """Bring the index up to date with the files; embed what is missing when ``embed``.
+        Never waits longer than ``lock_timeout`` for another writer (then ``busy``)."""
+        ...
+
+    def recover(self, op: Callable[[], T]) -> T:
+        """Run ``op``; when the store turns out damaged or replaced, repair it and run once
+        more."""
+        ...
+
+    def searching(self) -> AbstractContextManager[object]:
+        """Held while one thread syncs and searches."""
+        ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """One consistent view for a whole ranking: layout, candidates and rows agree."""
+        ...
+
+    def embedder(self) -> Embedder | None: ...
+
+    def generation(self) -> int:
+        """Changes whenever the chunks or vectors change (caches are keyed by it)."""
+        ...
+
+    def status(self, model_id: str | None) -> IndexStatus: ...
+
+    def forget(self, entry_ids: Collection[str], texts: Sequence[str]) -> Forgotten:
+        """Re-sync, then remove every row, vector, access count and first-seen date of these
+        entries and texts, leaving no copy in the store's files."""
+        ...
+
+    def close(self) -> None: ...
+
+    def layout(self) -> Layout: ...
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""
+        ...
+
+    def vector_candidates(self, model_id: str, query: np.ndarray) -> Scored | None:
+        """Cosine similarity to ``query`` (a unit vector); None when the index holds no
+        vectors of ``model_id`` of its size."""
+        ...
+
+    def filtered(self, filters: Filters) -> np.ndarray:
+        """Boolean mask over the layout: chunks that pass the stored-column filters (type,
+        agent, session, dates, archived). The path glob is applied by ranking."""
+        ...
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]: ...
+
+    def access_counts(self, keys: Sequence[str]) -> dict[str, int]: ...
+
+    def bump_access(self, keys: Sequence[str]) -> None:
+        """Count one more return of each key; best effort (a read-only index skips it)."""
+        ...

@@ -1,0 +1,58 @@
+"""Search filters: what a caller may narrow a search to, checked once, for every backend."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pathspec
+
+
+@dataclass(frozen=True)
+class Filters:
+    type: str | None = None
+    path: str | None = None
+    """gitignore-style glob, e.g. ``notes/*.md`` or ``.sessions/``."""
+    agent: str | None = None
+    session: str | None = None
+    since: str | None = None
+    """ISO date: only chunks created on or after it."""
+    until: str | None = None
+    include_archived: bool = False
+
+    def only_archived_flag(self) -> bool:
+        """True when no filter but the archived one is set (the common, fast case)."""
+        return self == Filters(include_archived=self.include_archived)
+
+    def on_columns(self) -> bool:
+        """True when a filter on stored columns (type, agent, session, dates) is set."""
+        return any(
+            v is not None for v in (self.type, self.agent, self.session, self.since, self.until)
+        )
+
+    def since_date(self) -> str | None:
+        return None if self.since is None else iso_date(self.since, "since")
+
+    def until_date(self) -> str | None:
+        return None if self.until is None else iso_date(self.until, "until")
+
+    def path_ok(self, path: str) -> bool:
+        if self.path is None:
+            return True
+        return glob_spec((self.path,)).match_file(path) or fnmatch.fnmatch(path, self.path)
+
+
+def iso_date(value: str, name: str) -> str:
+    try:
+        return dt.date.fromisoformat(str(value)[:10]).isoformat()
+    except ValueError:
+        raise ValueError(f"--{name} must be a date like 2026-11-22, got {value!r}") from None
+
+
+@lru_cache(maxsize=64)
+def glob_spec(patterns: Sequence[str]) -> pathspec.PathSpec:
+    """gitignore-style patterns, compiled once per set."""
+    return pathspec.GitIgnoreSpec.from_lines(list(patterns))

@@ -1,0 +1,487 @@
+"""The SQLite index of one workspace (``.mdmem/index.db``): an :class:`IndexBackend`.
+
+The index heals itself: a file found damaged (truncated, garbled), deleted or replaced by another
+process is reopened, or rebuilt from the files, and the operation runs once more. An index that
+cannot be written (read-only mount, full disk) is searched as it is. One writer at a time,
+across threads and processes (a file lock beside the database); readers use WAL snapshots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from mdmem.config import FilesConfig
+from mdmem.index import sync as neutral
+from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored
+from mdmem.index.chunks import CHUNKER_VERSION, sha
+from mdmem.index.embed import Embedder
+from mdmem.index.filters import Filters
+from mdmem.index.sqlite import read, store
+from mdmem.index.sqlite.db import (
+    connect,
+    damaged,
+    healthy,
+    identity,
+    read_only,
+    remove,
+    unwritable,
+)
+from mdmem.index.sqlite.store import transaction
+from mdmem.index.sync import Freshness, Progress, SyncReport
+from mdmem.markdown.parse import Problem
+from mdmem.memory.scan import FileStat
+from mdmem.redact import DEFAULT, Redactor
+
+HEAL_LOCK_WAIT_S = 60.0
+T = TypeVar("T")
+
+
+class SqliteIndex:
+    """The SQLite index of one workspace. Parts it needs are passed in, nothing global."""
+
+    def __init__(
+        self,
+        root: Path,
+        db_path: Path,
+        files: FilesConfig,
+        embedder: Callable[[], Embedder | None],
+        on_message: Callable[[str], None] | None = None,
+        lock_path: Path | None = None,
+        redactor: Redactor = DEFAULT,
+    ) -> None:
+        """``redactor`` masks secrets in the chunks the index stores (the files stay as they
+        are); changing what it masks rebuilds the index once."""
+        self.root = root
+        self.redactor = redactor
+        self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
+        self.lock_path = lock_path or db_path.with_suffix(".lock")
+        self.db_path = db_path
+        self.files = files
+        self._embedder_factory = embedder
+        self._embedder: Embedder | None = None
+        self._on_message = on_message
+        self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+        self._read_only = False
+        self._layout: tuple[int, Layout] | None = None
+        self._vectors: tuple[tuple[str, int], np.ndarray] | None = None
+        self._lock = threading.RLock()
+        self._recovering = False
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._open(self._on_message)
+        assert self._conn is not None
+        return self._conn
+
+    def _open(self, on_message: Callable[[str], None] | None) -> None:
+        self._conn = connect(self.db_path, on_message)
+        self._identity = identity(self.db_path)
+        self._read_only = read_only(self._conn)
+
+    def close(self) -> None:
+        """Close the connection and forget what was cached from it."""
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        self._layout = None
+        self._vectors = None
+
+    # ---- healing ---------------------------------------------------------------------------
+
+    def recover(self, op: Callable[[], T]) -> T:
+        """Run ``op`` on the index; when the file turns out damaged, deleted or replaced, reopen
+        it (rebuilt from the files if unusable), say so in one line, and run ``op`` once more.
+
+        The check for a replaced file is one ``stat``. Nested calls leave healing to the
+        outermost, so an operation is retried once, not once per level.
+        """
+        with self._lock:
+            if self._recovering:
+                return op()
+            self._recovering = True
+            try:
+                self._reopen_if_replaced()
+                try:
+                    return op()
+                except sqlite3.DatabaseError as exc:
+                    # any error once the file is gone or replaced (a deleted file gives I/O
+                    # errors); otherwise only those that say the file is damaged
+                    if not (damaged(exc) or identity(self.db_path) != self._identity):
+                        raise
+                    self._heal(exc)
+                return op()
+            finally:
+                self._recovering = False
+
+    def _reopen_if_replaced(self) -> None:
+        if self._conn is None:
+            return
+        if identity(self.db_path) != self._identity:
+            self.close()
+            self._open(self._on_message)
+            self._say("was deleted or replaced by another process; reopened it")
+        elif self._read_only:
+            self.close()  # opened as it was while unwritable: try a normal open again
+
+    def _heal(self, error: sqlite3.DatabaseError) -> None:
+        """Under the sync lock, so two processes never rebuild the same file: a file another
+        process replaced meanwhile is only reopened."""
+        from filelock import FileLock, Timeout
+
+        seen = self._identity
+        self.close()
+        done: str | None
+        try:
+            with FileLock(str(self.lock_path), timeout=HEAL_LOCK_WAIT_S):
+                done = self._mend(seen)
+        except Timeout:
+            self._open(self._on_message)
+            done = "another process holds it; reopened it"
+        except OSError as exc:  # the lock cannot even be created (read-only mount)
+            if not unwritable(exc):
+                raise
+            self._open(self._on_message)
+            done = f"it cannot be rebuilt here ({exc}); reopened it"
+        if done is None:
+            self._say("was deleted or replaced by another process; reopened it")
+        else:
+            self._say(f"was damaged ({error}); {done}")
+
+    def _mend(self, seen: tuple[int, int] | None) -> str | None:
+        """Reopen the index, rebuilding it if it is unusable. Says what it did; None when
+        another process had already replaced the file (then it is only reopened)."""
+        notes: list[str] = []
+        if identity(self.db_path) != seen:
+            self._open(notes.append)
+            return "rebuilt it from the files" if notes else None
+        self._open(notes.append)  # a file SQLite cannot open at all is rebuilt right here
+        assert self._conn is not None
+        if notes:
+            return "rebuilt it from the files"
+        if healthy(self._conn):
+            return "reopened it"  # e.g. truncated to nothing: an empty index, synced anew
+        self.close()
+        remove(self.db_path)
+        self._open(notes.append)
+        return "rebuilt it from the files"
+
+    def _say(self, what: str) -> None:
+        if self._on_message:
+            self._on_message(f"index {self.db_path} {what}")
+
+    def embedder(self) -> Embedder | None:
+        if self._embedder is None:
+            self._embedder = self._embedder_factory()
+        return self._embedder
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.files.max_file_mb * 1_000_000)
+
+    def meta(self, key: str) -> str | None:
+        return store.meta(self.conn, key)
+
+    def generation(self) -> int:
+        return store.generation(self.conn)
+
+    # ---- freshness -------------------------------------------------------------------------
+
+    def freshness(self) -> Freshness:
+        """The cheap check: every file's mtime and size against what the index holds."""
+        return neutral.freshness(self.root, self.files, store.known_stats(self.conn))
+
+    def changed_files(self) -> tuple[list[FileStat], list[str], list[Problem]]:
+        """(new or modified files by mtime/size, removed paths, problems)."""
+        fresh = self.freshness()
+        return fresh.changed, fresh.removed, fresh.problems
+
+    # ---- syncing ---------------------------------------------------------------------------
+
+    def sync(
+        self,
+        *,
+        full: bool = False,
+        embed: bool = True,
+        progress: Progress | None = None,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport:
+        """Bring the index up to date with the files; embed what is missing when ``embed``.
+
+        One writer at a time, across threads and processes. If another process holds the
+        index for longer than ``lock_timeout`` (a watcher embedding a big change), nothing is
+        written: the report is ``busy`` and lists the files not yet indexed as ``stale``.
+        Changed files larger than ``defer_bytes`` are left for a later sync (a search must
+        not wait seconds for one big file): they are listed as ``stale``, with a problem.
+        """
+        started = time.perf_counter()
+        report = self.recover(
+            lambda: self._sync_once(full, embed, progress, lock_timeout, defer_bytes)
+        )
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _sync_once(
+        self,
+        full: bool,
+        embed: bool,
+        progress: Progress | None,
+        lock_timeout: float,
+        defer_bytes: int | None,
+    ) -> SyncReport:
+        from filelock import FileLock, Timeout
+
+        report = SyncReport()
+        try:
+            with FileLock(str(self.lock_path), timeout=lock_timeout):
+                self._sync_locked(full, embed, progress, report, defer_bytes)
+        except Timeout:
+            return neutral.stale_report(SyncReport(busy=True), self.freshness())
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if not unwritable(exc):
+                raise
+            readonly = f"{self.db_path} cannot be written ({exc})"
+            return neutral.stale_report(SyncReport(readonly=readonly), self.freshness())
+        return report
+
+    def _sync_locked(
+        self,
+        full: bool,
+        embed: bool,
+        progress: Progress | None,
+        report: SyncReport,
+        defer_bytes: int | None = None,
+    ) -> None:
+        embedder = self.embedder() if embed else None
+        built_with = self.meta("chunker_version")
+        if built_with != self.chunker_key:
+            full = True
+        fresh = self.freshness()
+        report.problems = fresh.problems
+        changed, removed = (fresh.files if full else fresh.changed), fresh.removed
+        if defer_bytes is not None:
+            changed = neutral.defer_big(changed, defer_bytes, self.max_bytes, report)
+        known = store.known_hashes(self.conn)
+        total = len(changed)
+        for start in range(0, total, neutral.BATCH_FILES):
+            batch = changed[start : start + neutral.BATCH_FILES]
+            self._sync_batch(batch, known, full, report)
+            if progress:
+                progress("files", min(start + neutral.BATCH_FILES, total), total)
+        if removed:
+            with transaction(self.conn):
+                for path in removed:
+                    store.delete_path(self.conn, path)
+                store.bump_generation(self.conn)
+            report.removed = len(removed)
+            report.paths.extend(removed)
+        new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
+        # Looking for chunks without a vector scans the whole index: only when something
+        # was written since the last complete embedding pass, or the model changed.
+        looked = embedder is not None and (
+            new_model
+            or report.chunks_written
+            or self.meta("embedded_generation") != str(self.generation())
+        )
+        if embedder is not None and looked:
+            report.embedded = self._embed_missing(embedder, progress)
+        if looked and not (report.changed or report.embedded or full or new_model):
+            # nothing was missing
+            store.set_meta(self.conn, "embedded_generation", str(self.generation()))
+        elif report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
+            # a search that finds nothing to do writes nothing
+            self._mark_synced(embedder)
+        self._finish_scrub(built_with, report.stale)
+
+    def _mark_synced(self, embedder: Embedder | None) -> None:
+        with transaction(self.conn):
+            generation = str(self.generation() + 1)
+            store.set_meta(self.conn, "generation", generation)
+            if embedder is not None:
+                store.set_meta(self.conn, "embed_model", embedder.model_id)
+                store.set_meta(self.conn, "embedded_generation", generation)
+            store.set_meta(self.conn, "chunker_version", self.chunker_key)
+            now = dt.datetime.now().isoformat(timespec="seconds")
+            store.set_meta(self.conn, "last_sync", now)
+
+    def _finish_scrub(self, built_with: str | None, stale: list[str]) -> None:
+        from mdmem.index.sqlite.purge import truncate_wal
+
+        pending = self.meta("scrub")
+        if (built_with is not None and built_with != self.chunker_key) or pending == "pages":
+            self._scrub_rebuilt(stale)
+        elif pending == "wal" and truncate_wal(self.conn, attempts=1):
+            # rewritten; a reader kept the old WAL: one quick try per sync
+            store.delete_meta(self.conn, "scrub")
+
+    def _scrub_rebuilt(self, stale: list[str]) -> None:
+        """After a rebuild that changed what is masked: no text from before survives in the
+        chunks of unreadable files, cached vectors, free pages, FTS5 segments or the WAL.
+        Until that is done, the next sync tries again."""
+        from mdmem.index.sqlite.purge import drop_unused_vectors, mask_rows, scrub
+
+        with transaction(self.conn):
+            store.set_meta(self.conn, "scrub", "pages")
+            if stale:
+                mask_rows(self.conn, stale, self.redactor, sha)
+            drop_unused_vectors(self.conn)
+            store.bump_generation(self.conn)
+        try:
+            truncated = scrub(self.conn, vacuum=True)
+        except sqlite3.OperationalError as exc:  # another process busy with the file
+            if self._on_message:
+                self._on_message(f"index rebuilt; old pages not rewritten yet ({exc})")
+            return
+        if truncated:
+            store.delete_meta(self.conn, "scrub")
+        else:
+            store.set_meta(self.conn, "scrub", "wal")
+            if self._on_message:
+                self._on_message("index rebuilt; a reader kept the WAL open (truncated later)")
+
+    def _sync_batch(
+        self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
+    ) -> None:
+        touched, parsed = neutral.read_batch(
+            self.root,
+            batch,
+            known,
+            full=full,
+            max_bytes=self.max_bytes,
+            redactor=self.redactor,
+            report=report,
+        )
+        now = dt.datetime.now().isoformat(timespec="seconds")
+        with transaction(self.conn):
+            for stat in touched:
+                store.touch_file(self.conn, stat)
+                report.unchanged += 1
+            for item in parsed:
+                if item.stat.path in known:
+                    report.updated += 1
+                else:
+                    report.added += 1
+                report.chunks_written += store.replace_chunks(
+                    self.conn, item.stat.path, item.chunks
+                )
+                report.paths.append(item.stat.path)
+                store.put_file(self.conn, item.stat, item.digest, now)
+            if parsed:
+                store.bump_generation(self.conn)
+
+    def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
+        missing = store.missing_vectors(self.conn, embedder.model_id)
+        done = 0
+        for start in range(0, len(missing), neutral.EMBED_BATCH):
+            part = missing[start : start + neutral.EMBED_BATCH]
+            vectors = embedder.embed([text for _, text in part])
+            with transaction(self.conn):
+                store.bump_generation(self.conn)
+                store.put_vectors(self.conn, embedder.model_id, [h for h, _ in part], vectors)
+            done += len(part)
+            if progress:
+                progress("embedding", done, len(missing))
+        return done
+
+    # ---- reading for search ----------------------------------------------------------------
+
+    def searching(self) -> threading.RLock:
+        """Held while one thread syncs and searches, so threads share one connection safely."""
+        return self._lock
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        return read.snapshot(self.conn)
+
+    def layout(self) -> Layout:
+        """The chunk layout, cached in memory until the index changes."""
+        key = self.generation()
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, read.layout(self.conn))
+        return self._layout[1]
+
+    def vectors(self, model_id: str) -> np.ndarray:
+        """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none),
+        cached in memory until the index changes."""
+        key = (model_id, self.generation())
+        if self._vectors is None or self._vectors[0] != key:
+            self._vectors = (key, read.vectors(self.conn, self.layout(), model_id))
+        return self._vectors[1]
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        return read.keyword(self.conn, self.layout(), query, limit)
+
+    def vector_candidates(self, model_id: str, query: np.ndarray) -> Scored | None:
+        """Exact cosine against every chunk (the vectors are unit length)."""
+        matrix = self.vectors(model_id)
+        if matrix.shape[1] != query.shape[0]:
+            return None
+        return Scored(None, matrix @ query)
+
+    def filtered(self, filters: Filters) -> np.ndarray:
+        return read.filtered(self.conn, self.layout(), filters)
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+        return read.chunk_rows(self.conn, rowids)
+
+    def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
+        return read.access_counts(self.conn, keys)
+
+    def bump_access(self, keys: Sequence[str]) -> None:
+        read.bump_access(self.conn, keys)
+
+    # ---- status and forgetting -------------------------------------------------------------
+
+    def status(self, model_id: str | None) -> IndexStatus:
+        """What the index holds and how fresh it is (healing the file first if need be)."""
+        return self.recover(lambda: self._status(model_id))
+
+    def _status(self, model_id: str | None) -> IndexStatus:
+        files, chunks, embedded = read.counts(self.conn, model_id)
+        fresh = self.freshness()
+        files_of_db = self.db_path.parent.glob(self.db_path.name + "*")
+        size = sum(p.stat().st_size for p in files_of_db if p.is_file())
+        return IndexStatus(
+            files=files,
+            chunks=chunks,
+            embedded=embedded,
+            model=model_id,
+            index_bytes=size,
+            stale=[f.path for f in fresh.changed],
+            removed=fresh.removed,
+            problems=[str(p) for p in fresh.problems],
+            last_sync=self.meta("last_sync"),
+            db_path=str(self.db_path),
+        )
+
+    def forget(self, entry_ids: Collection[str], texts: Sequence[str]) -> Forgotten:
+        """Re-sync the changed files, then remove what is left of these entries (rows of a
+        file that could not be re-read), their vectors, access counts and first-seen dates,
+        and leave no copy in free pages, FTS5 segments or the WAL."""
+        from mdmem.index.sqlite.purge import drop_unused_vectors, scrub
+
+        with self.searching():
+            rows = store.entry_rows(self.conn, sorted(entry_ids))
+            self.sync(embed=False)  # the files changed: their chunks are replaced
+            plain = [sha(text) for _, text, _ in rows] + [sha(text) for text in texts]
+            with transaction(self.conn):
+                for rowid, _, _ in rows:  # still there if a file could not be re-read
+                    store.delete_row(self.conn, rowid)
+                vectors = drop_unused_vectors(self.conn, [h for _, _, h in rows])
+                store.forget_keys(self.conn, [*entry_ids, *plain], plain)
+                store.bump_generation(self.conn)
+            truncated = scrub(self.conn)
+        return Forgotten(len(rows), vectors, truncated)

@@ -1,0 +1,163 @@
+"""Reading the SQLite index for a search: the layout, candidates, rows and counters."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from mdmem.index.backend import ChunkRow, Layout, Scored
+from mdmem.index.filters import Filters
+from mdmem.index.fts import fts_query
+
+ROWS_PER_QUERY = 500
+"""Bound parameters per ``IN (...)`` (SQLite's limit is 999 on old builds)."""
+CHUNK_COLUMNS = (
+    "rowid, id, path, start_line, end_line, heading, text, kind, type, importance, created, "
+    "entry_id, agent, session"
+)
+
+
+@contextlib.contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One view of the index for the whole ranking. In WAL mode a read transaction sees the
+    database as it was when it began, whatever the watcher commits meanwhile, so the layout,
+    the vectors and the rows always agree."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def layout(conn: sqlite3.Connection) -> Layout:
+    rows = conn.execute(
+        "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived "
+        "FROM chunks ORDER BY path, start_line, end_line, rowid"
+    ).fetchall()
+    return Layout.build(rows)
+
+
+def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarray:
+    """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none)."""
+    rows = conn.execute(
+        "SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
+        "ON e.model = ? AND e.text_hash = c.text_hash",
+        (model_id,),
+    ).fetchall()
+    if not rows:
+        return np.zeros((len(layout.rowids), 1), dtype=np.float32)
+    found = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    matrix = np.zeros((len(layout.rowids), found.shape[1]), dtype=np.float32)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    matrix[layout.positions(ids)] = found
+    return matrix
+
+
+def keyword(conn: sqlite3.Connection, layout: Layout, query: str, limit: int) -> Scored:
+    """FTS5 BM25 (with the configured column weights) of the ``limit`` best matches."""
+    match = fts_query(query)
+    rows = []
+    if match is not None:
+        rows = conn.execute(
+            "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (match, limit),
+        ).fetchall()
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    scores = np.fromiter((max(r[1], 1e-9) for r in rows), dtype=np.float64, count=len(rows))
+    return Scored(layout.positions(ids) if len(rows) else ids, scores)
+
+
+def filtered(conn: sqlite3.Connection, layout: Layout, filters: Filters) -> np.ndarray:
+    where, args = filter_sql(filters)
+    ids = np.fromiter(
+        (r[0] for r in conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)),
+        dtype=np.int64,
+    )
+    mask = np.zeros(len(layout.rowids), dtype=bool)
+    if ids.size:
+        mask[layout.positions(ids)] = True
+    return mask
+
+
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
+    """The stored-column filters as a WHERE clause (the path glob is not SQL)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if not filters.include_archived:
+        clauses.append("c.archived = 0")
+    for column, value in (("type", filters.type), ("agent", filters.agent)):
+        if value is not None:
+            clauses.append(f"c.{column} = ?")
+            args.append(value)
+    if filters.session is not None:
+        clauses.append("(c.session = ? OR c.path = ?)")
+        args += [filters.session, f".sessions/{filters.session}.md"]
+    if (since := filters.since_date()) is not None:
+        clauses.append("c.created >= ?")
+        args.append(since)
+    if (until := filters.until_date()) is not None:
+        clauses.append("substr(c.created, 1, 10) <= ?")
+        args.append(until)
+    return (" AND ".join(clauses) or "1"), args
+
+
+def chunk_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+    out: dict[int, ChunkRow] = {}
+    for start in range(0, len(rowids), ROWS_PER_QUERY):
+        part = list(rowids[start : start + ROWS_PER_QUERY])
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE rowid IN ({marks})", part
+        ):
+            out[row[0]] = ChunkRow(*row)
+    return out
+
+
+def access_counts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for start in range(0, len(keys), ROWS_PER_QUERY):
+        part = list(keys[start : start + ROWS_PER_QUERY])
+        marks = ",".join("?" * len(part))
+        for key, count in conn.execute(
+            f"SELECT key, count FROM access WHERE key IN ({marks})", part
+        ):
+            found[key] = count
+    return found
+
+
+def bump_access(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
+    """Best effort: a busy or read-only index keeps its counts."""
+    now = dt.datetime.now().isoformat(timespec="seconds")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO access(key, count, last_access) VALUES (?, 1, ?) ON CONFLICT(key) "
+            "DO UPDATE SET count = count + 1, last_access = excluded.last_access",
+            [(key, now) for key in dict.fromkeys(keys)],
+        )
+        conn.execute("COMMIT")
+    except Exception:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def counts(conn: sqlite3.Connection, model_id: str | None) -> tuple[int, int, int]:
+    """(files, chunks, chunks with a vector of ``model_id``)."""
+    files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    embedded = 0
+    if model_id:
+        embedded = conn.execute(
+            "SELECT count(*) FROM chunks c WHERE EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.model = ? AND e.text_hash = c.text_hash)",
+            (model_id,),
+        ).fetchone()[0]
+    return files, chunks, embedded
