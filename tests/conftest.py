@@ -6,8 +6,10 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import contextlib
 import datetime as dt
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,10 +105,44 @@ class Script(list):
         self.kwargs: list[dict] = []
 
 
+@contextlib.contextmanager
+def litellm_provider(name: str, handler: object) -> Iterator[None]:
+    """Register a custom provider with litellm for the ``with`` block only.
+
+    litellm keeps its providers in module-level lists (``custom_provider_map``, and
+    ``provider_list`` / ``_custom_providers``, which ``custom_llm_setup`` appends to and nothing
+    ever trims). Their contents are saved and put back in place, so no other test (nor later
+    code holding the same list objects) ever sees this provider.
+    """
+    from mdmem.tokens import import_litellm
+
+    litellm = import_litellm()
+    from litellm.utils import custom_llm_setup
+
+    lists = [litellm.custom_provider_map, litellm.provider_list, litellm._custom_providers]
+    saved = [list(items) for items in lists]
+    try:
+        litellm.custom_provider_map[:] = [
+            *(p for p in saved[0] if p["provider"] != name),
+            {"provider": name, "custom_handler": handler},
+        ]
+        custom_llm_setup()  # registers the provider's name with litellm
+        yield
+    finally:
+        for items, before in zip(lists, saved, strict=True):
+            items[:] = before
+
+
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
+def register_provider():
+    """``with register_provider(name, handler):`` a litellm custom provider, for that block."""
+    return litellm_provider
+
+
+@pytest.fixture
+def scripted():
     """A litellm custom provider, ``scripted/<name>``, answering from a list of replies (a
-    string, or an exception to raise as the provider's error).
+    string, or an exception to raise as the provider's error); registered for this test only.
 
     The model calls go through litellm itself, as with a real provider: nothing of ours is
     replaced.
@@ -114,7 +150,6 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
     from mdmem.tokens import import_litellm
 
     litellm = import_litellm()
-    from litellm.utils import custom_llm_setup
 
     def make(*replies: object) -> Script:
         script = Script(replies)
@@ -130,9 +165,8 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
                     model="gpt-4o-mini", messages=kwargs["messages"], mock_response=reply
                 )
 
-        provider = [{"provider": "scripted", "custom_handler": Handler()}]
-        monkeypatch.setattr(litellm, "custom_provider_map", provider)
-        custom_llm_setup()  # registers the provider's name with litellm
+        stack.enter_context(litellm_provider("scripted", Handler()))
         return script
 
-    return make
+    with contextlib.ExitStack() as stack:
+        yield make

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,12 +49,42 @@ def test_binary_file_named_md(ws: Workspace) -> None:
     assert "image.md" not in _paths(ws)
 
 
+BYTES_READ = """
+import json, sys
+from mdmem import Workspace
+
+def read_so_far() -> int:  # every byte this process got from read(2), whatever file
+    with open("/proc/self/io") as io:
+        return int(next(line for line in io if line.startswith("rchar:")).split()[1])
+
+ws = Workspace.open(sys.argv[1])
+before = read_so_far()
+problems = {p.path: str(p) for p in ws.snapshot().problems}
+report = ws.sync(embed=False)
+print(json.dumps({"read": read_so_far() - before, "problems": problems, "paths": report.paths,
+                  "sync_problems": [str(p) for p in report.problems]}))
+"""
+
+
 def test_huge_file_is_skipped_without_reading_it(ws: Workspace) -> None:
     with open(ws.root / "huge.md", "wb") as handle:
         handle.truncate(50_000_000)  # 50 MB
     message = _problems(ws)["huge.md"]
     assert "too large (50.0 MB > 10.0 MB)" in message and "max_file_mb" in message
     assert "memory.md" in _paths(ws)
+    # neither the scan nor the index reads it: the whole process reads less than half its 50 MB
+    # (the rest is lazy imports and the index: about 6 MB)
+    run = subprocess.run(
+        [sys.executable, "-c", BYTES_READ, str(ws.root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["read"] < 25_000_000, seen["read"]
+    assert "too large" in seen["problems"]["huge.md"]
+    assert "huge.md" not in seen["paths"] and any("huge.md" in p for p in seen["sync_problems"])
 
 
 def test_symlink_out_of_the_workspace_is_neither_read_nor_written(

@@ -58,9 +58,25 @@ def test_unused_share_flows_to_the_others(example: Workspace) -> None:
 
 
 def test_slack_is_shared_by_weight_not_by_order(example: Workspace) -> None:
-    by = {s.name: s for s in example.build_context(budget_tokens=500).sources}
-    # knowledge (0.3) ends up with more room than the task (0.15), though the task comes first
-    assert by["knowledge"].used > by["task"].used
+    """The world (weight 4) needs less than its share; what it leaves goes to the sources still
+    short of room by their weights (knowledge 2, task 1), not to the first one (the task)."""
+    weights = {"task": 1.0, "sessions": 1.0, "world": 4.0, "knowledge": 2.0}
+    table = ", ".join(f"{name} = {w}" for name, w in weights.items())
+    (example.root / "mdmem.toml").write_text(
+        f'mode = "full"\nagent = "coder"\n[context]\nshares = {{{table}}}\n'
+    )
+    budget = 1200
+    by = {
+        s.name: s for s in Workspace.open(example.root).build_context(budget_tokens=budget).sources
+    }
+    assert set(by) == set(weights)
+    base = {name: budget * w / sum(weights.values()) for name, w in weights.items()}
+    assert by["world"].omitted == 0 and by["world"].share < base["world"] - 50  # the slack
+    assert by["task"].omitted and by["knowledge"].omitted  # both still short of room
+    gain_task = by["task"].share - base["task"]
+    gain_knowledge = by["knowledge"].share - base["knowledge"]
+    assert gain_task > 0 and gain_knowledge > 0
+    assert 1.5 <= gain_knowledge / gain_task <= 2.5  # by weight: 2 to 1 (whole-item cuts aside)
 
 
 def test_shares_are_configurable(example: Workspace) -> None:

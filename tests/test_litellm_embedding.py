@@ -34,14 +34,19 @@ class WordHashEmbeddings(CustomLLM):
 
 
 @pytest.fixture
-def provider():
+def provider(register_provider):
     handler = WordHashEmbeddings()
-    saved = list(litellm.custom_provider_map)
-    litellm.custom_provider_map = [*saved, {"provider": "mdmemtest", "custom_handler": handler}]
-    litellm._custom_providers = [*litellm._custom_providers, "mdmemtest"]
-    yield handler
-    litellm.custom_provider_map = saved
-    litellm._custom_providers = [p for p in litellm._custom_providers if p != "mdmemtest"]
+    with register_provider("mdmemtest", handler):
+        yield handler
+
+
+def test_a_provider_is_registered_for_its_test_only(register_provider) -> None:
+    lists = (litellm.custom_provider_map, litellm.provider_list, litellm._custom_providers)
+    before = [list(items) for items in lists]
+    with register_provider("mdmemtest", WordHashEmbeddings()):
+        assert "mdmemtest" in litellm.provider_list and "mdmemtest" in litellm._custom_providers
+    assert [list(items) for items in lists] == before  # the same list objects, as they were
+    assert "mdmemtest" not in litellm.provider_list
 
 
 def _workspace(root: Path, extra: str = "") -> Workspace:

@@ -156,12 +156,27 @@ def test_person_edits_the_session_file_mid_run(ws: Workspace) -> None:
 
 
 def test_same_title_in_the_same_second_gets_its_own_file(ws: Workspace) -> None:
-    paths = set()
-    for _ in range(3):
-        with ws.session("retry") as s:
-            s.event("execute", "x")
-        paths.add(s.path)
-    assert len(paths) == 3
+    """Three sessions of one title started within one second: retried from the start of a
+    fresh second until they really share it, so the names collide every time this runs."""
+    for _ in range(5):
+        time.sleep(1.0 - time.time() % 1.0 + 0.005)  # just after a second begins
+        with ws.session("retry") as a, ws.session("retry") as b, ws.session("retry") as c:
+            sessions = (a, b, c)
+            for n, s in enumerate(sessions):
+                s.event("execute", f"attempt {n}")
+        if len({s.started.replace(microsecond=0) for s in sessions}) == 1:
+            break
+    else:
+        pytest.fail("could not start three sessions within one second")
+    stamp = a.started.strftime("%Y%m%d_%H%M%S")
+    assert [s.path for s in sessions] == [
+        f".sessions/{stamp}_retry.md",
+        f".sessions/{stamp}_retry-2.md",
+        f".sessions/{stamp}_retry-3.md",
+    ]
+    for n, s in enumerate(sessions):  # each file holds its own session's events only
+        events = [(e.action, e.text) for e in ws.session_record(s.id).events]
+        assert events == [("execute", f"attempt {n}")]
 
 
 def test_minimal_mode_writes_no_session_file(tmp_path: Path) -> None:

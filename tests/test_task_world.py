@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from mdmem import Workspace
-from mdmem.errors import ModeError
+from mdmem.errors import FileProblem, ModeError
 from mdmem.markdown.parse import Document, parse_document
+from mdmem.memory.files import Target
 from mdmem.memory.task import Task
 
 
@@ -224,33 +225,38 @@ def test_task_add_after_the_last_item_under_sub_headings(ws: Workspace) -> None:
     assert path.read_text().startswith("# Task: t\n\n## TODO\n\n- [ ] first\n\n### Later\n")
 
 
-def test_new_task_keeps_the_old_one_before_replacing_it() -> None:
+def test_new_task_keeps_the_old_one_before_replacing_it(ws: Workspace) -> None:
+    """A person saves task_process.md while the program replaces the task: the real safe write
+    sees it, redoes the edit on their version, and the archive keeps their save too."""
     first = "# Task: Old\n\n## TODO\n- [ ] a\n"
     saved = "# Task: Old\n\n## TODO\n- [ ] a\n- [ ] b, saved by a person meanwhile\n"
-    written: list[str] = []
+    path = ws.root / "task_process.md"
+    path.write_text(first)
     archived: list[tuple[str, str]] = []
 
     def read() -> Document | None:
-        return parse_document("task_process.md", written[-1]) if written else None
+        return parse_document("task_process.md", path.read_text())
 
-    def retried_write(edit):  # what edit_file does when the file changes under it
-        edit(first)
-        written.append(edit(saved))
-        return written[-1]
+    def write(edit) -> str:  # what ws.task writes through: the workspace's safe writer
+        return ws.writer.edit(Target(path, "task_process.md", 10_000_000), edit).text
 
-    task = Task(read, retried_write, lambda title, text: archived.append((title, text)))
-    state = task.new("New", ["x"])
+    def archive_while_a_person_saves(title: str, text: str) -> None:
+        archived.append((title, text))
+        if len(archived) == 1:  # between the program's read and its swap: a real save
+            path.write_text(saved)
+
+    state = Task(read, write, archive_while_a_person_saves).new("New", ["x"])
     assert state.title == "New" and [i.text for i in state.items] == ["x"]
     assert archived == [("Old", first), ("Old", saved)]  # the person's save is kept too
+    assert path.read_text().startswith("# Task: New\n")
 
     def archive_fails(title: str, text: str) -> None:
         raise OSError("disk full")
 
-    written.clear()
-    task = Task(read, retried_write, archive_fails)
-    with pytest.raises(OSError):
-        task.new("Newer")
-    assert written == []  # the old task could not be kept, so it was not replaced
+    before = path.read_bytes()
+    with pytest.raises(FileProblem, match="disk full; the file is unchanged"):
+        Task(read, write, archive_fails).new("Newer")
+    assert path.read_bytes() == before  # the old task could not be kept, so it was not replaced
 
 
 def test_new_task_keeps_notes_of_an_untitled_task_and_same_second_archives(
