@@ -404,3 +404,13 @@ def test_help_imports_no_integration() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stderr.strip() == "[]"
+
+
+def test_an_undone_import_is_not_searched(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
+    (ws.root / "mdmem.toml").write_text('mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n')
+    ws = Workspace.open(ws.root)
+    report = import_path(ws, CODEX)
+    assert [h.path for h in ws.search("PAYED", mode="keyword")][:1] == [report.outcomes[0].path]
+    undo(ws, report.id)
+    assert ws.search("PAYED", mode="keyword") == []  # .trash/ is never indexed
