@@ -966,6 +966,247 @@ def _print_entries(entries: list[Any]) -> None:
         console.print("(no entries)")
 
 
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="An export or log (.json, .jsonl, .zip), or a folder of them."),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="chatgpt, claude, claude-code, codex or jsonl (default: told from the content).",
+        ),
+    ] = None,
+    extract_: Annotated[
+        bool, typer.Option("--extract", help="Extract lasting memories from what is imported.")
+    ] = False,
+    offline: OfflineOpt = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Write nothing; print what would be imported.")
+    ] = False,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Agent the sessions are recorded under (default: the source's name)."),
+    ] = None,
+    undo: Annotated[
+        str | None,
+        typer.Option(
+            "--undo", metavar="ID", help="Revert import ID (its id is printed when it ends)."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import chat histories as session files: ChatGPT and Claude.ai exports, Claude Code and
+    Codex CLI logs, a generic JSONL of {role, content, timestamp}.
+
+    Importing again writes nothing twice: a conversation imported before is skipped, or gets
+    only its new messages. Unreadable records are named (file:line) and skipped.
+    """
+    from mdmem.integrations import importers
+
+    _log_to_stderr()
+    ws = _open(ctx)
+    if undo is not None:
+        done = importers.undo(ws, undo)
+        if as_json:
+            _print_json(done.to_dict())
+            return
+        for rel in done.moved:
+            typer.echo(f"moved     {rel}")
+        for rel in done.restored:
+            typer.echo(f"restored  {rel}")
+        for note in done.kept:
+            _warn(f"kept {note}")
+        typer.echo(done.summary())
+        return
+    if path is None:
+        _fail("give a PATH to import (or --undo ID)", 2)
+    if from_ is not None and from_ not in importers.FORMATS:
+        _fail(f"--from must be one of {', '.join(importers.FORMATS)}, got {from_!r}", 2)
+    try:
+        report = _import_with_progress(ws, path, from_, extract_, offline, dry_run, agent, as_json)
+    except OSError as exc:
+        _fail(str(exc))
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    for problem in report.problems:
+        _warn(str(problem))
+    verb = {"created": "would create" if dry_run else "created", "appended": "would add to"
+            if dry_run else "appended"}  # fmt: skip
+    for outcome in report.outcomes:
+        if outcome.status in verb:
+            typer.echo(
+                f"{verb[outcome.status]:12} {outcome.path or outcome.title}  "
+                f"({outcome.source}, {outcome.messages} messages)"
+            )
+        elif outcome.status == "changed":
+            _warn(
+                f"{outcome.where}: {outcome.source} conversation {outcome.conversation} no "
+                f"longer starts as imported in {outcome.path}; left alone"
+            )
+    typer.echo(report.summary())
+    for extraction in report.extractions:
+        typer.echo(extraction.summary())
+        for problem in extraction.problems:
+            _warn(problem)
+    if report.id:
+        typer.echo(f"undo with: mdmem import --undo {report.id}", err=True)
+
+
+def _import_with_progress(
+    ws: Workspace,
+    path: Path,
+    source: str | None,
+    extract: bool,
+    offline: bool,
+    dry_run: bool,
+    agent: str | None,
+    quiet: bool,
+) -> Any:
+    """The import, with a progress bar (bytes read) on stderr when it is a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from mdmem.integrations.importers import import_path
+
+    console = Console(stderr=True)
+    columns = (TextColumn("importing"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    disable = quiet or not console.is_terminal
+    with Progress(*columns, console=console, transient=True, disable=disable) as bar:
+        task = bar.add_task("import", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        return import_path(
+            ws,
+            path,
+            source,
+            extract=extract,
+            offline=offline,
+            dry_run=dry_run,
+            agent=agent,
+            progress=progress,
+        )
+
+
+hooks_app = typer.Typer(help="Hooks that give Claude Code mdmem's memory with no code.")
+app.add_typer(hooks_app, name="hooks")
+TargetArg = Annotated[str, typer.Argument(metavar="TARGET", help="claude-code")]
+ScopeOpt = Annotated[
+    str,
+    typer.Option(
+        help="project (.claude/settings.json), local (.claude/settings.local.json) or user "
+        "(~/.claude/settings.json)."
+    ),
+]
+SettingsOpt = Annotated[
+    Path | None, typer.Option("--settings", help="This settings file instead of the scope's.")
+]
+ProjectOpt = Annotated[
+    Path | None, typer.Option("--project", help="The project folder (default: the current one).")
+]
+BudgetOpt = Annotated[
+    int | None, typer.Option("--budget", "-b", help="Token budget of the context at start.")
+]
+
+
+def _hooks_target(target: str) -> None:
+    if target != "claude-code":
+        _fail(f"hooks are available for claude-code, not {target!r}", 2)
+
+
+def _hooks_settings(scope: str, settings: Path | None, project: Path | None) -> Path:
+    from mdmem.integrations import hooks
+
+    if settings is not None:
+        return settings
+    if scope not in hooks.SCOPES:
+        _fail(f"--scope must be one of {', '.join(hooks.SCOPES)}, got {scope!r}", 2)
+    return hooks.settings_path(scope, (project or Path.cwd()).absolute())
+
+
+@hooks_app.command("install")
+def hooks_install(
+    ctx: typer.Context,
+    target: TargetArg,
+    scope: ScopeOpt = "project",
+    settings: SettingsOpt = None,
+    project: ProjectOpt = None,
+    extract_: Annotated[
+        bool, typer.Option("--extract", help="Also extract lasting memories at each import.")
+    ] = False,
+    budget: BudgetOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Write nothing; print the settings file.")
+    ] = False,
+) -> None:
+    """Add mdmem's hooks to Claude Code's settings: the memory context at session start; the
+    session imported (new messages only) before compaction, at each stop and at the end."""
+    from mdmem.errors import ModeError
+    from mdmem.integrations import hooks
+
+    _hooks_target(target)
+    ws = _open(ctx)
+    if ws.mode != "full":
+        raise ModeError("the hooks import sessions, which only full mode keeps (`mdmem mode full`)")
+    path = _hooks_settings(scope, settings, project)
+    wanted = hooks.commands(ws.root, extract=extract_, budget=budget)
+    report = hooks.install(path, wanted, dry_run=dry_run)
+    if dry_run:
+        typer.echo(report.text, nl=False)
+    typer.echo(report.summary(), err=dry_run)
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall(
+    target: TargetArg,
+    scope: ScopeOpt = "project",
+    settings: SettingsOpt = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Remove mdmem's hooks from Claude Code's settings; every other setting stays."""
+    from mdmem.integrations import hooks
+
+    _hooks_target(target)
+    report = hooks.uninstall(_hooks_settings(scope, settings, project))
+    typer.echo(report.summary())
+
+
+@hooks_app.command("run")
+def hooks_run(
+    ctx: typer.Context,
+    target: TargetArg,
+    action: Annotated[str, typer.Argument(help="session-start or import")],
+    extract_: Annotated[bool, typer.Option("--extract", help="Extract after importing.")] = False,
+    budget: BudgetOpt = None,
+) -> None:
+    """What a hook runs (Claude Code sends the hook's JSON on stdin). Errors exit with 1, which
+    Claude Code shows without stopping the session."""
+    from mdmem.integrations import hooks
+
+    _hooks_target(target)
+    if action not in ("session-start", "import"):
+        _fail(f"ACTION must be session-start or import, got {action!r}", 1)
+    payload = hooks.read_input("" if sys.stdin.isatty() else sys.stdin.read())
+    ws = _open(ctx)
+    if action == "session-start":
+        typer.echo(hooks.session_start(ws, budget))
+        return
+    try:
+        report = hooks.import_transcript(ws, payload, extract=extract_)
+    except OSError as exc:
+        _fail(str(exc))
+    if report is not None:
+        for problem in report.problems:
+            _warn(str(problem))
+        typer.echo(report.summary())
+
+
 def main() -> None:
     """Console entry point: mdmem errors become one clear line on stderr and exit code 1."""
     try:

@@ -10,7 +10,9 @@ from pathlib import Path, PurePosixPath
 
 from mdmem.errors import FileProblem, UnsafePathError
 
-ALWAYS_SKIPPED = frozenset({".mdmem", ".git", ".hg", ".svn", "node_modules", "__pycache__"})
+ALWAYS_SKIPPED = frozenset(
+    {".mdmem", ".git", ".hg", ".svn", "node_modules", "__pycache__", ".trash"}
+)
 """Folders never scanned, at any depth: mdmem's own state and other tools' internals."""
 
 SYMLINK_LOOP = "symlink loop; skipped"

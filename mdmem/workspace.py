@@ -281,6 +281,16 @@ class Workspace:
         self.files.write(rel, lambda _current: text, exact=True)
         return entry
 
+    def edit_file(
+        self, path: str | os.PathLike[str], edit: Callable[[str], str], *, create: bool = True
+    ) -> str:
+        """Apply ``edit`` (current text → new text; ``""`` for a new file) to one workspace file
+        through the safe writes (lock, compare-and-swap, atomic replace, journal, no new
+        secrets), for integrations that keep files of a format of their own. Returns the text
+        written."""
+        rel, absolute = self.resolve(path)
+        return self._write(rel, absolute, edit, create=create)
+
     def close(self) -> None:
         """Close the index; wait for the late-save windows of this workspace's writes."""
         if self._writer is not None:

@@ -59,7 +59,7 @@ def read_so_far() -> int:  # every byte this process got from read(2), whatever 
 
 ws = Workspace.open(sys.argv[1])
 before = read_so_far()
-problems = {p.path: str(p) for p in ws.snapshot().problems}
+problems = {p.path: str(p) for p in ws.all_documents().problems}
 report = ws.sync(embed=False)
 print(json.dumps({"read": read_so_far() - before, "problems": problems, "paths": report.paths,
                   "sync_problems": [str(p) for p in report.problems]}))

@@ -71,6 +71,8 @@ IMPORTANCE = {
 }
 """Importance of an event inferred from its action when the caller gives none."""
 DEFAULT_EVENT_IMPORTANCE = 0.5
+CHAT_ROLES = ("user", "assistant")
+"""Event actions that are chat turns: read back as messages of that role."""
 _ALIASES = {
     "plan": "planning",
     "think": "thinking",
@@ -207,10 +209,19 @@ class SessionRecord:
         return self.started[:10] if self.started else None
 
     def to_messages(self) -> list[dict[str, str]]:
-        """The session as chat messages (user requests, assistant events, tool results)."""
+        """The session as chat messages (user requests, assistant events, tool results).
+
+        A ``[user]`` or ``[assistant]`` event (a chat turn, as imports write them) is a
+        message of that role, its time in ``timestamp``."""
         out: list[dict[str, str]] = [{"role": "user", "content": r} for r in self.requests]
         day = f"{self.date} " if self.date else ""
         for event in self.events:
+            if event.action in CHAT_ROLES:
+                turn = {"role": event.action, "content": event.text}
+                if self.date and event.time:
+                    turn["timestamp"] = f"{self.date}T{event.time}"
+                out.append(turn)
+                continue
             role = "tool" if event.canonical == "tool_result" else "assistant"
             stamp = f"{day}{event.time} " if event.time else day
             out.append({"role": role, "content": f"{stamp}[{event.action}] {event.text}"})

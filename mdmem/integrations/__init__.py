@@ -1,0 +1,1 @@
+"""Integrations: the interfaces agents and their frameworks reach mdmem through."""

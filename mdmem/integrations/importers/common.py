@@ -1,0 +1,329 @@
+"""What every importer shares: the shape a conversation is read into, bad records, streaming
+readers of JSON and JSONL that know line numbers, and times.
+
+Each format module turns records into :class:`Conversation` values and reports what it cannot
+read as :class:`BadRecord` (file and line); writing them into the workspace is ``write.py``'s job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+# The few internal functions the integrations use, in one place (the package is being laid out
+# anew: when they move, only these lines change).
+from mdmem.markdown import parse_document
+from mdmem.paths import slugify
+from mdmem.sessions import (
+    MAX_EVENT_CHARS,
+    append_to_section,
+    head_frontmatter,
+    render_event,
+    session_skeleton,
+    set_frontmatter,
+)
+from mdmem.text import printable
+
+__all__ = [
+    "KINDS",
+    "MAX_EVENT_CHARS",
+    "BadInput",
+    "BadRecord",
+    "Conversation",
+    "Report",
+    "Turn",
+    "append_to_section",
+    "head_frontmatter",
+    "json_array",
+    "jsonl",
+    "local_time",
+    "parse_document",
+    "printable",
+    "reason",
+    "render_event",
+    "session_skeleton",
+    "set_frontmatter",
+    "slugify",
+    "text_of",
+]
+
+KINDS = (
+    "user",
+    "assistant",
+    "thinking",
+    "tool_call",
+    "tool_result",
+    "error",
+    "summary",
+    "attachment",
+)
+"""What a turn of a conversation can be; each is written as the session event of that name."""
+CHUNK = 1 << 20
+"""Bytes read at a time from an export (a conversation larger than this is read in more)."""
+
+Report = Callable[["BadRecord"], None]
+"""Where a reader sends the records it skips."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One thing said or done in a conversation."""
+
+    kind: str
+    """One of :data:`KINDS`."""
+    text: str
+    time: dt.datetime | None = None
+    """Local time (naive, as session files hold it), or None when the source has none."""
+    name: str = ""
+    """The tool's name (tool calls and results)."""
+    sidechain: bool = False
+    """Said in a side conversation (a Claude Code subagent), not the main one."""
+
+    def fingerprint(self) -> bytes:
+        """What identifies the turn at its source (its time aside): the idempotence digest."""
+        return json.dumps([self.kind, self.name, self.sidechain, self.text]).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation as read from an export, before it is written."""
+
+    source: str
+    """The format it came from: ``chatgpt``, ``claude``, ``claude-code``, ``codex``, ``jsonl``."""
+    id: str
+    """The source's own id for it: the idempotence key."""
+    title: str
+    turns: tuple[Turn, ...]
+    started: dt.datetime | None
+    where: str
+    """``file:line`` where it starts, for messages."""
+
+    def digest(self, count: int) -> str:
+        """A short hash of the first ``count`` turns: re-imports compare it to see that what
+        was imported before is still the start of the conversation."""
+        hasher = hashlib.sha256()
+        for turn in self.turns[:count]:
+            hasher.update(turn.fingerprint())
+            hasher.update(b"\0")
+        return hasher.hexdigest()[:16]
+
+    @property
+    def start(self) -> dt.datetime:
+        """When it began: the source's date, else its first turn's time, else now."""
+        first = next((t.time for t in self.turns if t.time is not None), None)
+        return self.started or first or dt.datetime.now().replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """A record that could not be read: skipped, and named so a person can look."""
+
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}; skipped"
+
+
+class BadInput(Exception):
+    """A file that cannot be read on (broken JSON syntax): the rest of it is skipped."""
+
+    def __init__(self, record: BadRecord) -> None:
+        super().__init__(str(record))
+        self.record = record
+
+
+# ---- streaming readers -----------------------------------------------------------------------
+
+
+def jsonl(stream: IO[str], name: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each line that holds a JSON object; blank lines pass,
+    anything else is reported and skipped."""
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            report(BadRecord(name, number, f"not JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        if not isinstance(value, dict):
+            report(BadRecord(name, number, f"a JSON {type(value).__name__}, not an object"))
+            continue
+        yield number, value
+
+
+def json_array(stream: IO[str], name: str) -> Iterator[tuple[int, Any]]:
+    """The items of a top-level JSON array, ``(line where each starts, item)``, read a chunk at
+    a time so an export of any size needs only one item in memory.
+
+    Broken syntax raises :class:`BadInput` naming the line (nothing after it can be trusted).
+    """
+    reader = _ArrayReader(stream, name)
+    yield from reader.items()
+
+
+class _ArrayReader:
+    def __init__(self, stream: IO[str], name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self.buffer = ""
+        self.pos = 0
+        self.lines_before = 0
+        """Newlines in the text already dropped from the buffer."""
+        self.eof = False
+        self.decoder = json.JSONDecoder()
+
+    def items(self) -> Iterator[tuple[int, Any]]:
+        if self._next_char() != "[":
+            self._fail(self.pos, "not a JSON array (an export's conversations.json is one)")
+        self.pos += 1
+        if self._next_char() == "]":
+            return
+        while True:
+            start = self.pos
+            item = self._decode()
+            yield self._line(start), item
+            following = self._next_char()
+            if following == "]":
+                return
+            if following != ",":
+                self._fail(self.pos, "expected ',' or ']' after an item")
+            self.pos += 1
+            self._next_char()
+            self._compact()
+
+    def _decode(self) -> Any:
+        while True:
+            try:
+                item, end = self.decoder.raw_decode(self.buffer, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self._fail(exc.pos, exc.msg)
+                self._read(max(CHUNK, len(self.buffer) - self.pos))
+                continue
+            if end == len(self.buffer) and not self.eof and not isinstance(item, dict | list):
+                self._read(CHUNK)  # a number may go on in the next chunk
+                continue
+            self.pos = end
+            return item
+
+    def _next_char(self) -> str:
+        """The next character that is not white space (``""`` at the end); reads as needed."""
+        while True:
+            while self.pos < len(self.buffer) and self.buffer[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buffer):
+                return self.buffer[self.pos]
+            if self.eof:
+                return ""
+            self._read(CHUNK)
+
+    def _read(self, size: int) -> None:
+        chunk = self.stream.read(size)
+        if not chunk:
+            self.eof = True
+        self.buffer += chunk
+
+    def _compact(self) -> None:
+        if self.pos > CHUNK:
+            self.lines_before += self.buffer.count("\n", 0, self.pos)
+            self.buffer = self.buffer[self.pos :]
+            self.pos = 0
+
+    def _line(self, pos: int) -> int:
+        return self.lines_before + self.buffer.count("\n", 0, pos) + 1
+
+    def _fail(self, pos: int, reason: str) -> None:
+        raise BadInput(BadRecord(self.name, self._line(pos), f"broken JSON: {reason}"))
+
+
+class Meter(io.RawIOBase):
+    """A binary stream that counts what is read through it (for the progress bar)."""
+
+    def __init__(self, raw: IO[bytes], advance: Callable[[int], None]) -> None:
+        super().__init__()
+        self._raw = raw
+        self._advance = advance
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        size = len(data)
+        buffer[:size] = data
+        if size:
+            self._advance(size)
+        return size
+
+
+def text_stream(raw: IO[bytes], advance: Callable[[int], None]) -> IO[str]:
+    """UTF-8 text (a byte-order mark dropped, undecodable bytes replaced) of a binary stream."""
+    buffered = io.BufferedReader(Meter(raw, advance), buffer_size=CHUNK)
+    return io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+
+def local_time(value: object) -> dt.datetime | None:
+    """A source's time (epoch seconds, or ISO 8601 with or without a zone) as local naive time,
+    as native session files hold it; None when there is none or it is no time."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, int | float):
+            if not math.isfinite(value):
+                return None
+            seconds = value / 1000 if value > 1e11 else value  # milliseconds
+            return dt.datetime.fromtimestamp(seconds).replace(microsecond=0)
+        if isinstance(value, str) and value.strip():
+            moment = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            if moment.tzinfo is not None:
+                moment = moment.astimezone().replace(tzinfo=None)
+            return moment.replace(microsecond=0)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def text_of(value: object) -> str:
+    """The text of a content value as sources write it: a string, a list of parts (strings or
+    ``{"type": "text", "text": ...}``), or a part; images and other media as ``[image]``."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(t for part in value if (t := text_of(part)))
+    if isinstance(value, dict):
+        for key in ("text", "content", "output", "result"):
+            if key in value and isinstance(value[key], str | list | dict):
+                return text_of(value[key])
+        kind = str(value.get("type") or value.get("content_type") or "")
+        if "image" in kind:
+            return "[image]"
+        return f"[{kind}]" if kind else ""
+    return str(value)
+
+
+def reason(exc: Exception) -> str:
+    """Why a record could not be read, in a few words."""
+    if isinstance(exc, KeyError):
+        return f"missing {exc}"
+    return str(exc) or type(exc).__name__
+
+
+def as_json(value: object) -> str:
+    """Tool arguments as one line of JSON (a string stays as it is)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)

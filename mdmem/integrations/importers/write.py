@@ -1,0 +1,494 @@
+"""Imported conversations into session files, written by mdmem's own :class:`~mdmem.Session`
+so they read exactly like native ones; the record of each import, and its undo.
+
+A conversation becomes ``.sessions/YYYYMMDD_HHMMSS_<slug>.md`` (its start time and title), its
+frontmatter naming where it came from::
+
+    source: chatgpt
+    conversation: 6790f0c4-8a1c-8003-b1a4-6f0e1d2c3b4a   # the source's id: the idempotence key
+    imported: 20261122_141519_import                    # the import that last wrote it
+    source_messages: 42                                 # turns imported so far
+    source_digest: 3f9a2c71d0e4b5a6                     # hash of those turns
+
+Importing the same conversation again writes nothing; when it has grown (a Claude Code log
+still being written), only the new turns are appended. Every turn passes the secret redactor.
+Each import keeps a log in ``.mdmem/imports/<id>/`` (the files it created, and for the files it
+appended to, the text before), which ``undo`` reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdmem.errors import EntryNotFoundError, ModeError
+from mdmem.integrations.importers.common import (
+    BadRecord,
+    Conversation,
+    Turn,
+    head_frontmatter,
+    session_skeleton,
+    set_frontmatter,
+    slugify,
+)
+
+if TYPE_CHECKING:
+    from mdmem import Session, Workspace
+    from mdmem.reports import ExtractReport
+
+SESSIONS_DIR = ".sessions"
+IMPORTS_DIR = "imports"
+"""Under ``.mdmem/``: one folder per import (its log, and the text it replaced)."""
+TRASH_DIR = ".trash"
+"""Where an undone import's files go (moved, never deleted)."""
+SUMMARY_IMPORTANCE = 0.8
+_HEAD_BYTES = 16_384
+_TITLE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an import did with one conversation."""
+
+    source: str
+    conversation: str
+    title: str
+    status: str
+    """``created``, ``appended`` (new turns of a conversation imported before), ``unchanged``,
+    ``changed`` (what was imported is no longer how the source starts: left alone), ``empty``."""
+    path: str | None
+    messages: int
+    """Turns written (or, in a dry run, that would be)."""
+    redacted: int = 0
+    where: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "conversation": self.conversation,
+            "title": self.title,
+            "status": self.status,
+            "path": self.path,
+            "messages": self.messages,
+            "redacted": self.redacted,
+            "where": self.where,
+        }
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """An import's result: each conversation's outcome, the bad records skipped, the time."""
+
+    id: str | None
+    """The import's id for ``undo`` (None in a dry run)."""
+    dry_run: bool
+    outcomes: tuple[Outcome, ...]
+    problems: tuple[BadRecord, ...]
+    seconds: float
+    extractions: tuple[ExtractReport, ...] = field(default_factory=tuple)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def messages(self) -> int:
+        return sum(o.messages for o in self.outcomes if o.status in ("created", "appended"))
+
+    @property
+    def redacted(self) -> int:
+        return sum(o.redacted for o in self.outcomes)
+
+    def summary(self) -> str:
+        parts = [
+            f"{self.count(s)} {s}" for s in ("created", "appended", "unchanged", "changed", "empty")
+        ]
+        parts = [p for p in parts if not p.startswith("0 ")]
+        head = f"import {self.id}" if self.id else "import"
+        plural = "" if len(self.outcomes) == 1 else "s"
+        text = f"{head}: {len(self.outcomes)} conversation{plural}"
+        text += f" ({', '.join(parts)})" if parts else ""
+        text += f", {self.messages:,} messages in {self.seconds:.2f} s"
+        if self.seconds > 0 and self.messages:
+            text += f" ({self.messages / self.seconds:,.0f}/s)"
+        if self.redacted:
+            text += f"; {self.redacted} secrets masked"
+        if self.problems:
+            text += f"; {len(self.problems)} bad records skipped"
+        if self.dry_run:
+            text += "; dry run: nothing written"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "dry_run": self.dry_run,
+            "messages": self.messages,
+            "seconds": round(self.seconds, 3),
+            "redacted": self.redacted,
+            "conversations": [o.to_dict() for o in self.outcomes],
+            "problems": [str(p) for p in self.problems],
+            "extractions": [e.to_dict() for e in self.extractions],
+        }
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    id: str
+    moved: tuple[str, ...]
+    """Session files the import created, now in ``.trash/imports/<id>/``."""
+    restored: tuple[str, ...]
+    """Session files it appended to, back as they were before."""
+    kept: tuple[str, ...]
+    """Files left as they are, each with the reason."""
+
+    def summary(self) -> str:
+        text = (
+            f"undo {self.id}: {len(self.moved)} session files moved to "
+            f"{TRASH_DIR}/{IMPORTS_DIR}/{self.id}/, {len(self.restored)} restored"
+        )
+        return text + (f", {len(self.kept)} kept" if self.kept else "")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "moved": list(self.moved),
+            "restored": list(self.restored),
+            "kept": list(self.kept),
+        }
+
+
+# ---- what was imported before ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Known:
+    path: str
+    messages: int
+    digest: str
+
+
+def known_imports(root: Path) -> dict[tuple[str, str], Known]:
+    """Imported conversations in ``.sessions/``, by (source, conversation id), read from the
+    head of each file."""
+    found: dict[tuple[str, str], Known] = {}
+    folder = root / SESSIONS_DIR
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.md")):
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if "source_messages" not in head:
+            continue
+        front = head_frontmatter(head) or {}
+        source, conv = front.get("source"), front.get("conversation")
+        count = str(front.get("source_messages", ""))
+        if isinstance(source, str) and isinstance(conv, str) and count.isdigit():
+            rel = f"{SESSIONS_DIR}/{path.name}"
+            found[(source, conv)] = Known(rel, int(count), str(front.get("source_digest", "")))
+    return found
+
+
+def plan(conv: Conversation, known: Known | None) -> tuple[str, Sequence[Turn]]:
+    """The status an import gives ``conv``, and the turns it writes."""
+    if known is None:
+        return ("created", conv.turns) if conv.turns else ("empty", ())
+    if known.messages > len(conv.turns) or conv.digest(known.messages) != known.digest:
+        return "changed", ()
+    if known.messages == len(conv.turns):
+        return "unchanged", ()
+    return "appended", conv.turns[known.messages :]
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+
+class _Taken(Exception):
+    """The session file name is in use: try the next one."""
+
+
+class Writer:
+    """Writes one import's conversations and keeps its log."""
+
+    def __init__(self, ws: Workspace, import_id: str, agent: str | None) -> None:
+        self.ws = ws
+        self.id = import_id
+        self.agent = agent
+        self.folder = ws.state_dir / IMPORTS_DIR / import_id
+        self._log = self.folder / "log.jsonl"
+        self.used = False
+        """Whether it wrote anything (an import that wrote nothing leaves no trace)."""
+
+    def write(
+        self, conv: Conversation, status: str, turns: Sequence[Turn], known: Known | None
+    ) -> Outcome:
+        title = _title(self.ws, conv)
+        if status == "created":
+            path, masked = self._create(conv, title, turns)
+        else:
+            assert known is not None
+            path, masked = self._append(conv, known, turns)
+        return Outcome(conv.source, conv.id, title, status, path, len(turns), masked, conv.where)
+
+    def _create(self, conv: Conversation, title: str, turns: Sequence[Turn]) -> tuple[str, int]:
+        started = conv.start
+        agent = self.agent or conv.source
+        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        front = {"source": conv.source, "conversation": conv.id}
+        for n in range(1, 1000):
+            stem = base if n == 1 else f"{base}-{n}"
+            rel = f"{SESSIONS_DIR}/{stem}.md"
+            if (self.ws.root / rel).exists():
+                continue
+            masked: list[int] = []
+
+            def build(
+                current: str, stem: str = stem, rel: str = rel, masked: list[int] = masked
+            ) -> str:
+                if current:
+                    raise _Taken
+                skeleton = session_skeleton(title, agent, started, writer=front)
+                text, count = self._record(skeleton, rel, stem, title, agent, started, turns)
+                masked[:] = [count]
+                return self._stamp(text, conv, len(turns))
+
+            try:
+                text = self.ws.edit_file(rel, build)
+            except _Taken:
+                continue
+            self._note({"created": rel, "sha": _sha(text)})
+            return rel, masked[0]
+        raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
+
+    def _append(self, conv: Conversation, known: Known, turns: Sequence[Turn]) -> tuple[str, int]:
+        record = self.ws.session_record(Path(known.path).stem)
+        started = dt.datetime.fromisoformat(record.started) if record.started else conv.start
+        before: list[str] = []
+        masked: list[int] = []
+
+        def build(current: str) -> str:
+            before[:] = [current]
+            text, count = self._record(
+                current,
+                known.path,
+                record.id,
+                record.title,
+                record.agent,
+                started,
+                turns,
+                tools=record.tools,
+                rounds=record.rounds,
+            )
+            masked[:] = [count]
+            return self._stamp(text, conv, known.messages + len(turns))
+
+        text = self.ws.edit_file(known.path, build, create=False)
+        keep = self.folder / "before" / f"{record.id}.md"
+        keep.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        keep.write_text(before[0], encoding="utf-8")
+        self._note({"appended": known.path, "sha": _sha(text), "before": keep.name})
+        return known.path, masked[0]
+
+    def _record(
+        self,
+        current: str,
+        rel: str,
+        stem: str,
+        title: str,
+        agent: str,
+        started: dt.datetime,
+        turns: Sequence[Turn],
+        tools: Any = None,
+        rounds: int = 0,
+    ) -> tuple[str, int]:
+        """``current`` with ``turns`` recorded by a :class:`~mdmem.Session` (in memory: the
+        file is written once, by the caller), and the number of secrets masked."""
+        from mdmem import Session
+
+        buffer = [current]
+        now = [started]
+
+        def write(edit: Any) -> str:
+            buffer[0] = edit(buffer[0])
+            return buffer[0]
+
+        session = Session(
+            stem,
+            title,
+            agent,
+            path=rel,
+            write=write,
+            started=started,
+            clock=lambda: now[0],
+            redactor=self.ws.redactor,
+        )
+        session.tools = dict(tools or {})
+        session.rounds = rounds
+        masked = 0
+        for turn in turns:
+            now[0] = turn.time or now[0]
+            masked += record_turn(session, turn)
+        session.close("completed")
+        return buffer[0], masked
+
+    def _stamp(self, text: str, conv: Conversation, count: int) -> str:
+        values = {
+            "imported": self.id,
+            "source_messages": count,
+            "source_digest": conv.digest(count),
+        }
+        return set_frontmatter(text, values)
+
+    def _note(self, entry: dict[str, object]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.used = True
+        with open(self._log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def record_turn(session: Session, turn: Turn) -> int:
+    """One turn as the session event of its kind; returns the secrets masked in it."""
+    side = "sidechain." if turn.sidechain else ""
+    name = turn.name or "tool"
+    try:
+        if turn.kind == "tool_call" and not side:
+            call, _ = session.tool(name, turn.text)
+            return call.redacted
+        if turn.kind == "tool_call":
+            return session.event(f"{side}tool_call", f"{name}({turn.text})").redacted
+        if turn.kind in ("tool_result", "error"):
+            return session.event(f"{side}{turn.kind}", f"{name} → {turn.text}").redacted
+        importance = SUMMARY_IMPORTANCE if turn.kind == "summary" else None
+        event = session.event(f"{side}{turn.kind}", turn.text, importance)
+    except ValueError:  # nothing printable left in it
+        return 0
+    if turn.kind == "user" and not side:
+        session.rounds += 1  # one exchange; written with the frontmatter at the end
+    return event.redacted
+
+
+def _title(ws: Workspace, conv: Conversation) -> str:
+    line = " ".join(conv.title.split())[:_TITLE_CHARS].strip()
+    line = line.replace("<!--", "").replace("-->", "")
+    return ws.redactor(line or f"{conv.source} conversation {conv.id[:8]}")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---- the import's id, and its undo ------------------------------------------------------------
+
+
+def check_full(ws: Workspace) -> None:
+    if ws.mode != "full":
+        raise ModeError(
+            "import writes session files, which only full mode keeps; this workspace is "
+            "minimal (switch with `mdmem mode full`)"
+        )
+
+
+def new_id(ws: Workspace) -> str:
+    base = dt.datetime.now().strftime("%Y%m%d_%H%M%S_import")  # (a plain number to YAML)
+    folder = ws.state_dir / IMPORTS_DIR
+    for n in range(1, 1000):
+        name = base if n == 1 else f"{base}-{n}"
+        if not (folder / name).exists():
+            return name
+    raise FileExistsError(f"too many imports named {base}")
+
+
+def import_ids(ws: Workspace) -> list[str]:
+    """The imports recorded in this workspace, newest first."""
+    folder = ws.state_dir / IMPORTS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted((p.name for p in folder.iterdir() if (p / "log.jsonl").exists()), reverse=True)
+
+
+def undo(ws: Workspace, import_id: str) -> UndoReport:
+    """Revert one import: the session files it created move to ``.trash/imports/<id>/``; the
+    ones it appended to get their earlier text back, unless they changed since (then they are
+    kept, and the report says so). Running it twice does nothing more."""
+    folder = ws.state_dir / IMPORTS_DIR / import_id
+    log = folder / "log.jsonl"
+    if "/" not in import_id and (folder / "undone.jsonl").exists():
+        return UndoReport(import_id, (), (), ())
+    if "/" in import_id or import_id.startswith(".") or not log.exists():
+        known = ", ".join(import_ids(ws)[:5]) or "none yet"
+        raise EntryNotFoundError(f"no import {import_id!r} in this workspace (recent: {known})")
+    entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+    moved: list[str] = []
+    restored: list[str] = []
+    kept: list[str] = []
+    for entry in reversed(entries):
+        if "created" in entry:
+            where = _move_to_trash(ws, entry["created"], import_id)
+            if where:
+                moved.append(entry["created"])
+        elif "appended" in entry:
+            rel = entry["appended"]
+            if rel in restored:
+                continue
+            problem = _restore(ws, rel, folder / "before" / entry["before"], entry["sha"])
+            (kept if problem else restored).append(f"{rel}: {problem}" if problem else rel)
+    log.rename(folder / "undone.jsonl")
+    return UndoReport(import_id, tuple(moved), tuple(restored), tuple(kept))
+
+
+def _move_to_trash(ws: Workspace, rel: str, import_id: str) -> str | None:
+    source = ws.root / rel
+    if not source.exists():
+        return None
+    target_dir = ws.root / TRASH_DIR / IMPORTS_DIR / import_id
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / source.name
+    n = 1
+    while target.exists():
+        n += 1
+        target = target_dir / f"{source.stem}-{n}{source.suffix}"
+    os.rename(source, target)
+    return str(target.relative_to(ws.root))
+
+
+def _restore(ws: Workspace, rel: str, before: Path, sha: str) -> str | None:
+    """Put ``before`` back in ``rel`` if the file is still what the import wrote; else why not."""
+    if not (ws.root / rel).exists():
+        return "gone"
+    earlier = before.read_text(encoding="utf-8")
+
+    class Changed(Exception):
+        pass
+
+    def edit(current: str) -> str:
+        if _sha(current) != sha:
+            raise Changed
+        return earlier
+
+    try:
+        ws.edit_file(rel, edit, create=False)
+    except Changed:
+        return "changed since the import; left as it is"
+    return None
+
+
+def extract_all(
+    ws: Workspace, outcomes: Iterable[Outcome], offline: bool, llm_kwargs: dict[str, Any]
+) -> list[ExtractReport]:
+    """Memory extraction on each session an import wrote."""
+    reports = []
+    for outcome in outcomes:
+        if outcome.status in ("created", "appended") and outcome.path:
+            record = ws.session_record(Path(outcome.path).stem)
+            reports.append(ws.extract(record, offline=offline, **llm_kwargs))
+    return reports

@@ -1,0 +1,369 @@
+"""A LangGraph store (``BaseStore``) kept as Markdown files: ``compile(store=MdmemStore(ws))``.
+
+Namespaces are folders under ``store/`` and each item one file, ``store/<ns>/<...>/<key>.md``::
+
+    ---
+    namespace: ["memories", "user-42"]
+    key: "food"
+    created: "2026-11-22T14:15:19.123456+00:00"
+    updated: "2026-11-22T14:15:19.123456+00:00"
+    value: {"text": "Likes pizza, hates olives", "confidence": 0.9}
+    ---
+    text: Likes pizza, hates olives
+
+The ``value`` line is the item, as JSON (what ``get`` returns, exactly); the text below it is
+what mdmem indexes, so ``search(query=...)`` runs mdmem's hybrid search (keyword + vector, with
+its ranking) over it: by default every field, with ``put(..., index=["text"])`` only those
+fields, with ``index=False`` nothing (the item is kept and can be got or listed, but no search
+query finds it and nothing is embedded). ``put(ns, key, None)`` (delete) archives the file to
+``.trash/store/...``: nothing is lost. ``filter`` (``{"field": value}`` or ``$eq``, ``$ne``,
+``$gt``, ``$gte``, ``$lt``, ``$lte``) and ``match_conditions`` are honoured as in LangGraph's
+own stores; TTLs are not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import get_text_at_path
+
+from mdmem.errors import FileProblem
+
+if TYPE_CHECKING:
+    from mdmem import Workspace
+
+FOLDER = "store"
+TRASH_DIR = ".trash"
+_FIELDS = ("namespace", "key", "created", "updated", "index", "value")
+_MAX_NAME = 120
+
+
+class MdmemStore(BaseStore):
+    """LangGraph's long-term memory store over an mdmem workspace (see the module's doc).
+
+    ``workspace``: a :class:`~mdmem.Workspace` or its folder; ``folder``: where the namespaces
+    go inside it (default ``store``).
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        *,
+        folder: str = FOLDER,
+    ) -> None:
+        from mdmem import Workspace
+
+        self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+        self.folder = folder.strip("/")
+        self.ws.resolve(self.folder, "store folder")  # inside the workspace, or an error now
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op.namespace, op.key))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._namespaces(op))
+            else:
+                raise TypeError(f"unknown store operation: {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # ---- operations -------------------------------------------------------------------------
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        absolute = self.ws.root / self._rel(namespace, key)
+        if not absolute.exists():
+            return None
+        return _item(self._read(absolute))
+
+    def _put(self, op: PutOp) -> None:
+        rel = self._rel(op.namespace, op.key)
+        if op.value is None:
+            self._archive(rel)
+            return
+        if not isinstance(op.value, Mapping):
+            raise TypeError(f"a store value is a dict, got {type(op.value).__name__}")
+        value = json.loads(json.dumps(dict(op.value)))  # plain JSON data, or a TypeError now
+        now = dt.datetime.now(dt.UTC).isoformat()
+
+        def edit(current: str) -> str:
+            created = now
+            if current.strip():
+                created = _fields(current, rel).get("created", now)
+            fields = {
+                "namespace": list(op.namespace),
+                "key": op.key,
+                "created": created,
+                "updated": now,
+                "index": op.index if op.index is not None else None,
+                "value": value,
+            }
+            return render(fields, _indexed_text(value, op.index))
+
+        self.ws.edit_file(rel, edit)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        wanted = op.offset + op.limit
+        if op.query and op.query.strip():
+            found = self._ranked(op.namespace_prefix, op.query, wanted, op.filter)
+        else:
+            items = [_item(f) for f in self._walk(op.namespace_prefix)]
+            items = [i for i in items if _matches(i.value, op.filter)]
+            items.sort(key=lambda i: i.updated_at, reverse=True)
+            found = [_search_item(i, None) for i in items[:wanted]]
+        return found[op.offset : wanted]
+
+    def _ranked(
+        self, prefix: tuple[str, ...], query: str, wanted: int, filters: Mapping[str, Any] | None
+    ) -> list[SearchItem]:
+        """Items for ``query`` by mdmem's hybrid search, best first (an item's best passage)."""
+        pattern = "/".join([self.folder, *(_name(p) for p in prefix)]) + "/**"
+        k = max(wanted * 4, 20)
+        while True:
+            hits = self.ws.search(query, k=k, path=pattern)
+            found: dict[str, SearchItem] = {}
+            for hit in hits:
+                if hit.path in found or not hit.path.endswith(".md"):
+                    continue
+                absolute = self.ws.root / hit.path
+                if not absolute.exists():
+                    continue
+                item = _item(self._read(absolute))
+                if _matches(item.value, filters):
+                    found[hit.path] = _search_item(item, hit.score)
+            if len(found) >= wanted or len(hits) < k:
+                return list(found.values())
+            k *= 4  # many passages of few items, or a strict filter: look further
+
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        spaces: set[tuple[str, ...]] = set()
+        for fields in self._walk(()):
+            namespace = tuple(fields["namespace"])
+            if not all(_condition(namespace, c) for c in op.match_conditions or ()):
+                continue
+            if op.max_depth is not None:
+                namespace = namespace[: op.max_depth]
+            spaces.add(namespace)
+        return sorted(spaces)[op.offset : op.offset + op.limit]
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def _rel(self, namespace: tuple[str, ...], key: str) -> str:
+        if not namespace:
+            raise ValueError("a namespace needs at least one label")
+        parts = [self.folder, *(_name(label) for label in namespace), _name(str(key)) + ".md"]
+        rel, _ = self.ws.resolve("/".join(parts), "store item")
+        return rel
+
+    def _read(self, absolute: Path) -> dict[str, Any]:
+        rel = absolute.relative_to(self.ws.root).as_posix()
+        try:
+            text = absolute.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FileProblem(rel, f"cannot be read: {exc}") from None
+        return _fields(text, rel)
+
+    def _walk(self, prefix: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+        top = self.ws.root / self.folder / Path(*(_name(p) for p in prefix)) if prefix else None
+        top = top or self.ws.root / self.folder
+        if not top.is_dir():
+            return
+        for folder, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(".md") and not name.startswith("."):
+                    fields = self._read(Path(folder) / name)
+                    if tuple(fields["namespace"][: len(prefix)]) == prefix:
+                        yield fields
+
+    def _archive(self, rel: str) -> None:
+        """Move an item's file to ``.trash/`` (the same path below it), never over another."""
+        source = self.ws.root / rel
+        if not source.exists():
+            return
+        target = self.ws.root / TRASH_DIR / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+        n = 1
+        while target.exists():
+            n += 1
+            target = target.with_name(f"{Path(rel).stem}.{stamp}-{n}.md")
+        os.rename(source, target)
+
+
+# ---- the item file ---------------------------------------------------------------------------
+
+
+def render(fields: Mapping[str, Any], body: str) -> str:
+    """An item's file: one JSON value per frontmatter line (JSON is YAML too), then the text
+    mdmem indexes."""
+    lines = ["---"]
+    for name in _FIELDS:
+        if fields.get(name) is not None:
+            lines.append(f"{name}: {json.dumps(fields[name], ensure_ascii=True)}")
+    lines.append("---")
+    return "\n".join(lines) + "\n" + (body + "\n" if body else "")
+
+
+def _fields(text: str, rel: str) -> dict[str, Any]:
+    """The frontmatter an item's file holds (the lines :func:`render` writes)."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise FileProblem(rel, "not a store item: no frontmatter", 1)
+    fields: dict[str, Any] = {}
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---":
+            break
+        name, sep, raw = line.partition(":")
+        if not sep or name.strip() not in _FIELDS:
+            continue
+        try:
+            fields[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise FileProblem(rel, f"{name.strip()}: not JSON ({exc.msg})", number) from None
+    else:
+        raise FileProblem(rel, "the frontmatter has no closing '---'", 1)
+    missing = [f for f in ("namespace", "key", "value") if f not in fields]
+    if missing:
+        raise FileProblem(rel, f"not a store item: no {', '.join(missing)}", 1)
+    if not isinstance(fields["value"], dict):
+        raise FileProblem(rel, "value: not a JSON object", 1)
+    return fields
+
+
+def _indexed_text(value: Mapping[str, Any], index: Any) -> str:
+    """What search sees: ``field: text`` for each field (or for the paths ``index`` lists)."""
+    if index is False:
+        return ""
+    if isinstance(index, list):
+        parts = [t for path in index for t in get_text_at_path(dict(value), path) if t]
+        return "\n\n".join(_safe(t) for t in parts)
+    out = []
+    for name, field in value.items():
+        text = field if isinstance(field, str) else json.dumps(field, ensure_ascii=False)
+        out.append(_safe(f"{name}: {text}"))
+    return "\n\n".join(out)
+
+
+def _safe(text: str) -> str:
+    """Text that stays text in Markdown: no line reads as a heading, a fence or frontmatter."""
+    lines = []
+    for line in str(text).replace("\r\n", "\n").split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("#", "```", "~~~", "---", "===", "<!--")):
+            line = "\\" + stripped
+        lines.append(line)
+    return "\n".join(lines).strip()
+
+
+def _item(fields: Mapping[str, Any]) -> Item:
+    return Item(
+        value=fields["value"],
+        key=str(fields["key"]),
+        namespace=tuple(fields["namespace"]),
+        created_at=_time(fields.get("created")),
+        updated_at=_time(fields.get("updated")),
+    )
+
+
+def _search_item(item: Item, score: float | None) -> SearchItem:
+    return SearchItem(
+        item.namespace, item.key, item.value, item.created_at, item.updated_at, score=score
+    )
+
+
+def _time(value: Any) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return dt.datetime.fromtimestamp(0, dt.UTC)
+
+
+def _name(label: str) -> str:
+    """A namespace label or key as a file name: characters a file name cannot hold, and a
+    leading dot, percent-encoded (the frontmatter keeps the label itself)."""
+    name = quote(label, safe="@+=,;!()")
+    if name.startswith("."):
+        name = "%2E" + name[1:]
+    if not name:
+        raise ValueError("a namespace label or key cannot be empty")
+    if len(name) > _MAX_NAME:
+        import hashlib
+
+        name = name[:_MAX_NAME] + "-" + hashlib.sha256(label.encode()).hexdigest()[:12]
+    return name
+
+
+def _condition(namespace: tuple[str, ...], condition: Any) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    return all(want == "*" or want == got for want, got in zip(path, part, strict=True))
+
+
+def _matches(value: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:
+    """Whether ``value`` passes a LangGraph filter (exact values, or ``$eq`` … ``$lte``)."""
+    for field, wanted in (filters or {}).items():
+        found = _at(value, field)
+        if isinstance(wanted, Mapping) and wanted and all(k.startswith("$") for k in wanted):
+            if not all(_compare(found, op, v) for op, v in wanted.items()):
+                return False
+        elif found != wanted:
+            return False
+    return True
+
+
+def _at(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _compare(found: Any, op: str, wanted: Any) -> bool:
+    if op == "$eq":
+        return found == wanted
+    if op == "$ne":
+        return found != wanted
+    try:
+        if op == "$gt":
+            return found > wanted
+        if op == "$gte":
+            return found >= wanted
+        if op == "$lt":
+            return found < wanted
+        if op == "$lte":
+            return found <= wanted
+    except TypeError:
+        return False
+    raise ValueError(f"unknown filter operator {op!r}: $eq, $ne, $gt, $gte, $lt or $lte")

@@ -1,0 +1,402 @@
+"""An OpenAI Agents SDK session kept in a session file: ``Runner.run(agent, text,
+session=MdmemSession("user-42", ws))``.
+
+It implements the SDK's ``Session`` protocol (``session_id``; async ``get_items``,
+``add_items``, ``pop_item``, ``clear_session``) over ``.sessions/<stamp>_<slug>.md``, a native
+session file whose frontmatter names ``source: openai-agents`` and the session id. Each item is
+an event a person can read (``- 14:22:48 [user] What's the weather in Paris?``); the item's JSON
+is kept whole in the event's metadata comment, so ``get_items`` returns exactly what was added
+(secrets masked): reasoning items and images too, which the readable text only names. A person
+may edit a message's text in the file; the edit is what the agent gets back. ``pop_item`` and
+``clear_session`` archive (to ``## Archive`` in the same file): nothing is deleted.
+
+The SDK is not imported here: the protocol is structural, so ``mdmem`` does not need it to load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mdmem.errors import ModeError
+from mdmem.integrations.importers.common import (
+    MAX_EVENT_CHARS,
+    append_to_section,
+    head_frontmatter,
+    parse_document,
+    printable,
+    render_event,
+    session_skeleton,
+    slugify,
+)
+
+if TYPE_CHECKING:
+    from mdmem import Workspace
+
+SOURCE = "openai-agents"
+SESSIONS_DIR = ".sessions"
+EVENTS = "Events"
+ARCHIVE = "Archive"
+_ROLES = ("user", "assistant", "system", "developer")
+_HEAD_BYTES = 16_384
+
+
+class MdmemSession:
+    """Conversation history for the OpenAI Agents SDK, in a Markdown session file.
+
+    ``workspace``: a :class:`~mdmem.Workspace` or its folder (default: found as
+    ``Workspace.open`` finds it). ``agent`` names the session's agent (default: the
+    workspace's); ``title`` its heading (default: the session id). The file is created on the
+    first ``add_items``.
+    """
+
+    session_settings: Any = None
+    """The SDK's per-session settings (None: the SDK's defaults)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        *,
+        agent: str | None = None,
+        title: str | None = None,
+    ) -> None:
+        from mdmem import Workspace
+
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValueError("session_id must be a non-empty string")
+        self.session_id = session_id
+        self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+        if self.ws.mode != "full":
+            raise ModeError(
+                "an Agents SDK session is kept in a session file, which only full mode writes "
+                "(switch with `mdmem mode full`)"
+            )
+        self.agent = agent or self.ws.agent
+        self.title = title or session_id
+        self._path: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MdmemSession({self.session_id!r}, path={self._path!r})"
+
+    # ---- the SDK's protocol -----------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The items, oldest first; with ``limit``, the latest ``limit`` of them."""
+        return await asyncio.to_thread(self.items, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        await asyncio.to_thread(self.add, items)
+
+    async def pop_item(self) -> Any | None:
+        """The latest item, archived (or None when there is none)."""
+        return await asyncio.to_thread(self.pop)
+
+    async def clear_session(self) -> None:
+        """Archive every item: the next run starts with no history."""
+        await asyncio.to_thread(self.clear)
+
+    # ---- the same, synchronous ---------------------------------------------------------------
+
+    @property
+    def path(self) -> str | None:
+        """The session file (workspace-relative), or None before the first item."""
+        if self._path is None:
+            self._path = _find(self.ws.root, self.session_id)
+        return self._path
+
+    def items(self, limit: int | None = None) -> list[Any]:
+        if limit is not None and limit <= 0:
+            return []
+        rel = self.path
+        if rel is None or not (self.ws.root / rel).exists():
+            return []
+        doc = self.ws.read(rel)
+        shown = {e.line: e.text for e in self.ws.session_record(Path(rel).stem).events}
+        found = [item for _, item in _stored(doc.text, rel, shown)]
+        return found if limit is None else found[-limit:]
+
+    def add(self, items: list[Any]) -> None:
+        if not items:
+            return
+        blocks = [_plain(item, self.ws.redactor) for item in items]
+        rel = self._ensure_file()
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+
+        def edit(current: str) -> str:
+            newline = "\r\n" if "\r\n" in current else "\n"
+            names = _call_names(current, rel)
+            text = current
+            for item in blocks:
+                action, readable = describe(item, names)
+                names.update(_call_names_of([item]))
+                block = _render(stamp, action, readable, item, newline)
+                text = append_to_section(text, rel, EVENTS, block)
+            return text
+
+        self.ws.edit_file(rel, edit, create=False)
+
+    def pop(self) -> Any | None:
+        rel = self.path
+        if rel is None or not (self.ws.root / rel).exists():
+            return None
+        popped: list[Any] = []
+
+        def edit(current: str) -> str:
+            stored = _stored(current, rel)
+            popped[:] = [stored[-1][1]] if stored else []
+            return _archive(current, rel, [stored[-1][0]]) if stored else current
+
+        self.ws.edit_file(rel, edit, create=False)
+        return popped[0] if popped else None
+
+    def clear(self) -> None:
+        rel = self.path
+        if rel is None or not (self.ws.root / rel).exists():
+            return
+
+        def edit(current: str) -> str:
+            return _archive(current, rel, [entry for entry, _ in _stored(current, rel)])
+
+        self.ws.edit_file(rel, edit, create=False)
+
+    def _ensure_file(self) -> str:
+        """The session file, created (once, even across processes) on first use."""
+        from filelock import FileLock
+
+        with self._lock:
+            if self.path is not None and (self.ws.root / self.path).exists():
+                return self.path
+            self.ws.state_dir.mkdir(exist_ok=True)
+            with FileLock(str(self.ws.state_dir / "agents-sessions.lock")):
+                self._path = _find(self.ws.root, self.session_id) or self._create()
+            return self._path
+
+    def _create(self) -> str:
+        started = dt.datetime.now().replace(microsecond=0)
+        title = " ".join(self.ws.redactor(self.title).split())[:120] or "session"
+        front = {"source": SOURCE, "conversation": self.session_id}
+        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        (self.ws.root / SESSIONS_DIR).mkdir(exist_ok=True)
+        for n in range(1, 1000):
+            rel = f"{SESSIONS_DIR}/{base if n == 1 else f'{base}-{n}'}.md"
+            if not (self.ws.root / rel).exists():
+                skeleton = session_skeleton(title, self.agent, started, writer=front)
+                self.ws.edit_file(rel, lambda current, s=skeleton: current or s)
+                return rel
+        raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
+
+
+# ---- items as events ---------------------------------------------------------------------------
+
+
+def describe(item: Mapping[str, Any], names: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The event an item is shown as: its action and readable text."""
+    kind = str(item.get("type") or ("message" if "role" in item else "item"))
+    names = names or {}
+    if kind == "message" or "role" in item:
+        role = str(item.get("role") or "assistant")
+        return (role if role in _ROLES else "message"), _content_text(item.get("content"))
+    if kind == "reasoning":
+        summary = "\n\n".join(_content_text(part) for part in item.get("summary") or [])
+        return "thinking", summary or "(reasoning)"
+    if kind == "function_call":
+        return "tool_call", f"{item.get('name', 'tool')}({item.get('arguments', '')})"
+    if kind.endswith("_output"):
+        name = names.get(str(item.get("call_id")), "tool")
+        return "tool_result", f"{name} → {_content_text(item.get('output'))}"
+    if kind.endswith("_call"):
+        detail = item.get("action") or item.get("queries") or item.get("arguments") or ""
+        text = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
+        return "tool_call", f"{kind.removesuffix('_call')}({text})"
+    return "item", kind
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for part in content if (t := _content_text(part)))
+    if isinstance(content, Mapping):
+        kind = str(content.get("type") or "")
+        if "image" in kind:
+            return "[image]"
+        if kind in ("input_file", "file"):
+            return f"[file: {content.get('filename') or content.get('file_id') or 'attached'}]"
+        for key in ("text", "refusal", "output"):
+            if isinstance(content.get(key), str):
+                return content[key]
+        return f"[{kind}]" if kind else ""
+    return str(content)
+
+
+def _render(stamp: str, action: str, readable: str, item: Any, newline: str) -> str:
+    text = readable.strip() or "(empty)"
+    if len(text) > MAX_EVENT_CHARS:  # the readable text is cut like any event's; the item is not
+        text = (
+            text[:MAX_EVENT_CHARS] + f"\n[... {len(text) - MAX_EVENT_CHARS:,} characters omitted]"
+        )
+    block = render_event(stamp, action, text, _importance(action), newline)
+    first, sep, rest = block.partition(newline)
+    meta = f" shown={_digest(text)} item={_encode(item)} -->"
+    return first.replace(" -->", meta, 1) + sep + rest
+
+
+def _importance(action: str) -> float:
+    """As native sessions infer it from the action."""
+    return {"tool_call": 0.7, "tool_result": 0.75, "thinking": 0.55}.get(action, 0.5)
+
+
+def _encode(item: Any) -> str:
+    """The item's JSON as a metadata value: a quoted string holding no ``<`` or ``>`` (so no
+    comment can end inside it) and nothing the comment parser reads as a space."""
+    inner = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    inner = inner.replace("<", "\\u003c").replace(">", "\\u003e")
+    return json.dumps(inner, ensure_ascii=True)
+
+
+def _plain(item: Any, redact: Callable[[str], str]) -> Any:
+    """An item as plain JSON data (the SDK may hand over pydantic models), its strings masked."""
+    if hasattr(item, "model_dump"):
+        item = item.model_dump(exclude_unset=True, mode="json")
+    data = json.loads(json.dumps(item, default=str))
+    return _mask(data, redact)
+
+
+def _mask(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value) if len(value) < 1_000_000 else value
+    if isinstance(value, list):
+        return [_mask(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask(v, redact) for k, v in value.items()}
+    return value
+
+
+def _stored(text: str, rel: str, shown: Mapping[int, str] | None = None) -> list[tuple[Any, Any]]:
+    """(entry, item) for each event under ``## Events``, oldest first; ``shown`` holds each
+    event's text as the session reader reads it, by line (to see a person's edits)."""
+    doc = parse_document(rel, text)
+    out = []
+    for entry in doc.entries:
+        if entry.heading_path[-1:] != (EVENTS,):
+            continue
+        readable = (shown or {}).get(entry.start_line)
+        out.append((entry, _item_of(entry, readable)))
+    return out
+
+
+def _item_of(entry: Any, readable: str | None) -> Any:
+    """The item an event holds; a message whose text a person edited comes back with the
+    edit; an event written by hand becomes a message."""
+    action, fallback = _event_text(entry.text)
+    readable = fallback if readable is None else readable
+    item = None
+    if "item" in entry.meta:
+        try:
+            item = json.loads(entry.meta["item"])
+        except json.JSONDecodeError:
+            item = None
+    if item is None:
+        role = action if action in _ROLES else "assistant"
+        return {"role": role, "content": readable}
+    edited = entry.meta.get("shown") not in (None, _digest(readable))
+    if edited and isinstance(item, dict) and "role" in item and action in _ROLES:
+        item = {**item, "content": _edited(item.get("content"), readable)}
+    return item
+
+
+def _digest(text: str) -> str:
+    """A short hash of an event's text as read back (whitespace at line ends and control
+    characters aside): it differs when a person edited the text."""
+    lines = printable(text.replace("\r\n", "\n")).split("\n")
+    norm = "\n".join(line.rstrip() for line in lines).strip()
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:12]
+
+
+def _edited(content: Any, text: str) -> Any:
+    """``content`` with its text replaced by ``text`` (one text part, or the string)."""
+    if isinstance(content, list):
+        texts = [p for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if len(texts) == 1:
+            return [{**p, "text": text} if p is texts[0] else p for p in content]
+    return text
+
+
+def _event_text(text: str) -> tuple[str, str]:
+    """``HH:MM:SS [action] text`` (a long text fenced below) → action, text."""
+    head, _, body = text.partition("\n")
+    action = ""
+    if "[" in head and "]" in head:
+        action = head[head.index("[") + 1 : head.index("]")].strip()
+        head = head[head.index("]") + 1 :].strip()
+    body = body.strip()
+    if body.startswith("```") and body.rstrip().endswith("```"):
+        lines = body.split("\n")
+        return action, "\n".join(lines[1:-1])
+    return action, (f"{head}\n{body}" if body else head)
+
+
+def _call_names(text: str, rel: str) -> dict[str, str]:
+    """Tool names by call id, from the function calls already in the file."""
+    if "call_id" not in text:
+        return {}
+    return _call_names_of(item for _, item in _stored(text, rel))
+
+
+def _call_names_of(items: Any) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for item in items:
+        kind = str(item.get("type", "")) if isinstance(item, dict) else ""
+        if kind.endswith("_call") and item.get("call_id"):
+            names[str(item["call_id"])] = str(item.get("name") or kind.removesuffix("_call"))
+    return names
+
+
+def _archive(text: str, rel: str, entries: list[Any]) -> str:
+    """Move ``entries`` (events of ``text``) to ``## Archive`` at the end of the file, each
+    marked with when it was archived."""
+    if not entries:
+        return text
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    stamp = dt.datetime.now().replace(microsecond=0).isoformat()
+    moved: list[str] = []
+    for entry in sorted(entries, key=lambda e: e.start_line, reverse=True):
+        block = lines[entry.start_line - 1 : entry.end_line]
+        del lines[entry.start_line - 1 : entry.end_line]
+        first = block[0].replace(" -->", f" archived={stamp} -->", 1)
+        moved = [first, *block[1:], *moved]
+    if moved and not moved[-1].endswith(("\n", "\r")):
+        moved[-1] += newline
+    rest = "".join(lines)
+    return append_to_section(rest, rel, ARCHIVE, "".join(moved))
+
+
+def _find(root: Path, session_id: str) -> str | None:
+    """The session file of ``session_id`` in ``.sessions/``, read from each file's head."""
+    folder = root / SESSIONS_DIR
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.glob("*.md")):
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if SOURCE not in head:
+            continue
+        front = head_frontmatter(head) or {}
+        if front.get("source") == SOURCE and front.get("conversation") == session_id:
+            return f"{SESSIONS_DIR}/{path.name}"
+    return None
