@@ -193,10 +193,16 @@ class Workspace:
         """A name given by a user or agent → (relative path, absolute path), inside only."""
         return workspace_path(self.root, name, what)
 
+    def indexes(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``files.include`` / ``files.exclude`` make this file part of the index."""
+        from mdmem.scan import indexed_by
+
+        return indexed_by(self.config.files, self.resolve(path)[0])
+
     def read(self, path: str | os.PathLike[str]) -> Document:
         """Parse one file. Raises FileProblem (naming the file and line) if it can't be read."""
         rel, absolute = self.resolve(path)
-        if not rel.endswith(".md"):
+        if not rel.endswith(".md") and not self.indexes(rel):
             raise FileProblem(rel, "not a Markdown file (*.md)")
         try:
             data, text = read_markdown(absolute, rel, self.config.max_file_bytes)
@@ -396,6 +402,15 @@ class Workspace:
                 journal_bytes=int(cfg.journal_mb * 1_000_000),
             )
         return self._writer
+
+    def edit_file(
+        self, path: str | os.PathLike[str], edit: Callable[[str], str], *, create: bool = True
+    ) -> str:
+        """Apply ``edit`` (old text → new text) to any text file of the workspace through the
+        safe writes (lock, compare-and-swap, journal, no new secrets); returns the text now on
+        disk. For integrations that write whole files (Claude's memory tool)."""
+        rel, absolute = self.resolve(path)
+        return self._write(rel, absolute, edit, create=create)
 
     def versions(self, path: str | os.PathLike[str]) -> list[JournalEntry]:
         """Earlier versions of a file, newest first: the bytes each program write replaced
