@@ -25,9 +25,17 @@ TEXT_FILES = '\n[files]\ninclude = ["**/*.md", "**/*.txt", "**/*.xml"]\n'
 # be the same (results and errors).
 SCRIPT: list[dict[str, Any]] = [
     {"command": "view", "path": "/memories"},
-    {"command": "create", "path": "/memories/notes.md", "file_text": "# Notes\n- likes tea\n- likes tea\n- db port 5433\n"},
+    {
+        "command": "create",
+        "path": "/memories/notes.md",
+        "file_text": "# Notes\n- likes tea\n- likes tea\n- db port 5433\n",
+    },
     {"command": "create", "path": "/memories/notes.md", "file_text": "overwrite?"},
-    {"command": "create", "path": "/memories/projects/invoices/progress.xml", "file_text": "<task>\n  <step done='no'>gap-free numbering</step>\n</task>"},
+    {
+        "command": "create",
+        "path": "/memories/projects/invoices/progress.xml",
+        "file_text": "<task>\n  <step done='no'>gap-free numbering</step>\n</task>",
+    },
     {"command": "create", "path": "/memories/todo.txt", "file_text": "one\r\ntwo\r\n"},
     {"command": "create", "path": "/memories/empty.md", "file_text": ""},
     {"command": "view", "path": "/memories"},
@@ -38,18 +46,48 @@ SCRIPT: list[dict[str, Any]] = [
     {"command": "view", "path": "/memories/notes.md", "view_range": [0, 99]},
     {"command": "view", "path": "/memories/todo.txt"},
     {"command": "view", "path": "/memories/empty.md"},
-    {"command": "str_replace", "path": "/memories/notes.md", "old_str": "likes tea", "new_str": "likes coffee"},
-    {"command": "str_replace", "path": "/memories/notes.md", "old_str": "likes milk", "new_str": "x"},
+    {
+        "command": "str_replace",
+        "path": "/memories/notes.md",
+        "old_str": "likes tea",
+        "new_str": "likes coffee",
+    },
+    {
+        "command": "str_replace",
+        "path": "/memories/notes.md",
+        "old_str": "likes milk",
+        "new_str": "x",
+    },
     {"command": "str_replace", "path": "/memories/notes.md", "old_str": "5433", "new_str": "6543"},
-    {"command": "str_replace", "path": "/memories/notes.md", "old_str": "- likes tea\n- likes", "new_str": "- likes"},
+    {
+        "command": "str_replace",
+        "path": "/memories/notes.md",
+        "old_str": "- likes tea\n- likes",
+        "new_str": "- likes",
+    },
     {"command": "str_replace", "path": "/memories/projects", "old_str": "a", "new_str": "b"},
     {"command": "str_replace", "path": "/memories/missing.md", "old_str": "a", "new_str": "b"},
-    {"command": "str_replace", "path": "/memories/todo.txt", "old_str": "two\r\n", "new_str": "two\r\nthree\r\n"},
+    {
+        "command": "str_replace",
+        "path": "/memories/todo.txt",
+        "old_str": "two\r\n",
+        "new_str": "two\r\nthree\r\n",
+    },
     {"command": "insert", "path": "/memories/notes.md", "insert_line": 99, "insert_text": "x"},
     {"command": "insert", "path": "/memories/notes.md", "insert_line": -1, "insert_text": "x"},
     {"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "top\n"},
-    {"command": "insert", "path": "/memories/notes.md", "insert_line": 5, "insert_text": "- at the end"},
-    {"command": "insert", "path": "/memories/projects/invoices/progress.xml", "insert_line": 3, "insert_text": "<!-- no newline before -->"},
+    {
+        "command": "insert",
+        "path": "/memories/notes.md",
+        "insert_line": 5,
+        "insert_text": "- at the end",
+    },
+    {
+        "command": "insert",
+        "path": "/memories/projects/invoices/progress.xml",
+        "insert_line": 3,
+        "insert_text": "<!-- no newline before -->",
+    },
     {"command": "insert", "path": "/memories/empty.md", "insert_line": 1, "insert_text": "x"},
     {"command": "insert", "path": "/memories/empty.md", "insert_line": 0, "insert_text": "first"},
     {"command": "view", "path": "/memories/notes.md"},
@@ -58,7 +96,11 @@ SCRIPT: list[dict[str, Any]] = [
     {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/projects"},
     {"command": "rename", "old_path": "/memories/missing.md", "new_path": "/memories/other.md"},
     {"command": "rename", "old_path": "/memories", "new_path": "/memories/x"},
-    {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/archive/2026/notes.md"},
+    {
+        "command": "rename",
+        "old_path": "/memories/notes.md",
+        "new_path": "/memories/archive/2026/notes.md",
+    },
     {"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/work"},
     {"command": "view", "path": "/memories"},
     {"command": "delete", "path": "/memories/todo.txt"},
@@ -126,11 +168,26 @@ def test_async_backend_gives_the_same_strings(tmp_path: Path) -> None:
 def test_writes_are_searchable_at_once_whatever_the_text_extension(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     tool = MdmemMemoryTool(ws)  # /memories is the workspace root
-    tool.call({"command": "create", "path": "/memories/progress.xml", "file_text": "<p>okapi sighting in the archive</p>\n"})
-    tool.call({"command": "create", "path": "/memories/log.txt", "file_text": "quokka count is 12\n"})
+    tool.call(
+        {
+            "command": "create",
+            "path": "/memories/progress.xml",
+            "file_text": "<p>okapi sighting in the archive</p>\n",
+        }
+    )
+    tool.call(
+        {"command": "create", "path": "/memories/log.txt", "file_text": "quokka count is 12\n"}
+    )
     assert [h.citation for h in ws.search("okapi", mode="keyword")] == ["progress.xml:1"]
     assert [h.citation for h in ws.search("quokka", mode="keyword")] == ["log.txt:1"]
-    tool.call({"command": "str_replace", "path": "/memories/log.txt", "old_str": "quokka count is 12", "new_str": "wombat count is 3"})
+    tool.call(
+        {
+            "command": "str_replace",
+            "path": "/memories/log.txt",
+            "old_str": "quokka count is 12",
+            "new_str": "wombat count is 3",
+        }
+    )
     assert ws.search("quokka", mode="keyword") == []
     assert [h.text for h in ws.search("wombat", mode="keyword")] == ["wombat count is 3"]
     assert ws.versions("log.txt")  # the safe writes kept what the edit replaced
@@ -143,20 +200,34 @@ def test_a_file_the_index_would_skip_is_refused_with_the_way_out(tmp_path: Path)
         tool.call({"command": "create", "path": "/memories/log.txt", "file_text": "x\n"})
     assert not (ws.root / "log.txt").exists()
     with pytest.raises(ToolError, match="would not be searchable"):  # mdmem.toml stays the person's
-        tool.call({"command": "str_replace", "path": "/memories/mdmem.toml", "old_str": "full", "new_str": "minimal"})
+        tool.call(
+            {
+                "command": "str_replace",
+                "path": "/memories/mdmem.toml",
+                "old_str": "full",
+                "new_str": "minimal",
+            }
+        )
     tool.call({"command": "create", "path": "/memories/log.md", "file_text": "- pangolin seen\n"})
     with pytest.raises(ToolError, match="would not be searchable"):
-        tool.call({"command": "rename", "old_path": "/memories/log.md", "new_path": "/memories/log.txt"})
+        tool.call(
+            {"command": "rename", "old_path": "/memories/log.md", "new_path": "/memories/log.txt"}
+        )
     assert [h.citation for h in ws.search("pangolin", mode="keyword")] == ["log.md:1"]
 
 
 def test_delete_and_clear_archive_to_trash_which_is_never_indexed(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     tool = MdmemMemoryTool(ws, folder="memories")
-    tool.call({"command": "create", "path": "/memories/a/capybara.md", "file_text": "- capybara facts\n"})
+    tool.call(
+        {"command": "create", "path": "/memories/a/capybara.md", "file_text": "- capybara facts\n"}
+    )
     tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "narwhal facts\n"})
     assert ws.search("capybara", mode="keyword")
-    assert tool.call({"command": "delete", "path": "/memories/a"}) == "Successfully deleted /memories/a"
+    assert (
+        tool.call({"command": "delete", "path": "/memories/a"})
+        == "Successfully deleted /memories/a"
+    )
     assert ws.search("capybara", mode="keyword") == []
     [kept] = (ws.root / ".trash").rglob("capybara.md")
     assert kept.read_text() == "- capybara facts\n"
@@ -169,7 +240,9 @@ def test_delete_and_clear_archive_to_trash_which_is_never_indexed(tmp_path: Path
     # .trash/ is mdmem's own: never scanned, and no path into it is accepted
     assert not [f for f in ws.scan().files if f.path.startswith(".trash/")]
     with pytest.raises(ToolError, match="cannot be used"):
-        MdmemMemoryTool(ws).call({"command": "view", "path": f"/memories/.trash/{kept.parent.parent.parent.name}"})
+        MdmemMemoryTool(ws).call(
+            {"command": "view", "path": f"/memories/.trash/{kept.parent.parent.parent.name}"}
+        )
 
 
 def test_clear_all_at_the_root_keeps_the_config_and_hidden_state(tmp_path: Path) -> None:
@@ -248,7 +321,12 @@ def test_symlinks_cannot_lead_out(tmp_path: Path) -> None:
         {"command": "view", "path": "/memories/out/secret.md"},
         {"command": "view", "path": "/memories/leak.md"},
         {"command": "create", "path": "/memories/out/new.md", "file_text": "x"},
-        {"command": "str_replace", "path": "/memories/leak.md", "old_str": "launch", "new_str": "x"},
+        {
+            "command": "str_replace",
+            "path": "/memories/leak.md",
+            "old_str": "launch",
+            "new_str": "x",
+        },
         {"command": "insert", "path": "/memories/leak.md", "insert_line": 0, "insert_text": "x"},
         {"command": "delete", "path": "/memories/out"},
         {"command": "rename", "old_path": "/memories/leak.md", "new_path": "/memories/l.md"},
@@ -274,9 +352,21 @@ def test_create_and_rename_never_overwrite(tmp_path: Path) -> None:
         tool.call({"command": "create", "path": "/memories/memory.md", "file_text": "wiped"})
     tool.call({"command": "create", "path": "/memories/draft.md", "file_text": "- draft\n"})
     with pytest.raises(ToolError, match=r"^The destination /memories/memory.md already exists$"):
-        tool.call({"command": "rename", "old_path": "/memories/draft.md", "new_path": "/memories/memory.md"})
+        tool.call(
+            {
+                "command": "rename",
+                "old_path": "/memories/draft.md",
+                "new_path": "/memories/memory.md",
+            }
+        )
     with pytest.raises(ToolError, match=r"^The destination /memories/.sessions already exists$"):
-        tool.call({"command": "rename", "old_path": "/memories/draft.md", "new_path": "/memories/.sessions"})
+        tool.call(
+            {
+                "command": "rename",
+                "old_path": "/memories/draft.md",
+                "new_path": "/memories/.sessions",
+            }
+        )
     assert (ws.root / "memory.md").read_text() == before
     assert (ws.root / "draft.md").read_text() == "- draft\n"
 
@@ -286,7 +376,9 @@ def test_view_is_capped_and_paged(tmp_path: Path) -> None:
     tool = MdmemMemoryTool(ws, folder="memories")
     tool.files.max_view_chars = 1_000
     lines = [f"- fact number {n} " + "x" * 40 for n in range(1, 201)]
-    tool.call({"command": "create", "path": "/memories/big.md", "file_text": "\n".join(lines) + "\n"})
+    tool.call(
+        {"command": "create", "path": "/memories/big.md", "file_text": "\n".join(lines) + "\n"}
+    )
     first = tool.call({"command": "view", "path": "/memories/big.md"})
     assert len(first) < 1_200
     assert first.endswith("view again with view_range [16, -1] for the rest]")
@@ -314,7 +406,7 @@ def test_binary_and_special_files_are_refused_clearly(tmp_path: Path) -> None:
     os.mkfifo(ws.root / "memories" / "pipe.md")
     with pytest.raises(ToolError, match=r"^File /memories/blob.txt is not UTF-8 text \(line 2\)"):
         tool.call({"command": "view", "path": "/memories/blob.txt"})
-    with pytest.raises(ToolError, match="^Unsupported file type for /memories/pipe.md$"):
+    with pytest.raises(ToolError, match=r"^Unsupported file type for /memories/pipe.md$"):
         tool.call({"command": "view", "path": "/memories/pipe.md"})  # never waits on a FIFO
 
 
@@ -341,10 +433,23 @@ def test_sdk_tool_runner_against_a_fake_messages_api(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     turns = [
         [_tool_use(1, command="view", path="/memories")],
-        [_tool_use(2, command="create", path="/memories/user.md", file_text="- prefers tabs over spaces\n")],
+        [
+            _tool_use(
+                2,
+                command="create",
+                path="/memories/user.md",
+                file_text="- prefers tabs over spaces\n",
+            )
+        ],
         [_tool_use(3, command="create", path="/memories/user.md", file_text="- wiped\n")],
         [
-            _tool_use(4, command="str_replace", path="/memories/user.md", old_str="tabs over spaces", new_str="spaces over tabs"),
+            _tool_use(
+                4,
+                command="str_replace",
+                path="/memories/user.md",
+                old_str="tabs over spaces",
+                new_str="spaces over tabs",
+            ),
             _tool_use(5, command="view", path="/memories/../../etc/passwd"),
         ],
         [{"type": "text", "text": "Noted: spaces over tabs."}],
@@ -379,11 +484,15 @@ def test_sdk_tool_runner_against_a_fake_messages_api(tmp_path: Path) -> None:
         return [b for b in requests[n]["messages"][-1]["content"] if b["type"] == "tool_result"]
 
     [listing] = results(1)
-    assert listing["content"].startswith("Here're the files and directories up to 2 levels deep in /memories")
+    assert listing["content"].startswith(
+        "Here're the files and directories up to 2 levels deep in /memories"
+    )
     assert "\t/memories/memory.md" in listing["content"] and ".sessions" not in listing["content"]
     assert results(2)[0]["content"] == "File created successfully at: /memories/user.md"
     [refused] = results(3)
-    assert refused["is_error"] is True and "File /memories/user.md already exists" in json.dumps(refused["content"])
+    assert refused["is_error"] is True and "File /memories/user.md already exists" in json.dumps(
+        refused["content"]
+    )
     edited, escaped = results(4)
     assert edited["content"].startswith("The memory file has been edited.")
     assert escaped["is_error"] is True
