@@ -1227,3 +1227,52 @@ def main() -> None:
             sys.exit(1)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+@app.command("mcp")
+def mcp_serve(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None, typer.Option(help="The agent writing (sessions); default: mdmem.toml's.")
+    ] = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option(help="--http: address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="--http: port.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MDMEM_MCP_TOKEN",
+            help="--http: require 'Authorization: Bearer TOKEN' (needed off loopback).",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="--http: another Host header name to accept."),
+    ] = None,
+) -> None:
+    """Serve this workspace to MCP clients (Claude Code, Claude Desktop, Cursor …).
+
+    Over stdio by default (the client starts it: give -w, clients start servers anywhere);
+    --http serves streamable HTTP at http://HOST:PORT/mcp, on loopback unless --token is given.
+    """
+    from mdmem.integrations.http_guard import check_host
+
+    if http:
+        try:
+            check_host(host, token)
+        except ValueError as exc:
+            _fail(str(exc), 2)
+    ws = _open(ctx)  # before the SDK import: a missing workspace is said at once
+    try:
+        from mdmem.integrations import mcp_server
+    except ImportError as exc:
+        _fail(f"mdmem mcp needs the MCP SDK ({exc.name}): pip install 'mdmem[mcp]'")
+    _log_to_stderr()
+    server = mcp_server.build_server(ws, agent=agent)
+    if http:
+        typer.echo(f"mdmem: MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
+        mcp_server.serve_http(server, host, port, token, allow_host or [])
+    else:
+        mcp_server.serve_stdio(server)

@@ -11,9 +11,10 @@ from pathlib import Path, PurePosixPath
 from mdmem.errors import FileProblem, UnsafePathError
 
 ALWAYS_SKIPPED = frozenset(
-    {".mdmem", ".git", ".hg", ".svn", "node_modules", "__pycache__", ".trash"}
+    {".mdmem", ".trash", ".git", ".hg", ".svn", "node_modules", "__pycache__"}
 )
-"""Folders never scanned, at any depth: mdmem's own state and other tools' internals."""
+"""Folders never scanned, at any depth: mdmem's own state (``.trash/`` holds what the memory
+tool deleted: kept, never indexed) and other tools' internals."""
 
 SYMLINK_LOOP = "symlink loop; skipped"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,12 @@ class Workspace:
     def resolve(self, name: str | os.PathLike[str], what: str = "file") -> tuple[str, Path]:
         """A name given by a user or agent → (relative path, absolute path), inside only."""
         return self.documents.resolve(name, what)
+
+    def indexes(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``files.include`` / ``files.exclude`` make this file part of the index."""
+        from mdmem.memory.scan import indexed_by
+
+        return indexed_by(self.config.files, self.resolve(path)[0])
 
     def read(self, path: str | os.PathLike[str]) -> Document:
         """Parse one file. Raises FileProblem (naming the file and line) if it can't be read."""
@@ -265,6 +272,14 @@ class Workspace:
     def store(self) -> KnowledgeStore:
         """Lasting memories in memory.md / learnings.md (what remember/update/supersede use)."""
         return KnowledgeStore(self.documents, self.files, self.redactor)
+
+    def edit_file(
+        self, path: str | os.PathLike[str], edit: Callable[[str], str], *, create: bool = True
+    ) -> str:
+        """Apply ``edit`` (old text → new text) to any text file of the workspace through the
+        safe writes (lock, compare-and-swap, journal, no new secrets); returns the text now on
+        disk. For integrations that write whole files (Claude's memory tool)."""
+        return self.files.write(self.resolve(path)[0], edit, create=create)
 
     def versions(self, path: str | os.PathLike[str]) -> list[JournalEntry]:
         """Earlier versions of a file, newest first: the bytes each program write replaced

@@ -15,7 +15,7 @@ from mdmem.errors import EntryNotFoundError, FileProblem
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document, Problem, parse_document
 from mdmem.memory.files import MISSING_WAIT_S, read_markdown
-from mdmem.memory.scan import ScanResult, scan
+from mdmem.memory.scan import ScanResult, indexed_by, scan
 from mdmem.paths import workspace_path
 
 log = logging.getLogger("mdmem")
@@ -65,7 +65,7 @@ class Documents:
     def read(self, path: str | Path) -> Document:
         """Parse one file. Raises FileProblem (naming the file and line) if it can't be read."""
         rel, absolute = self.resolve(path)
-        if not rel.endswith(".md"):
+        if not rel.endswith(".md") and not indexed_by(self.files, rel):
             raise FileProblem(rel, "not a Markdown file (*.md)")
         try:
             data, text = read_markdown(absolute, rel, self.max_file_bytes)

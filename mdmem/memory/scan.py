@@ -20,7 +20,9 @@ from mdmem.config import FilesConfig
 from mdmem.markdown.parse import Problem
 from mdmem.paths import ALWAYS_SKIPPED, SYMLINK_LOOP
 
-__all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "scan"]
+__all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "included", "scan"]
+
+DEFAULT_INCLUDE = ("**/*.md",)
 
 _OUTSIDE = "symlink leads outside the workspace; skipped"
 
@@ -41,9 +43,7 @@ class ScanResult:
 
 def scan(root: Path, config: FilesConfig) -> ScanResult:
     """Walk the workspace with ``os.scandir``: one ``stat`` per Markdown file, nothing else."""
-    include = (
-        None if tuple(config.include) == ("**/*.md",) else _spec(config.include)
-    )  # the default matches every .md: no pattern work at all
+    include = include_spec(config)
     exclude = _spec(config.exclude) if config.exclude else None
     real_root = Path(os.path.realpath(root))
     files: list[FileStat] = []
@@ -80,7 +80,7 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                 if name not in ALWAYS_SKIPPED and not skipped(rel + "/"):
                     folders.append((entry.path, rel + "/"))
                 continue
-            markdown = name.endswith(".md") and not (include and not include.match_file(rel))
+            markdown = included(rel, include)
             link = _link(real_root, entry.path) if entry.is_symlink() else None
             if link == "loop":
                 if markdown and not skipped(rel):
@@ -107,6 +107,25 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                 problems.append(Problem(rel, f"is {kind}, not a regular file; skipped"))
         stack.extend(reversed(folders))
     return ScanResult(tuple(files), tuple(problems))
+
+
+def include_spec(config: FilesConfig) -> pathspec.PathSpec | None:
+    """None for the default (every ``.md``): no pattern work at all."""
+    return None if tuple(config.include) == DEFAULT_INCLUDE else _spec(config.include)
+
+
+def included(rel: str, include: pathspec.PathSpec | None) -> bool:
+    """Whether ``files.include`` selects this file. Patterns the user writes select files of
+    any extension (``**/*.txt``, ``memories/**``): text is read as Markdown; the default
+    selects ``.md`` files only."""
+    return rel.endswith(".md") if include is None else include.match_file(rel)
+
+
+def indexed_by(config: FilesConfig, rel: str) -> bool:
+    """``included`` and not excluded by ``files.exclude`` (``.gitignore`` is not read here)."""
+    if not included(rel, include_spec(config)):
+        return False
+    return not (config.exclude and _spec(config.exclude).match_file(rel))
 
 
 def _spec(lines: Iterable[str]) -> pathspec.PathSpec:

@@ -18,9 +18,8 @@ from typing import IO, Any
 
 # The few internal functions the integrations use, in one place (the package is being laid out
 # anew: when they move, only these lines change).
-from mdmem.markdown import parse_document
-from mdmem.paths import slugify
-from mdmem.sessions import (
+from mdmem.markdown.parse import parse_document
+from mdmem.memory.sessions import (
     MAX_EVENT_CHARS,
     append_to_section,
     head_frontmatter,
@@ -28,6 +27,7 @@ from mdmem.sessions import (
     session_skeleton,
     set_frontmatter,
 )
+from mdmem.paths import slugify
 from mdmem.text import printable
 
 __all__ = [

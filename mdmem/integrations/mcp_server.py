@@ -1,0 +1,489 @@
+"""``mdmem mcp``: the workspace as an MCP server (extra ``mdmem[mcp]``; the official SDK, 2.x).
+
+Claude Code, Claude Desktop, Cursor and the Agents SDKs start it over stdio; ``--http`` serves
+streamable HTTP on loopback. Tools search, read and write the workspace through the public
+API (the same safe writes as everything else); resources are its files (``mdmem://memory.md``).
+
+Start-up imports no model: ``initialize`` is answered at once, and the embedding model is
+loaded in the background after the client first lists the tools (or never, when the warm
+query server of ``mdmem watch`` answers searches). Sync tools run in worker threads, so an
+extraction or a compaction never blocks a search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import Resource, ToolAnnotations
+from pydantic import Field
+
+from mdmem import Entry, Session, Workspace
+from mdmem.errors import MdmemError
+from mdmem.integrations.viewer import capped, masked_lines, numbered
+from mdmem.integrations.warm import warm_search, warm_server_running
+
+__all__ = ["build_server", "serve_http", "serve_stdio"]
+
+log = logging.getLogger("mdmem")
+INSTRUCTIONS = (
+    "mdmem is this user's memory: Markdown files a person also edits by hand. Search it "
+    "before answering from assumptions; remember lasting facts, preferences and skills; cite "
+    "what you use as path:line. Read a cited line range with `read`."
+)
+SEARCH_HIT_KEYS = ("heading", "text", "score", "type", "importance", "created", "id", "session")
+LIVE_TITLE = "MCP session"
+READ_AGAIN = "read again with start_line={next} for the rest"
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+Query = Annotated[str, Field(description="What to look for, in plain words.")]
+
+
+@contextlib.contextmanager
+def _as_tool_error() -> Iterator[None]:
+    """mdmem's clear errors become the tool result the model reads, never a crash."""
+    try:
+        yield
+    except (MdmemError, ValueError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise ToolError(str(message)) from None
+
+
+def _entry(entry: Entry) -> dict[str, Any]:
+    """An entry as a write reports it: where it is, to be read back with ``read``."""
+    return {
+        "id": entry.id,
+        "citation": _citation(entry.path, entry.start_line, entry.end_line),
+        "path": entry.path,
+        "start_line": entry.start_line,
+        "end_line": entry.end_line,
+        "type": entry.type,
+        "importance": entry.importance,
+        "text": entry.text,
+        "secrets_masked": entry.redacted,
+    }
+
+
+def _citation(path: str, start: int, end: int) -> str:
+    return f"{path}:{start}-{end}" if end > start else f"{path}:{start}"
+
+
+class Tools:
+    """The tools, over one workspace; one live session for ``session_event``."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._live: Session | None = None
+        self._live_lock = threading.Lock()
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: Query,
+        k: Annotated[int | None, Field(ge=1, le=100, description="How many hits.")] = None,
+        mode: Literal["hybrid", "keyword", "vector"] | None = None,
+        type: Annotated[
+            str | None, Field(description="Only this type: preference, fact, pattern, skill …")
+        ] = None,
+        path: Annotated[str | None, Field(description="Only files matching this glob.")] = None,
+        agent: Annotated[str | None, Field(description="Only this agent's sessions.")] = None,
+        session: Annotated[str | None, Field(description="Only this session (id).")] = None,
+        since: Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")] = None,
+        until: Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")] = None,
+        include_archived: bool = False,
+    ) -> dict[str, Any]:
+        """Search the memory (hybrid keyword + meaning): passages best first, each with a
+        citation path:start-end to read back or quote. Hand edits are seen at once."""
+        params = {
+            "k": k,
+            "mode": mode,
+            "type": type,
+            "path": path,
+            "agent": agent,
+            "session": session,
+            "since": since,
+            "until": until,
+            "include_archived": include_archived,
+        }
+        with _as_tool_error():
+            reply = warm_search(self.ws.root, query, params)
+            if reply is not None and not reply.get("ok"):
+                raise ToolError(str(reply.get("error")))
+            if reply is not None:
+                answered = f"warm server (pid {reply.get('pid')})"
+                found, hits = reply, reply["hits"]
+            else:
+                results = self.ws.search(query, **params)  # type: ignore[arg-type]
+                answered = "in-process"
+                found = {
+                    "mode": results.mode,
+                    "fresh": results.fresh,
+                    "stale": results.stale,
+                    "problems": results.problems,
+                }
+                hits = [hit.to_dict() for hit in results]
+        return {
+            "query": query,
+            "mode": found["mode"],
+            "answered_by": answered,
+            "fresh": found["fresh"],
+            "stale": found["stale"],
+            "problems": found["problems"],
+            "hits": [
+                {
+                    "citation": _citation(h["path"], h["start_line"], h["end_line"]),
+                    **{key: h.get(key) for key in SEARCH_HIT_KEYS},
+                }
+                for h in hits
+            ],
+        }
+
+    def read(
+        self,
+        path: Annotated[str, Field(description="A workspace file, e.g. memory.md.")],
+        start_line: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
+        end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive).")] = None,
+    ) -> str:
+        """Read a workspace file, or a line range of it (a citation's lines), numbered like a
+        viewer. Secrets show as [REDACTED:kind]. Long files are paged."""
+        with _as_tool_error():
+            rel, text = self._text(path)
+        lines = text.split("\n")
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()
+        first = start_line or 1
+        last = min(end_line or len(lines), len(lines))
+        if first > len(lines):
+            raise ToolError(f"{rel} has {len(lines)} lines; start_line {first} is past its end")
+        if last < first:
+            raise ToolError(f"end_line {end_line} is before start_line {first}")
+        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.redactor.mask), first)
+        body = capped(rows, first, len(lines), resume=READ_AGAIN)
+        return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
+
+    def _text(self, path: str) -> tuple[str, str]:
+        rel, absolute = self.ws.resolve(path)
+        try:
+            with open(absolute, "rb") as handle:
+                if not os.path.isfile(absolute):
+                    raise ToolError(f"{rel} is not a regular file")
+                data = handle.read(self.ws.config.max_file_bytes + 1)
+        except FileNotFoundError:
+            raise ToolError(f"{rel}: no such file in the workspace") from None
+        except IsADirectoryError:
+            raise ToolError(f"{rel} is a folder, not a file") from None
+        if len(data) > self.ws.config.max_file_bytes:
+            raise ToolError(f"{rel} is larger than files.max_file_mb; not read")
+        try:
+            return rel, data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ToolError(f"{rel} is not UTF-8 text") from None
+
+    def context(
+        self,
+        query: Annotated[str | None, Field(description="What the next step is about.")] = None,
+        budget_tokens: Annotated[int | None, Field(ge=50, description="Token budget.")] = None,
+        model: Annotated[str | None, Field(description="Tokenizer (litellm model).")] = None,
+    ) -> dict[str, Any]:
+        """The memory section of a system prompt within a token budget: the task, recent
+        sessions, world state, lasting memories and passages found for the query."""
+        with _as_tool_error():
+            return self.ws.build_context(query, budget_tokens, model).to_dict()
+
+    def recent(
+        self,
+        limit: Annotated[int, Field(ge=1, le=50, description="How many of each.")] = 5,
+        agent: Annotated[str | None, Field(description="Only this agent's sessions.")] = None,
+    ) -> dict[str, Any]:
+        """Recent sessions (newest first) and the workspace files changed most recently."""
+        import datetime as dt
+
+        with _as_tool_error():
+            sessions = self.ws.sessions(agent=agent, limit=limit)
+            files = sorted(self.ws.scan().files, key=lambda f: f.mtime_ns, reverse=True)
+        return {
+            "sessions": [s.to_dict(events=False) for s in sessions],
+            "changed_files": [
+                {
+                    "path": f.path,
+                    "modified": dt.datetime.fromtimestamp(f.mtime_ns / 1e9).isoformat(
+                        timespec="seconds"
+                    ),
+                    "bytes": f.size,
+                }
+                for f in files[:limit]
+            ],
+        }
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def remember(
+        self,
+        text: Annotated[str, Field(description="The memory, one plain statement.")],
+        type: Literal["preference", "fact", "pattern", "skill"] = "fact",
+        importance: Annotated[float, Field(ge=0, le=1)] = 0.5,
+        file: Annotated[str | None, Field(description="Markdown file (default by type).")] = None,
+        section: Annotated[str | None, Field(description="Heading to put it under.")] = None,
+    ) -> dict[str, Any]:
+        """Remember a lasting fact, preference, pattern or skill: appended under the heading
+        for its type (skills to learnings.md, the rest to memory.md). The same text already
+        there is returned instead of a duplicate. Reports the lines written."""
+        with _as_tool_error():
+            entry = self.ws.remember(
+                text, type=type, importance=importance, file=file, section=section
+            )
+        return _entry(entry)
+
+    def update(
+        self,
+        id: Annotated[str, Field(description="The entry's id (m-… or h-…).")],
+        text: Annotated[str | None, Field(description="New text.")] = None,
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        type: Literal["preference", "fact", "pattern", "skill"] | None = None,
+    ) -> dict[str, Any]:
+        """Change one entry in place (text, importance or type); no other line changes."""
+        with _as_tool_error():
+            return _entry(self.ws.update(id, text, importance=importance, type=type))
+
+    def supersede(
+        self,
+        id: Annotated[str, Field(description="The entry that is no longer true.")],
+        by: Annotated[str, Field(description="Its replacement: new text, or an entry id.")],
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+    ) -> dict[str, Any]:
+        """Replace an outdated entry: the old one moves to the file's Archive section with a
+        pointer to the new one (nothing is deleted)."""
+        with _as_tool_error():
+            return {**_entry(self.ws.supersede(id, by, importance=importance)), "superseded": id}
+
+    def session_event(
+        self,
+        action: Annotated[
+            str, Field(description="planning, thinking, execute, error, complete, …")
+        ],
+        text: Annotated[str, Field(description="What happened, briefly.")],
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        title: Annotated[
+            str | None, Field(description="Title of the session, when this starts it.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Log one step to this server's live session (.sessions/…, started by the first
+        event, ended when the server stops)."""
+        with _as_tool_error():
+            session = self._session(title)
+            event = session.event(action, text, importance)
+        return {"session": session.id, "path": session.path, **event.to_dict()}
+
+    def _session(self, title: str | None) -> Session:
+        with self._live_lock:
+            if self._live is None:
+                self._live = self.ws.session(title or LIVE_TITLE)
+            return self._live
+
+    def close(self) -> None:
+        """End the live session (completed) and wait for the late-save windows."""
+        with self._live_lock:
+            if self._live is not None:
+                with contextlib.suppress(MdmemError, OSError):
+                    self._live.close("completed")
+        self.ws.close()
+
+    def task(
+        self,
+        action: Literal["list", "add", "done"] = "list",
+        text: Annotated[str | None, Field(description="add: the TODO item.")] = None,
+        n: Annotated[int | None, Field(ge=1, description="done: the item's number.")] = None,
+    ) -> dict[str, Any]:
+        """The current task (task_process.md): list its TODO items, add one, or tick one."""
+        with _as_tool_error():
+            if action == "add":
+                if not text:
+                    raise ToolError("task add needs text")
+                self.ws.task.add(text)
+            elif action == "done":
+                if n is None:
+                    raise ToolError("task done needs n, the item's number")
+                self.ws.task.complete(n)
+            return self.ws.task.state().to_dict()
+
+    def world(
+        self,
+        action: Literal["get", "set"] = "get",
+        key: Annotated[str | None, Field(description="The fact's key, e.g. db.")] = None,
+        value: Annotated[str | None, Field(description="set: the new value.")] = None,
+        section: Annotated[str | None, Field(description="set: heading to put it under.")] = None,
+    ) -> dict[str, Any]:
+        """The world state (world_state.md): get every fact or one by key, or set one."""
+        with _as_tool_error():
+            if action == "set":
+                if not key or value is None:
+                    raise ToolError("world set needs key and value")
+                return self.ws.world.set(key, value, section).to_dict()
+            facts = self.ws.world.facts()
+            if key is None:
+                return {"facts": [fact.to_dict() for fact in facts]}
+            for fact in facts:
+                if fact.key == key:
+                    return fact.to_dict()
+            raise ToolError(f"no world fact {key!r} in world_state.md")
+
+    def compact(
+        self,
+        source: Annotated[
+            str | None, Field(description="Session id or transcript (default: the latest).")
+        ] = None,
+        offline: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Compact a session: its current state and key events, after saving its lasting
+        memories. Uses the configured LLM, or the offline engine."""
+        with _as_tool_error():
+            return self.ws.compact(source, offline=offline, dry_run=dry_run).to_dict()
+
+    def extract(
+        self,
+        source: Annotated[
+            str | None, Field(description="Session id or transcript (default: the latest).")
+        ] = None,
+        offline: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Extract lasting memories from a session into memory.md / learnings.md,
+        deduplicated against what is there."""
+        with _as_tool_error():
+            return self.ws.extract(source, offline=offline, dry_run=dry_run).to_dict()
+
+    # ---- resources ------------------------------------------------------------------------
+
+    def file_resource(self, path: str) -> str:
+        """A workspace file's text, secrets masked."""
+        try:
+            _, text = self._text(urllib.parse.unquote(path))
+        except (ToolError, MdmemError) as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+        return "\n".join(masked_lines(text.split("\n"), self.ws.redactor.mask))
+
+    def resources(self) -> list[Resource]:
+        return [
+            Resource(
+                uri=f"mdmem://{urllib.parse.quote(f.path)}",
+                name=f.path,
+                mime_type="text/markdown" if f.path.endswith(".md") else "text/plain",
+                size=f.size,
+            )
+            for f in self.ws.scan().files
+        ]
+
+
+class _WarmUp:
+    """Loads the embedding model once, in the background, unless a warm server answers."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._started = threading.Event()
+
+    def start(self) -> None:
+        if self._started.is_set():
+            return
+        self._started.set()
+        threading.Thread(target=self._run, name="mdmem-warm-up", daemon=True).start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(Exception):
+            if warm_server_running(self.ws.root):
+                return
+            embedder = self.ws.embedder()
+            if embedder is not None:
+                embedder.embed(["warm up"])
+
+
+class MdmemMCPServer(MCPServer):
+    """MCPServer with the workspace files as resources, listed as they are now."""
+
+    def __init__(self, tools: Tools, *, warm_up: bool = True) -> None:
+        super().__init__("mdmem", instructions=INSTRUCTIONS, log_level="WARNING")
+        self.tools = tools
+        self._warm = _WarmUp(tools.ws) if warm_up else None
+
+    async def list_tools(self) -> Any:
+        # the client is past `initialize`: loading the model now delays no handshake
+        if self._warm is not None:
+            self._warm.start()
+        return await super().list_tools()
+
+    async def list_resources(self) -> list[Resource]:
+        files = await anyio.to_thread.run_sync(self.tools.resources)
+        return [*await super().list_resources(), *files]
+
+
+def build_server(
+    ws: Workspace, *, agent: str | None = None, warm_up: bool = True
+) -> MdmemMCPServer:
+    """The MCP server over ``ws``; ``agent`` names the writer of its sessions."""
+    if agent is not None:
+        from mdmem.config import check_name
+
+        ws.config = dataclasses.replace(ws.config, agent=check_name(agent, "agent"))
+    tools = Tools(ws)
+    server = MdmemMCPServer(tools, warm_up=warm_up)
+    for name in ("search", "read", "context", "recent"):
+        server.add_tool(getattr(tools, name), annotations=READ_ONLY)
+    for name in ("remember", "update", "supersede", "session_event", "task", "world"):
+        server.add_tool(getattr(tools, name), annotations=WRITES)
+    for name in ("compact", "extract"):
+        server.add_tool(getattr(tools, name), annotations=WRITES)
+    server.resource(
+        "mdmem://{+path}",
+        name="workspace file",
+        description="A workspace file (mdmem://memory.md, mdmem://.sessions/…), secrets masked.",
+    )(tools.file_resource)
+    return server
+
+
+def serve_stdio(server: MdmemMCPServer) -> None:
+    """JSON-RPC on stdout, nothing else (the SDK points fd 1 at stderr while it serves)."""
+    try:
+        server.run("stdio")
+    finally:
+        server.tools.close()
+
+
+def serve_http(
+    server: MdmemMCPServer,
+    host: str,
+    port: int,
+    token: str | None,
+    extra_hosts: list[str],
+) -> None:
+    """Streamable HTTP at ``http://host:port/mcp``, DNS-rebinding protection on."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from mdmem.integrations.http_guard import BearerToken, allowed_hosts, check_host
+
+    check_host(host, token)
+    hosts = allowed_hosts(host, extra_hosts)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
+    )
+    app: Any = server.streamable_http_app(transport_security=security, host=host)
+    if token:
+        app = BearerToken(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        server.tools.close()
