@@ -278,7 +278,7 @@ class Workspace:
     ) -> str:
         """Apply ``edit`` (old text → new text) to any text file of the workspace through the
         safe writes (lock, compare-and-swap, journal, no new secrets); returns the text now on
-        disk. For integrations that write whole files (Claude's memory tool)."""
+        disk. For integrations that keep files of their own (Claude's memory tool, imports)."""
         return self.files.write(self.resolve(path)[0], edit, create=create)
 
     def versions(self, path: str | os.PathLike[str]) -> list[JournalEntry]:
@@ -295,16 +295,6 @@ class Workspace:
         text = decode_markdown(rel, entry.read_bytes(), self.config.max_file_bytes)
         self.files.write(rel, lambda _current: text, exact=True)
         return entry
-
-    def edit_file(
-        self, path: str | os.PathLike[str], edit: Callable[[str], str], *, create: bool = True
-    ) -> str:
-        """Apply ``edit`` (current text → new text; ``""`` for a new file) to one workspace file
-        through the safe writes (lock, compare-and-swap, atomic replace, journal, no new
-        secrets), for integrations that keep files of a format of their own. Returns the text
-        written."""
-        rel, absolute = self.resolve(path)
-        return self._write(rel, absolute, edit, create=create)
 
     def close(self) -> None:
         """Close the index; wait for the late-save windows of this workspace's writes."""
