@@ -14,7 +14,7 @@ is indexed with the default model, then:
   memory tool    each command of Claude's memory tool (``MdmemMemoryTool.call``) on a workspace
                  folder, next to the SDK's reference backend (``BetaLocalFilesystemMemoryTool``)
                  on plain files: our writes go through the safe writes (lock, compare-and-swap,
-                 journal, fsync) and are read back by the next search.
+                 journal, fsync).
 
 Medians and p95 of one run; nothing is asserted.
 """
@@ -207,12 +207,6 @@ def main() -> None:
     for name, values in ours.items():
         table.add_row(name, *ms(values), *ms(reference[name]))
     console.print(table)
-    started = time.perf_counter()
-    hits = Workspace.open(root).search("user prefers short answers", k=3)
-    console.print(
-        f"then one search re-indexing what the memory tool wrote: "
-        f"{(time.perf_counter() - started) * 1000:.0f} ms ({len(hits)} hits)"
-    )
 
 
 if __name__ == "__main__":

@@ -499,3 +499,15 @@ def test_sdk_tool_runner_against_a_fake_messages_api(tmp_path: Path) -> None:
     assert "would escape /memories directory" in json.dumps(escaped["content"])
     assert (ws.root / "user.md").read_text() == "- prefers spaces over tabs\n"
     assert [h.citation for h in ws.search("spaces over tabs", mode="keyword")][:1] == ["user.md:1"]
+
+
+def test_forget_reaches_what_the_memory_tool_archived(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    entry = ws.remember("The customer's phone number is 555 0100 2233", type="fact")
+    tool = MdmemMemoryTool(ws, folder="memories")
+    tool.call({"command": "create", "path": "/memories/call.md", "file_text": f"- {entry.text}\n"})
+    tool.call({"command": "delete", "path": "/memories/call.md"})
+    [archived] = (ws.root / ".trash").rglob("call.md")
+    report = ws.forget(entry.id)
+    assert report.trash == (archived.relative_to(ws.root).as_posix(),)
+    assert not archived.exists()
