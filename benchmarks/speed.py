@@ -26,7 +26,7 @@ What each figure means:
    that a full sync keeps (goal >= 90 %).
 2. No-op re-index of 10,000 files (1-3 entries each), after a full ``sync(embed=False)``:
    median and p95 of 7 runs of ``sync(embed=False)`` when nothing changed (goal <= 1 s), of
-   ``Index.changed_files()`` alone (the mtime/size check) and of the bare directory scan.
+   ``SqliteIndex.changed_files()`` alone (the mtime/size check) and of the bare directory scan.
 3. Search latency at each size, over 50 queries of 2-6 vocabulary words, p50 and p95 in ms:
    (a) ranking only: ``mdmem.index.search.search(...)`` with a stand-in embedder that returns the
        query's real vector, embedded once up front (goal: hybrid p95 <= 30 ms at 100k chunks);

@@ -281,6 +281,25 @@ def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
                 f"frequency={s['frequency']:.3f}"
             )
             emit("    " + tag(parts, "dim"))
+            if "floor" in s:  # (an older watcher's reply has no floor)
+                emit("    " + tag(_why(s), "dim"))
+
+
+def _why(scores: dict[str, Any]) -> str:
+    """Why a hit made the cut: its relevance against the floor, and where it came from."""
+    sources = [
+        name
+        for name, on in (
+            ("words matched", scores["keyword"] is not None),
+            ("meaning close", scores["vector"] is not None and scores["vector"] > 0),
+            (f"context +{scores['context']:.3f}", scores["context"] > 0),
+        )
+        if on
+    ]
+    return (
+        f"made the cut: relevance {scores['relevance']:.3f} >= floor {scores['floor']:.2f} "
+        f"of the best ({', '.join(sources) or 'no signal'})"
+    )
 
 
 def _highlight(text: str, query: str) -> list[tuple[int, int]]:

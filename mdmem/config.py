@@ -71,6 +71,12 @@ class SearchConfig:
     """How many fused candidates are reranked."""
     keyword_candidates: int = 1000
     """At most this many keyword matches are scored."""
+    min_relevance: float = 0.25
+    """A candidate whose relevance is below this share of the best one's is no hit at all:
+    recency and importance never lift an irrelevant chunk into the results."""
+    rerank: Literal["add", "scale"] = "scale"
+    """How recency, importance and frequency meet relevance: scaling it (relevance × the
+    weighted sum), or added to it (each weighted; the rerank before issue 16)."""
 
 
 @dataclass(frozen=True)

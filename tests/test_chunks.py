@@ -40,7 +40,7 @@ def test_session_chunks_carry_date_session_and_agent() -> None:
     chunk = chunk_document(parse_document(".sessions/20261117_101502_pdf.md", text))[0]
     assert chunk.session == "20261117_101502_pdf" and chunk.agent == "coder"
     assert chunk.created == "2026-11-17"
-    assert chunk.embed_text == "Session: PDF > Events (2026-11-17)\nyes, on Tuesday"
+    assert chunk.embed_text == "Session: PDF > Events · 17 November 2026\nyes, on Tuesday"
 
 
 def test_japanese_words_stay_whole() -> None:

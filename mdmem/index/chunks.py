@@ -2,9 +2,10 @@
 
 Every entry is a chunk; content that is not an entry (code blocks, tables, HTML) becomes block
 chunks per section, so every line of a file is findable. Long units split at line boundaries
-with a one-line overlap. Each chunk's embedding text carries its context (file, headings, date)
-so that a bare "yes, on Tuesday" is still findable. Secrets are masked in what the index stores
-(text, heading, embedded text), never in the file.
+with a one-line overlap. Each chunk carries its file's context (title, headings, the date in
+words, participants, tags), in its embedding text and in a keyword column of its own, so that a
+bare "yes, on Tuesday" is still findable on any layout, with or without headings. Secrets are
+masked in what the index stores (text, heading, context, embedded text), never in the file.
 """
 
 from __future__ import annotations
@@ -17,12 +18,22 @@ from dataclasses import dataclass
 
 from mdmem.markdown.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown.parse import Document, Heading
+from mdmem.memory.task import STATE, TASK_FILE
 from mdmem.redact import Redactor
 
-CHUNKER_VERSION = 5
-"""5: secrets masked in chunk text (an index built before holds them: it is rebuilt once)."""
+CHUNKER_VERSION = 6
+"""5: secrets masked in chunk text (an index built before holds them: it is rebuilt once).
+6: file-level context (date in words, participants, tags) and the task's state lines typed
+``state``."""
 MAX_CHARS = 1500
+PEOPLE_KEYS = ("participants", "speakers", "people", "attendees", "authors", "author")
+"""Frontmatter keys that name the people of a file (a list, or names separated by commas)."""
+TAG_KEYS = ("tags", "keywords")
+MAX_NAMES = 6
+"""At most this many participants and tags each: context stays short."""
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
+_NAME_DATE = re.compile(r"(?<!\d)(\d{4})-?(\d{2})-?(\d{2})(?:[_T -]?\d{4}(?:\d{2})?)?(?!\d)")
+"""A date in a file name, ``20230508``, ``2023-05-08`` or ``20230508_135600``."""
 _ONLY_COMMENTS = re.compile(r"(?:\s*<!--.*?-->)+\s*", re.S)
 
 
@@ -46,6 +57,9 @@ class Chunk:
     agent: str | None
     session: str | None
     archived: bool
+    context: str = ""
+    """The file-level context the keyword side indexes in its own column: title (unless it is
+    the first heading), date in words, participants, tags."""
 
 
 def sha(text: str) -> str:
@@ -71,6 +85,11 @@ class _FileContext:
     path: str
     title: str
     date: str | None
+    """The file's date (frontmatter, else a session's name): chunks' ``created`` default."""
+    name_date: str | None
+    """The file's date, else a date in its name: context only, never ``created``."""
+    people: tuple[str, ...]
+    tags: tuple[str, ...]
     agent: str | None
     session: str | None
     mask: Callable[[str], str]
@@ -81,7 +100,7 @@ class _FileContext:
         stem = doc.path.rsplit("/", 1)[-1].removesuffix(".md")
         # The file's own title, not its name, so renaming a file re-embeds nothing.
         h1 = next((h.title for h in doc.headings if h.level == 1), None)
-        title = str(fm.get("title") or h1 or stem.lstrip("."))
+        title = str(fm.get("title") or h1 or _readable_stem(stem))
         session = stem if doc.path.startswith(".sessions/") else None
         date = _date(fm.get("started") or fm.get("date") or fm.get("created"))
         if date is None and session and (m := _SESSION_NAME.match(stem)):
@@ -89,7 +108,17 @@ class _FileContext:
         agent = fm.get("agent")
         if agent is None and doc.path.startswith(".notes/") and doc.path.count("/") >= 2:
             agent = doc.path.split("/")[1]
-        return cls(doc.path, mask(title), date, str(agent) if agent else None, session, mask)
+        return cls(
+            path=doc.path,
+            title=mask(title or _date_words(_name_date(stem)) or stem),
+            date=date,
+            name_date=date or _name_date(stem),
+            people=tuple(mask(n) for n in _names(fm, PEOPLE_KEYS)),
+            tags=tuple(mask(n) for n in _names(fm, TAG_KEYS)),
+            agent=str(agent) if agent else None,
+            session=session,
+            mask=mask,
+        )
 
     def chunk(
         self,
@@ -100,15 +129,19 @@ class _FileContext:
         entry: Entry | None,
     ) -> Chunk:
         heading_path = tuple(self.mask(h) for h in heading_path)
+        # the task's bookkeeping (Phase, Pointer), not knowledge: no importance of its own
+        state = self.path == TASK_FILE and heading_path[-1:] == (STATE,)
         heading = " > ".join(heading_path)
         text = self.mask(text)
         created = (entry.created if entry else None) or self.date
         header = " > ".join([self.title, *heading_path[1:]] if heading_path else [self.title])
         if heading_path and heading_path[0].lower() != self.title.lower():
             header = " > ".join([self.title, *heading_path])
-        if created and created[:4] not in header:  # the date, unless a heading already has it
-            header += f" ({created[:10]})"
-        embed_text = f"{header}\n{text}"
+        extra = self.extra(header, created)
+        embed_text = "\n".join([" · ".join([header, *extra]), text])
+        first_heading = heading_path[0] if heading_path else ""
+        in_heading = self.title.lower() == first_heading.lower()
+        context = " · ".join([*([] if in_heading else [self.title]), *extra])
         return Chunk(
             id=sha(f"{CHUNKER_VERSION}\0{self.path}\0{start}\0{end}\0{embed_text}")[:16],
             path=self.path,
@@ -119,14 +152,28 @@ class _FileContext:
             embed_text=embed_text,
             text_hash=sha(embed_text),
             kind=entry.kind if entry else "block",
-            type=entry.type if entry else self.block_type(heading_path),
-            importance=entry.importance if entry else 0.5,
+            type=STATE_TYPE if state else entry.type if entry else self.block_type(heading_path),
+            importance=0.0 if state else entry.importance if entry else 0.5,
             created=created,
             entry_id=entry.id if entry else None,
             agent=self.agent,
             session=self.session if entry is None or not entry.source else entry.source,
             archived=entry.archived if entry else False,
+            context=context,
         )
+
+    def extra(self, header: str, created: str | None) -> list[str]:
+        """What the header lacks of the file's context: the date in words (unless a heading
+        has its year), participants (unless the header names them all), tags."""
+        out = []
+        day = (created or self.name_date or "")[:10]
+        if day and day[:4] not in header:
+            out.append(_date_words(day) or day)
+        if self.people and not all(p.lower() in header.lower() for p in self.people):
+            out.append(", ".join(self.people))
+        if self.tags:
+            out.append(", ".join(self.tags))
+        return out
 
     def block_type(self, heading_path: tuple[str, ...]) -> str:
         for title in reversed(heading_path):
@@ -137,6 +184,53 @@ class _FileContext:
 
 def _same(text: str) -> str:
     return text
+
+
+STATE_TYPE = "state"
+"""The type of the task file's ``## State`` lines."""
+
+
+def _readable_stem(stem: str) -> str:
+    """A file name as words, without the date in it: ``20230508_135600_locomo-conv-26-s1``
+    reads ``locomo conv 26 s1`` (the date goes into the context as words)."""
+    words = _NAME_DATE.sub(lambda m: " " if _valid(m) else m.group(0), stem.lstrip("."))
+    return " ".join(re.split(r"[\s_\-.]+", words)).strip()
+
+
+def _name_date(stem: str) -> str | None:
+    return next((day for m in _NAME_DATE.finditer(stem) if (day := _valid(m))), None)
+
+
+def _valid(match: re.Match[str]) -> str | None:
+    """The ISO date a file-name match stands for, or None (``20241340`` is no date)."""
+    try:
+        return dt.date(*(int(g) for g in match.groups())).isoformat()
+    except ValueError:
+        return None
+
+
+def _date_words(day: str | None) -> str | None:
+    """``2023-05-08`` → ``8 May 2023``: the words a question uses."""
+    try:
+        date = dt.date.fromisoformat(day[:10]) if day else None
+    except ValueError:
+        return None
+    return f"{date.day} {date:%B} {date.year}" if date else None
+
+
+def _names(frontmatter: object, keys: tuple[str, ...]) -> list[str]:
+    """Names under the first of ``keys`` in the frontmatter: a list, or a comma-separated
+    string; at most :data:`MAX_NAMES`, each one line."""
+    if not hasattr(frontmatter, "get"):
+        return []
+    for key in keys:
+        value = frontmatter.get(key)
+        if not value:
+            continue
+        items = value if isinstance(value, list | tuple) else str(value).split(",")
+        names = [" ".join(str(v).split()) for v in items if str(v).strip()]
+        return list(dict.fromkeys(names))[:MAX_NAMES]
+    return []
 
 
 def _date(value: object) -> str | None:

@@ -5,13 +5,15 @@ Fusion: each ranking is scaled by its best score (BM25 / best BM25, cosine / bes
 the two are summed with ``keyword_weight`` and ``vector_weight``, over every chunk of the index.
 In event streams (session files) a chunk then gains ``neighbour_weight`` times its best
 neighbour's score and ``session_weight`` times the best score in its file. Relevance is that,
-scaled so the best candidate is 1. The final score is
+scaled so the best candidate is 1; a candidate under ``min_relevance`` is no hit at all. The
+final score (``rerank = "scale"``) is
 
-    relevance_weight·relevance + recency_weight·recency
-    + importance_weight·importance + frequency_weight·frequency
+    relevance × (relevance_weight + recency_weight·recency
+                 + importance_weight·importance + frequency_weight·frequency)
 
-with recency = exp(-age_days / recency_days) (1 for evergreen files) and frequency =
-log(1 + hits) / log(1 + 20), capped at 1.
+(``"add"``: the same terms summed, relevance weighted by ``relevance_weight``) with recency =
+exp(-age_days / recency_days) (1 for evergreen files) and frequency = log(1 + hits) /
+log(1 + 20), capped at 1.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ class Scores:
     recency: float
     importance: float
     frequency: float
+    context: float = 0.0
+    """The part of ``relevance`` that came from neighbouring entries and the rest of the
+    session (event streams only)."""
+    floor: float = 0.0
+    """The relevance a candidate needed to be a hit (``search.min_relevance``): this hit made
+    the cut because ``relevance`` ≥ ``floor``."""
 
     def to_dict(self) -> dict[str, float | None]:
         return {
@@ -54,6 +62,8 @@ class Scores:
             "recency": self.recency,
             "importance": self.importance,
             "frequency": self.frequency,
+            "context": self.context,
+            "floor": self.floor,
         }
 
 
@@ -217,15 +227,12 @@ def search(
         if mode in ("hybrid", "vector") and embedder is not None:
             found = index.vector_candidates(embedder.model_id, embedder.embed([query])[0])
             vector = None if found is None else found.dense(n)
-        fused = _fuse(keyword, vector, allowed, mode, config)
-        fused = _with_context(fused, layout, config)
+        alone = _fuse(keyword, vector, allowed, mode, config)
+        fused = _with_context(alone, layout, config)
         fused[~allowed] = 0.0
-        top = int(np.count_nonzero(fused > 0))
-        if top == 0:
+        best = _candidates(fused, max(config.candidates, k * 3), config.min_relevance)
+        if not best.size:
             return []
-        pool = min(top, max(config.candidates, k * 3))
-        best = np.argpartition(-fused, pool - 1)[:pool]
-        best = best[np.argsort(-fused[best], kind="stable")]
         rowids = [int(layout.rowids[i]) for i in best]
         rows = index.chunk_rows(rowids)
         access = index.access_counts([_access_key(r) for r in rows.values()])
@@ -234,6 +241,7 @@ def search(
             ranked.hit(
                 rows[rowid],
                 float(fused[i]),
+                context=float(fused[i] - alone[i]),
                 keyword=float(keyword[i]) if keyword[i] > 0 else None,
                 vector=float(vector[i]) if vector is not None else None,
                 hits=access.get(_access_key(rows[rowid]), 0),
@@ -262,6 +270,7 @@ class _Reranker:
         row: ChunkRow,
         fused: float,
         *,
+        context: float,
         keyword: float | None,
         vector: float | None,
         hits: int,
@@ -271,12 +280,15 @@ class _Reranker:
         evergreen = glob_spec(config.evergreen).match_file(row.path)
         recency = 1.0 if evergreen else _recency(row.created, self.today, config)
         frequency = min(1.0, math.log1p(hits) / math.log1p(FREQUENCY_SATURATION))
-        score = (
-            config.relevance_weight * relevance
-            + config.recency_weight * recency
+        rest = (
+            config.recency_weight * recency
             + config.importance_weight * row.importance
             + config.frequency_weight * frequency
         )
+        if config.rerank == "scale":
+            score = relevance * (config.relevance_weight + rest)
+        else:
+            score = config.relevance_weight * relevance + rest
         return Hit(
             path=row.path,
             start_line=row.start_line,
@@ -291,6 +303,8 @@ class _Reranker:
                 recency=recency,
                 importance=row.importance,
                 frequency=frequency,
+                context=context / self.top,
+                floor=config.min_relevance,
             ),
             type=row.type,
             importance=row.importance,
@@ -300,6 +314,18 @@ class _Reranker:
             session=row.session,
             agent=row.agent,
         )
+
+
+def _candidates(fused: np.ndarray, pool: int, min_relevance: float) -> np.ndarray:
+    """Positions of the best ``pool`` candidates, best first: those with a relevance of at
+    least ``min_relevance`` of the best one's (and above zero)."""
+    top = float(fused.max()) if fused.size else 0.0
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    eligible = int(np.count_nonzero(fused >= max(min_relevance * top, np.finfo(float).tiny)))
+    pool = min(eligible, pool)
+    best = np.argpartition(-fused, pool - 1)[:pool]
+    return best[np.argsort(-fused[best], kind="stable")]
 
 
 def _fuse(

@@ -72,18 +72,19 @@ def mask_rows(
     changed = 0
     for path in paths:
         rows = conn.execute(
-            "SELECT rowid, text, heading, embed_text FROM chunks WHERE path = ?", (path,)
+            "SELECT rowid, text, heading, embed_text, context FROM chunks WHERE path = ?", (path,)
         ).fetchall()
-        for rowid, text, heading, embed_text in rows:
-            new = (mask(text), mask(heading), mask(embed_text))
-            if new == (text, heading, embed_text):
+        for rowid, *old in rows:
+            new = [mask(part) for part in old]
+            if new == old:
                 continue
+            text, heading, embed_text, context = new
             conn.execute(
-                "UPDATE chunks SET text = ?, heading = ?, embed_text = ?, text_hash = ? "
-                "WHERE rowid = ?",
-                (*new, text_hash(new[2]), rowid),
+                "UPDATE chunks SET text = ?, heading = ?, embed_text = ?, text_hash = ?, "
+                "context = ? WHERE rowid = ?",
+                (text, heading, embed_text, text_hash(embed_text), context, rowid),
             )
             conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
-            put_fts(conn, rowid, new[0], new[1])
+            put_fts(conn, rowid, text, heading, context)
             changed += 1
     return changed

@@ -123,8 +123,8 @@ def insert_chunk(conn: sqlite3.Connection, path: str, chunk: Chunk, today: str) 
     )
     cursor = conn.execute(
         "INSERT INTO chunks(id, path, start_line, end_line, heading, text, embed_text, "
-        "text_hash, kind, type, importance, created, entry_id, agent, session, archived) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "text_hash, kind, type, importance, created, entry_id, agent, session, archived, "
+        "context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             chunk.id,
             path,
@@ -142,15 +142,16 @@ def insert_chunk(conn: sqlite3.Connection, path: str, chunk: Chunk, today: str) 
             chunk.agent,
             chunk.session,
             int(chunk.archived),
+            chunk.context,
         ),
     )
-    put_fts(conn, int(cursor.lastrowid or 0), chunk.text, chunk.heading)
+    put_fts(conn, int(cursor.lastrowid or 0), chunk.text, chunk.heading, chunk.context)
 
 
-def put_fts(conn: sqlite3.Connection, rowid: int, text: str, heading: str) -> None:
+def put_fts(conn: sqlite3.Connection, rowid: int, text: str, heading: str, context: str) -> None:
     conn.execute(
-        "INSERT INTO chunks_fts(rowid, text, heading) VALUES (?, ?, ?)",
-        (rowid, segment(text), segment(heading)),
+        "INSERT INTO chunks_fts(rowid, text, heading, context) VALUES (?, ?, ?, ?)",
+        (rowid, segment(text), segment(heading), segment(context)),
     )
 
 
