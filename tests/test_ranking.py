@@ -8,8 +8,10 @@ exactly as the formula says.
                 fused·(1 + neighbour_weight + session_weight) for a knowledge entry (its own
                 neighbour and its own session)
     relevance = context / best context
-    final     = relevance_weight·relevance + recency_weight·recency
-                + importance_weight·importance + frequency_weight·frequency
+    rest      = recency_weight·recency + importance_weight·importance
+                + frequency_weight·frequency
+    final     = relevance·(relevance_weight + rest)          (rerank = "scale", the default)
+                relevance_weight·relevance + rest            (rerank = "add")
     recency   = exp(−age_days/recency_days), 1 for evergreen files
     frequency = log(1 + times returned before)/log(21), at most 1
 """
@@ -38,7 +40,11 @@ DEFAULTS = {
     "frequency_weight": 0.05,
     "recency_days": 30.0,
     "evergreen": ["memory.md", "learnings.md"],
+    "rerank": "scale",
 }
+NO_FLOOR = {"min_relevance": 0.0}
+"""The relevance floor (tests/test_search_gate.py) is off here: a neighbour it cut would be
+missing from the hits the formula is recomputed from."""
 FILLER = [
     "Sourdough needs a twelve hour rise",
     "The cat sleeps on the warm laptop",
@@ -94,7 +100,7 @@ def root(tmp_path: Path) -> Path:
 def _open(root: Path, embedder, **search: object) -> Workspace:
     """The workspace with ``search`` keys written to its mdmem.toml, as a user would."""
     lines = []
-    for key, value in search.items():
+    for key, value in {**NO_FLOOR, **search}.items():
         if isinstance(value, list):
             lines.append(f"{key} = [{', '.join(repr(v) for v in value)}]")
         else:
@@ -149,12 +155,16 @@ def _expected(hits, cfg: dict, check: bool = True) -> dict[tuple[str, int], floa
         if check:
             assert h.scores.relevance == pytest.approx(context[key] / top, rel=1e-5), key
             assert h.scores.recency == pytest.approx(recency, rel=1e-9), key
-        scores[key] = (
-            cfg["relevance_weight"] * context[key] / top
-            + cfg["recency_weight"] * recency
+        relevance = context[key] / top
+        rest = (
+            cfg["recency_weight"] * recency
             + cfg["importance_weight"] * h.importance
             + cfg["frequency_weight"] * h.scores.frequency
         )
+        if cfg["rerank"] == "scale":
+            scores[key] = relevance * (cfg["relevance_weight"] + rest)
+        else:
+            scores[key] = cfg["relevance_weight"] * relevance + rest
     return scores
 
 
@@ -200,6 +210,7 @@ def test_every_hit_scores_as_the_formula_says(root: Path, embedder) -> None:
         ("frequency_weight", 0.7),
         ("recency_days", 0.5),
         ("evergreen", []),
+        ("rerank", "add"),
     ],
 )
 def test_each_weight_is_a_live_config_key(root: Path, embedder, key: str, value: object) -> None:
@@ -214,12 +225,15 @@ def test_each_weight_is_a_live_config_key(root: Path, embedder, key: str, value:
 
 
 def test_changed_weights_change_the_ranking(root: Path, embedder) -> None:
-    default = _all_hits(_open(root, embedder))
-    important = _all_hits(_open(root, embedder, importance_weight=5.0))
+    # (added, not scaled: a dominating weight then decides the order on its own)
+    default = _all_hits(_open(root, embedder, rerank="add"))
+    important = _all_hits(_open(root, embedder, importance_weight=5.0, rerank="add"))
     assert important[0].text == "The deploy job needs the FLY_API_TOKEN secret"  # 0.95
     assert default[0].text != important[0].text
     # recency dominating, nothing evergreen: everything dated today outranks everything older
-    recent = _all_hits(_open(root, embedder, recency_weight=5.0, evergreen=[], recency_days=1.0))
+    recent = _all_hits(
+        _open(root, embedder, recency_weight=5.0, evergreen=[], recency_days=1.0, rerank="add")
+    )
     today = dt.date.today().isoformat()
     fresh = sum(1 for h in recent if h.created.startswith(today))
     assert 0 < fresh < len(recent)
@@ -240,7 +254,9 @@ def test_candidate_limits(root: Path, embedder) -> None:
     assert sum(1 for h in one if h.scores.keyword) == 1
     # candidates: only the best fused chunks are reranked. With importance dominating, the most
     # important entry wins when it is a candidate, and cannot when the pool is too small for it
-    full = _open(root, embedder, importance_weight=5.0).search(QUERY, k=1)
+    full = _open(root, embedder, importance_weight=5.0, rerank="add").search(QUERY, k=1)
     assert full[0].text == "The deploy job needs the FLY_API_TOKEN secret"
-    small = _open(root, embedder, importance_weight=5.0, candidates=1).search(QUERY, k=1)
+    small = _open(root, embedder, importance_weight=5.0, candidates=1, rerank="add").search(
+        QUERY, k=1
+    )
     assert small[0].text != full[0].text  # not among the 3 (k·3) best fused
