@@ -36,6 +36,16 @@ def _state(db: Path) -> list[tuple]:
         conn.close()
 
 
+def _state_once_created(db: Path) -> list[tuple]:
+    """Another process may have created the file but not yet its tables: nothing indexed yet."""
+    try:
+        return _state(db) if db.exists() else []
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return []
+
+
 def _full_reindex(root: Path, tmp: Path) -> list[tuple]:
     db = tmp / f"full-{time.monotonic_ns()}.db"
     index = Index(root, db, KEYWORD_ONLY.files, lambda: None)
@@ -223,7 +233,7 @@ def test_an_unreadable_folder_never_removes_its_files(tmp_path: Path) -> None:
     )
     meeting = "notes/meeting-2026-11-19.md"
     try:
-        _wait_for(lambda: db.exists() and meeting in {r[0] for r in _state(db)}, "never indexed")
+        _wait_for(lambda: meeting in {r[0] for r in _state_once_created(db)}, "never indexed")
         notes.chmod(0)  # the OS now refuses to list it (permissions, NFS...)
         with (root / "memory.md").open("a") as handle:  # a change elsewhere: a sync runs
             handle.write("- A fact written while notes/ was unreadable\n")
