@@ -18,7 +18,7 @@ from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
 from mdmem.memory.documents import Documents, DocumentSet
 from mdmem.memory.files import EditFile, SafeWriter, decode_markdown
-from mdmem.memory.scan import ScanResult
+from mdmem.memory.scan import ScanResult, include_spec, included
 from mdmem.memory.store import KnowledgeStore
 from mdmem.memory.templates import check_mode, init_files, switch_mode
 from mdmem.memory.writers import FileWriter
@@ -240,12 +240,14 @@ class Workspace:
         from mdmem.live.watch import Watcher
 
         cfg = self.config.watch
+        spec = include_spec(self.config.files)
         return Watcher(
             self,
             debounce=cfg.debounce_ms / 1000,
             reconcile=cfg.reconcile_seconds,
             heartbeat=cfg.heartbeat_seconds,
             serve=serve,
+            watched=lambda rel: included(rel, spec),
         ).start()
 
     # ---- writing --------------------------------------------------------------------------

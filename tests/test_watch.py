@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mdmem import Workspace
-from mdmem.config import Config, EmbeddingConfig
+from mdmem.config import Config, EmbeddingConfig, FilesConfig
 from mdmem.index.sqlite.index import SqliteIndex as Index
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
@@ -382,3 +382,28 @@ def test_readers_never_block_while_the_watcher_writes(tmp_path: Path) -> None:
     assert watch.returncode == 0, err
     assert "watcher stopped" in err
     assert sock is not None and not sock.exists()
+
+
+def test_included_non_markdown_files_are_watched(tmp_path: Path) -> None:
+    """A `.txt` file selected by files.include (Claude's memory tool writes them) is indexed on
+    its change event, not only by the 30 s reconcile scan."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "memory.md").write_text("## Facts\n- The office wifi is called Gandalf\n")
+    (root / "claude").mkdir()  # before the watch: a new folder alone would wake the watcher
+    config = Config(
+        embedding=EmbeddingConfig(model=""),
+        files=FilesConfig(include=("**/*.md", "**/*.txt")),
+    )
+    ws = Workspace(root, config)
+    db = ws.state_dir / "index.db"
+    with ws.watch() as watcher:  # reconcile_seconds keeps its default of 30 s
+        assert watcher.wait_idle(timeout=30)
+        (root / "claude" / "notes.txt").write_text("The deploy key rotates on Fridays\n")
+        (root / "scratch.log").write_text("not included: never indexed\n")
+        _wait_for(
+            lambda: any("rotates on Fridays" in r[3] for r in _state(db)),
+            "an included .txt file was not indexed on its change event",
+            timeout=10.0,
+        )
+        assert not any("never indexed" in r[3] for r in _state(db))

@@ -35,6 +35,8 @@ from mdmem.layout import (
 from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mdmem.index.sync import SyncReport
     from mdmem.live.protocol import Indexed
     from mdmem.live.server import QueryServer
@@ -115,8 +117,10 @@ class Watcher:
         reconcile: float = 30.0,
         heartbeat: float = 2.0,
         serve: bool = False,
+        watched: Callable[[str], bool] | None = None,
     ) -> None:
         self.ws = ws
+        self.watched = watched or _markdown
         self.debounce = debounce
         self.max_delay = max_delay
         self.reconcile = reconcile
@@ -335,7 +339,8 @@ class Watcher:
 
 
 class _Handler:
-    """watchdog handler: any relevant change to a Markdown file or a folder wakes the watcher."""
+    """watchdog handler: a change to a watched file (``watched(rel)``: by default Markdown; the
+    workspace passes its ``files.include``) or to a folder wakes the watcher."""
 
     def __init__(self, watcher: Watcher) -> None:
         self.watcher = watcher
@@ -353,7 +358,11 @@ class _Handler:
         parts = Path(rel).parts
         if not parts or parts[0] == ".." or IGNORED_DIRS.intersection(parts):
             return False
-        return is_directory or path.endswith(".md")
+        return is_directory or self.watcher.watched(rel)
+
+
+def _markdown(rel: str) -> bool:
+    return rel.endswith(".md")
 
 
 def _join(thread: Any, deadline: float | None) -> bool:
