@@ -46,6 +46,7 @@ from mdmem.memory.file_state import (
     settled_bytes,
 )
 from mdmem.memory.journal import Journal
+from mdmem.memory.lineage import Lineage
 from mdmem.memory.swap import exchange
 
 log = logging.getLogger("mdmem")
@@ -193,6 +194,10 @@ class SafeWriter:
             with os.fdopen(fd, "w") as handle:
                 handle.write(state.line())
 
+    def lineage(self, rel: str) -> Lineage:
+        """Which versions of ``rel`` program writes (any process) made, and from which."""
+        return Lineage(self.state_dir / "locks" / f"{self._key(rel)}.lineage")
+
     def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]:
         from filelock import FileLock, Timeout
 
@@ -294,6 +299,7 @@ class SafeWriter:
             outcome = self._commit(target, expected, data, quiet)
             if outcome.clean:
                 self._set_seen(target.rel, outcome.state)
+                self.lineage(target.rel).record(base, data)
                 if base is not None:
                     self.guard.written(target, base, data, outcome.state)
                 if restoring:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from mdmem.errors import MdmemError
 from mdmem.memory.file_state import BOM, FileState, Target, settled_bytes
+from mdmem.memory.lineage import Lineage, digest
 from mdmem.memory.merge import kept, merge_text
 
 log = logging.getLogger("mdmem")
@@ -92,10 +93,12 @@ class _PathWatch:
 
 class Rewriter(Protocol):
     """What the guard needs of the writer it guards (:class:`~mdmem.memory.files.SafeWriter`):
-    its per-file lock, and its edits with and without taking that lock."""
+    its per-file lock, its edits with and without taking that lock, and the file's record of
+    which versions program writes made."""
 
     def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]: ...
     def edit(self, target: Target, edit: Callable[[str], str]) -> Any: ...
+    def lineage(self, rel: str) -> Lineage: ...
     def edit_locked(self, target: Target, edit: Callable[[str], str]) -> Any: ...
 
 
@@ -138,7 +141,7 @@ class LateSaveGuard:
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
         if earlier and before != earlier[-1].after:
-            missing = self._missing(earlier, before)
+            missing = self._missing(target, earlier, before)
             if missing:
                 self._merge(target, lambda current: self._reapply(missing, current), locked=True)
 
@@ -246,7 +249,7 @@ class LateSaveGuard:
 
         def combine(current: bytes) -> bytes:
             current = self._reapply(exposed, current)  # a person's lines first
-            return self._reapply(self._missing(writes, current), current)
+            return self._reapply(self._missing(watch.target, writes, current), current)
 
         # Most changes at the path hold every recent write: a look without the lock says so.
         try:
@@ -275,20 +278,25 @@ class LateSaveGuard:
 
     # ---- merging -------------------------------------------------------------------------------
 
-    def _missing(self, writes: list[_Write], version: bytes) -> list[_Write]:
-        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited).
-        None of them when ``version`` is no copy of what they were made on, but another file
-        put in its place (a ``git checkout``): it kept little of every one of them."""
-        if not writes:
+    def _missing(self, target: Target, writes: list[_Write], version: bytes) -> list[_Write]:
+        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited),
+        or that program writes alone made it from (another agent removing what we wrote
+        meant to). None of them when ``version`` is no copy of what they were made on, but
+        another file put in its place (a ``git checkout``): it kept little of every one."""
+        if not writes or self._holds(writes[-1], version):
             return []
         known = [_text(w.before) for w in writes] + [_text(writes[-1].after)]
         if max(kept(k, _text(version)) for k in known) < MIN_KEPT:
             return []
-        for n in range(len(writes) - 1, -1, -1):
-            write = writes[n]
-            if self._combine(write.before, write.after, version, copy=True) == version:
+        made_from = self.writer.lineage(target.rel).chain(version)
+        start = max((i for i, w in enumerate(writes) if digest(w.after) in made_from), default=-1)
+        for n in range(len(writes) - 2, start, -1):
+            if self._holds(writes[n], version):
                 return writes[n + 1 :]
-        return list(writes)
+        return writes[start + 1 :]
+
+    def _holds(self, write: _Write, version: bytes) -> bool:
+        return self._combine(write.before, write.after, version, copy=True) == version
 
     def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
         for write in writes:  # oldest first
