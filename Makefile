@@ -44,7 +44,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The property tests only, with many random examples (the `deep` profile in tests/conftest.py).
 # Pin what it finds with @example so every run checks it from then on.
