@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.journal import JournalEntry
+    from mdmem.memory.pool import Pool
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
@@ -67,6 +68,7 @@ class Workspace:
         self._writer: SafeWriter | None = None
         self._sessions: SessionFiles | None = None
         self._redactor: tuple[RedactConfig, Redactor] | None = None
+        self._pools: dict[str, Pool] = {}
         self.documents = Documents(
             self.root, self.config.files, self.config.max_file_bytes, self._written_before
         )
@@ -444,6 +446,24 @@ class Workspace:
         from mdmem.memory.world import World
 
         return World(lambda: self.documents.if_exists(WORLD_FILE), self._full(WORLD_FILE))
+
+    def pool(self, name: str = "default") -> Pool:
+        """The shared pool ``shared/<name>.md``: versioned keys every agent reads and writes
+        (``.write``, ``.read``, ``.list``, ``.delete``, callbacks, ``.watch()``). One object
+        per name, so its callbacks see every write this workspace makes."""
+        from mdmem.memory.pool import Pool
+
+        if name not in self._pools:
+            self._pools[name] = Pool(
+                name, self.documents, lambda: self.files, lambda: self.redactor, lambda: self.agent
+            )
+        return self._pools[name]
+
+    def pools(self) -> list[str]:
+        """The names of the workspace's shared pools (``shared/*.md``)."""
+        from mdmem.memory.pool import pool_names
+
+        return pool_names(self.root)
 
     def _require_full(self, what: str) -> None:
         if self.mode != "full":

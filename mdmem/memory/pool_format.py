@@ -1,0 +1,344 @@
+"""A shared pool's file, ``shared/<pool>.md``: one ``## key`` section per entry, pure text in
+and text out.
+
+::
+
+    # Shared pool: default
+
+    ## findings/paris
+    <!-- mdmem created_at=2026-11-19T14:22:10.123456Z created_by=researcher ... version=3 -->
+
+    Paris is the capital of France.
+
+    ## counter
+    <!-- mdmem ... version=800 -->
+
+    ```json
+    800
+    ```
+
+    ## Archive
+
+    ### old-key
+    <!-- mdmem deleted_at=... deleted_by=writer ... version=2 -->
+
+    the value it had
+
+The section's metadata is the mdmem comment on the line under its heading (the project's
+metadata convention; the heading stays the bare key, so search shows the key). A value is
+text, written as it is when it reads back exactly and leaves the file's headings alone, else in
+a ```` ```text ```` fence; or a structured value in a ```` ```json ```` fence. Every value is
+checked to read back exactly before it is written. ``hash`` is the hash of the body the program
+wrote: a body that no longer matches it was edited by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mdmem.errors import FileProblem
+from mdmem.markdown.entries import ARCHIVE_TITLE, find_meta, format_meta, parse_meta
+from mdmem.markdown.parse import Document, Heading, block_tokens, parse_document
+
+MAX_KEY_CHARS = 200
+SECTION_LEVEL = 2
+ARCHIVED_LEVEL = 3
+_OPEN = re.compile(r"(`{3,})(json|text)[ \t]*")
+_UNSAFE_IN_FILE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\ufeff\ud800-\udfff]")
+"""Characters a value may hold but the file may not show raw (JSON escapes them)."""
+_PROBE = "## mdmem-probe"
+
+JSON = Any
+"""A JSON value: dict (str keys), list, str, int, float (finite), bool or None."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One entry as the file holds it."""
+
+    key: str
+    line: int
+    """1-based line of its heading."""
+    end: int
+    """1-based line after its last line."""
+    meta: Mapping[str, str]
+    """Its mdmem comment's keys (empty for a section a person wrote without one)."""
+    body: str
+    """The lines after the comment, blank lines around them dropped, joined with ``\\n``."""
+    body_line: int
+    """1-based line where the body starts."""
+    archived: bool
+
+    @property
+    def version(self) -> int:
+        try:
+            return max(0, int(self.meta.get("version", "0")))
+        except ValueError:
+            return 0
+
+    @property
+    def hash(self) -> str:
+        return body_hash(self.body)
+
+    @property
+    def edited(self) -> bool:
+        """The body is not what the program last wrote (or the program never wrote it)."""
+        return self.meta.get("hash") != self.hash
+
+
+@dataclass(frozen=True)
+class PoolFile:
+    path: str
+    live: tuple[Section, ...]
+    archived: tuple[Section, ...]
+    doc: Document
+
+
+def body_hash(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def parse_pool(path: str, text: str) -> PoolFile:
+    """The sections of a pool file: ``## key`` ones, and ``### key`` ones under ``## Archive``."""
+    return pool_file(parse_document(path, text))
+
+
+def pool_file(doc: Document) -> PoolFile:
+    """:func:`parse_pool` of a document already parsed."""
+    lines = doc.lines
+    live: list[Section] = []
+    archived: list[Section] = []
+    in_archive = False
+    heads = list(doc.headings)
+    for n, heading in enumerate(heads):
+        if heading.level <= SECTION_LEVEL:
+            in_archive = _is_archive(heading)
+        level = ARCHIVED_LEVEL if in_archive else SECTION_LEVEL
+        if heading.level != level or (not in_archive and _is_archive(heading)):
+            continue
+        end = next((h.line for h in heads[n + 1 :] if h.level <= level), len(lines) + 1)
+        section = _section(heading, lines, end, in_archive)
+        (archived if in_archive else live).append(section)
+    return PoolFile(doc.path, tuple(live), tuple(archived), doc)
+
+
+def _is_archive(heading: Heading) -> bool:
+    return heading.level == SECTION_LEVEL and heading.title.strip().lower() == ARCHIVE_TITLE.lower()
+
+
+def _section(heading: Heading, lines: list[str], end: int, archived: bool) -> Section:
+    rows = [line.rstrip("\r\n") for line in lines[heading.line : end - 1]]
+    first = heading.line + 1  # 1-based line of rows[0]
+    start = 0
+    while start < len(rows) and not rows[start].strip():
+        start += 1
+    meta: dict[str, str] = {}
+    if start < len(rows) and (match := find_meta(rows[start])) and _whole_line(rows[start], match):
+        meta = parse_meta(match.group("body"))
+        start += 1
+        while start < len(rows) and not rows[start].strip():
+            start += 1
+    stop = len(rows)
+    while stop > start and not rows[stop - 1].strip():
+        stop -= 1
+    body = "\n".join(rows[start:stop])
+    return Section(heading.title, heading.line, end, meta, body, first + start, archived)
+
+
+def _whole_line(line: str, match: re.Match[str]) -> bool:
+    return not line[: match.start()].strip() and not line[match.end() :].strip()
+
+
+def decode(body: str, path: str = "", line: int | None = None) -> JSON:
+    """A section's body → its value: a ```` ```json ```` or ```` ```text ```` fence that is the
+    whole body is unwrapped (JSON parsed); anything else is text, as written."""
+    rows = body.split("\n")
+    opened = _OPEN.fullmatch(rows[0]) if len(rows) >= 2 else None
+    if opened is None or rows[-1].rstrip(" \t") != opened.group(1):
+        return body
+    inner = "\n".join(rows[1:-1])
+    if opened.group(2) == "text":
+        return inner
+    try:
+        return json.loads(inner, parse_constant=_no_constant)
+    except ValueError as exc:
+        where = (line or 0) + getattr(exc, "lineno", 1)
+        reason = getattr(exc, "msg", str(exc))
+        raise FileProblem(path, f"the ```json block is not valid JSON: {reason}", where) from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def check_key(key: object) -> str:
+    """A key is one line of printable text that reads back as its own ``## heading``."""
+    if not isinstance(key, str):
+        raise ValueError(f"a pool key is text, not {type(key).__name__}")
+    problem = None
+    if not key or key != key.strip() or len(key) > MAX_KEY_CHARS:
+        problem = f"1 to {MAX_KEY_CHARS} characters, no space around them"
+    elif "\n" in key or "\t" in key or _UNSAFE_IN_FILE.search(key):
+        problem = "one line, no control characters"
+    elif "<!--" in key or "-->" in key:
+        problem = "no '<!--' or '-->' (they hold mdmem metadata)"
+    elif key.strip().lower() == ARCHIVE_TITLE.lower():
+        problem = f"{ARCHIVE_TITLE!r} is the archive's heading"
+    elif [h.title for h in parse_document("", f"## {key}\n").headings] != [key]:
+        problem = "it must read back as a '## ' heading (no trailing '#', no backslash escape)"
+    if problem:
+        raise ValueError(f"invalid pool key {key!r}: {problem}")
+    return key
+
+
+def check_json(value: object, where: str = "value") -> None:
+    """A value that reads back as itself from JSON: the types JSON has, nothing else."""
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{where} is {value}: JSON has no NaN or infinity")
+        return
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            check_json(item, f"{where}[{n}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} has the key {key!r}: JSON object keys are strings")
+            check_json(item, f"{where}[{key!r}]")
+        return
+    hint = " (use a list)" if isinstance(value, tuple) else ""
+    raise ValueError(f"{where} is a {type(value).__name__}, which JSON does not have{hint}")
+
+
+def same(a: object, b: object) -> bool:
+    """Equal and of the same types all the way down (``1``, ``1.0`` and ``True`` differ), dict
+    keys in the same order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    return a == b
+
+
+def encode(value: JSON) -> str:
+    """The body that reads back as exactly ``value``: plain text when that is safe, else a
+    ``text`` fence, else (text with characters a file cannot show, structured values) a
+    ``json`` fence. ValueError for a value JSON cannot hold."""
+    check_json(value)
+    candidates = []
+    if isinstance(value, str):
+        candidates += [value, _fence(value, "text")]
+    candidates += [_fence(_dump(value, ascii=False), "json"), _fence(_dump(value), "json")]
+    for body in candidates:
+        if _safe(body) and same(decode(body), value):
+            return body
+    raise ValueError(f"this value cannot be written so that it reads back exactly: {value!r:.80}")
+
+
+def _dump(value: JSON, *, ascii: bool = True) -> str:
+    return json.dumps(value, ensure_ascii=ascii, indent=2, allow_nan=False)
+
+
+def _fence(text: str, info: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def _safe(body: str) -> bool:
+    """Whether ``body`` can stand in a section as it is: no character a file cannot show, no
+    blank line at its ends, no mdmem comment outside a fence, and no heading of its own nor a
+    block that runs past its end."""
+    if _UNSAFE_IN_FILE.search(body):
+        return False
+    rows = body.split("\n")
+    if not rows[0].strip() or not rows[-1].strip():
+        return False
+    fenced = _OPEN.fullmatch(rows[0]) is not None
+    if not fenced and ("<!--" in body or "-->" in body):
+        return False
+    return _headings_alone(body)
+
+
+def _headings_alone(body: str) -> bool:
+    """In a section, ``body`` leaves exactly the section's heading and the next one."""
+    probe = f"## k\n{format_meta({'version': 1})}\n\n{body}\n\n{_PROBE}\n"
+    heads = [t.map[0] for t in block_tokens(probe) if t.type == "heading_open" and t.map]
+    return heads == [0, probe.count("\n") - 1]
+
+
+def render_section(
+    key: str, meta: Mapping[str, object], body: str, newline: str, level: int
+) -> str:
+    """``## key``, its comment, a blank line, the body, a blank line."""
+    lines = ["#" * level + " " + key, format_meta(meta), "", *body.split("\n"), ""]
+    return newline.join(lines) + newline
+
+
+def header(name: str) -> str:
+    return f"# Shared pool: {name}\n\n"
+
+
+def put_section(pool: PoolFile, key: str, block: str) -> str:
+    """The file with ``key``'s live section replaced by ``block`` (or ``block`` added after the
+    last live section, before ``## Archive``)."""
+    lines = pool.doc.lines
+    found = find(pool, key)
+    if found is not None:
+        return _splice(lines, found.line - 1, found.end - 1, block, pool.doc.newline)
+    archive = next((h for h in pool.doc.headings if _is_archive(h)), None)
+    at = archive.line - 1 if archive is not None else len(lines)
+    return _splice(lines, at, at, block, pool.doc.newline)
+
+
+def archive_section(pool: PoolFile, section: Section, block: str) -> str:
+    """The file with ``section`` removed and ``block`` added at the end of ``## Archive``
+    (which is created at the end of the file if missing)."""
+    lines = pool.doc.lines
+    newline = pool.doc.newline
+    rest = lines[: section.line - 1] + lines[section.end - 1 :]
+    after = parse_document(pool.path, "".join(rest))
+    archive = next((h for h in after.headings if _is_archive(h)), None)
+    if archive is None:
+        return _splice(
+            rest, len(rest), len(rest), f"## {ARCHIVE_TITLE}{newline}{newline}" + block, newline
+        )
+    end = next(
+        (h.line - 1 for h in after.headings if h.line > archive.line and h.level <= SECTION_LEVEL),
+        len(rest),
+    )
+    return _splice(rest, end, end, block, newline)
+
+
+def find(pool: PoolFile, key: str) -> Section | None:
+    return next((s for s in pool.live if s.key == key), None)
+
+
+def _splice(lines: list[str], start: int, end: int, block: str, newline: str) -> str:
+    """``lines[start:end]`` replaced by ``block``, with one blank line before it."""
+    head = lines[:start]
+    if head and not head[-1].endswith(("\n", "\r")):
+        head[-1] += newline  # the file had no final newline
+    if head and head[-1].strip():
+        block = newline + block
+    return "".join(head) + block + "".join(lines[end:])
