@@ -39,6 +39,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from mdmem.errors import FileProblem
@@ -186,6 +187,14 @@ def check_key(key: object) -> str:
     """A key is one line of printable text that reads back as its own ``## heading``."""
     if not isinstance(key, str):
         raise ValueError(f"a pool key is text, not {type(key).__name__}")
+    problem = _key_problem(key)
+    if problem:
+        raise ValueError(f"invalid pool key {key!r}: {problem}")
+    return key
+
+
+@lru_cache(maxsize=1024)
+def _key_problem(key: str) -> str | None:
     problem = None
     if not key or key != key.strip() or len(key) > MAX_KEY_CHARS:
         problem = f"1 to {MAX_KEY_CHARS} characters, no space around them"
@@ -197,9 +206,7 @@ def check_key(key: object) -> str:
         problem = f"{ARCHIVE_TITLE!r} is the archive's heading"
     elif [h.title for h in parse_document("", f"## {key}\n").headings] != [key]:
         problem = "it must read back as a '## ' heading (no trailing '#', no backslash escape)"
-    if problem:
-        raise ValueError(f"invalid pool key {key!r}: {problem}")
-    return key
+    return problem
 
 
 def check_json(value: object, where: str = "value") -> None:
