@@ -348,3 +348,34 @@ def test_pool_files_are_indexed_and_searchable(ws: Workspace, embedder) -> None:
     assert "Etna" in hits[0].text
     keyword = ws.search("eruptions", mode="keyword", k=5)
     assert any(h.path == "shared/research.md" and "eruptions" in h.text for h in keyword)
+
+
+# ---- context ---------------------------------------------------------------------------------
+
+
+def test_build_context_injects_shared_entries_newest_first_within_the_budget(
+    example: Workspace,
+) -> None:
+    pool = example.pool()
+    pool.write("plan", "outline first, then draft")
+    pool.write("stats", {"sources": 12, "verified": True})
+    example.pool("research").write("paris", "Paris is the capital of France")
+    pool.write("plan", "draft, then review")  # updated last: newest
+    pool.write("huge", "word " * 2000)
+    ctx = example.build_context(budget_tokens=4000)
+    lines = [line for line in ctx.text.splitlines() if "[SHARED:" in line]
+    assert lines[:4] == [
+        "- [SHARED:huge] " + ("word " * 2000)[:599].rstrip() + "…",
+        "- [SHARED:plan] draft, then review",
+        "- [SHARED:research:paris] Paris is the capital of France",
+        '- [SHARED:stats] {"sources": 12, "verified": true}',
+    ]
+    assert "## Shared Pool" in ctx.text
+    by = {s.name: s for s in ctx.sources}
+    assert by["shared"].files == ("shared/",) and by["shared"].omitted_units == 0
+    for budget in (60, 150, 400, 900):
+        small = example.build_context(budget_tokens=budget)
+        assert small.tokens <= budget
+    cut = {s.name: s for s in example.build_context(budget_tokens=900).sources}["shared"]
+    assert cut.omitted_units > 0  # its share is 0.15 of 900 tokens: the oldest ones go
+    assert "[... " in example.build_context(budget_tokens=900).text
