@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
@@ -379,3 +381,62 @@ def test_build_context_injects_shared_entries_newest_first_within_the_budget(
     cut = {s.name: s for s in example.build_context(budget_tokens=900).sources}["shared"]
     assert cut.omitted_units > 0  # its share is 0.15 of 900 tokens: the oldest ones go
     assert "[... " in example.build_context(budget_tokens=900).text
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+
+BIN = Path(sys.executable).parent / "mdmem"
+
+
+def _mdmem(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], *args: str, stdin: str = ""
+) -> tuple[int, str, str]:
+    """``mdmem pool ARGS`` through the console entry point, in this process (a process each
+    costs a second on a busy machine; one real process is checked below)."""
+    from mdmem.cli import main
+
+    argv = ["mdmem", "-w", str(ws.root), "pool", *args]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", argv)
+        patch.setattr(sys, "stdin", io.StringIO(stdin))
+        with pytest.raises(SystemExit) as ended:
+            main()
+    out = capsys.readouterr()
+    return int(ended.value.code or 0), out.out, out.err
+
+
+def test_cli_set_get_list_rm_with_exit_codes(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _mdmem(ws, capsys, "set", "plan", "draft first", "--writer", "writer")
+    assert code == 0 and out.startswith("shared/default.md:3  plan  v1")
+    assert _mdmem(ws, capsys, "get", "plan")[1] == "draft first\n"
+    code, _, _ = _mdmem(
+        ws, capsys, "set", "stats", "-", "--json-value", "--pool", "research", stdin='{"n": 2}'
+    )
+    assert code == 0
+    got = json.loads(_mdmem(ws, capsys, "get", "stats", "--pool", "research", "--json")[1])
+    assert got["content"] == {"n": 2} and got["version"] == 1 and got["updated_by"] == "coder"
+    conflict = subprocess.run(  # the real command, once
+        [str(BIN), "-w", str(ws.root), "pool", "set", "plan", "late", "--expect-version", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert conflict.returncode == 3
+    assert conflict.stderr == (
+        "mdmem: error: shared/default.md: pool key 'plan': expected version 0, found version "
+        "1; nothing was written (read it again and retry)\n"
+    )
+    assert _mdmem(ws, capsys, "set", "plan", "next", "--expect-version", "1")[0] == 0
+    listed = json.loads(_mdmem(ws, capsys, "list", "--json")[1])
+    assert [(e["key"], e["version"]) for e in listed] == [("plan", 2)]
+    assert "plan  v2" in _mdmem(ws, capsys, "list")[1]
+    assert _mdmem(ws, capsys, "rm", "plan")[1] == "archived plan (v2) in shared/default.md\n"
+    code, _, err = _mdmem(ws, capsys, "get", "plan")
+    assert code == 4 and "no key 'plan'" in err
+    assert _mdmem(ws, capsys, "rm", "plan")[0] == 4
+    code, _, err = _mdmem(ws, capsys, "set", "x", "{nope", "--json-value")
+    assert code == 2 and "not JSON" in err and "Traceback" not in err
+    code, _, err = _mdmem(ws, capsys, "set", "bad #", "x")
+    assert code == 1 and "invalid pool key" in err
