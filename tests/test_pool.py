@@ -440,3 +440,58 @@ def test_cli_set_get_list_rm_with_exit_codes(
     assert code == 2 and "not JSON" in err and "Traceback" not in err
     code, _, err = _mdmem(ws, capsys, "set", "bad #", "x")
     assert code == 1 and "invalid pool key" in err
+
+
+# ---- MCP -------------------------------------------------------------------------------------
+
+
+def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
+    import anyio
+    from mcp import Client
+
+    from mdmem.integrations.mcp_server import build_server
+
+    server = build_server(Workspace.open(ws.root), agent="writer", warm_up=False)
+
+    async def main() -> dict[str, object]:
+        out: dict[str, object] = {}
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            out["read_only"] = tools["pool_get"].annotations.read_only_hint
+            out["set_schema"] = tools["pool_set"].input_schema
+            first = await client.call_tool(
+                "pool_set", {"key": "draft", "value": "v1 text", "metadata": {"stage": "a"}}
+            )
+            out["first"] = first.structured_content
+            second = await client.call_tool(
+                "pool_set", {"key": "draft", "value": {"words": 300}, "expected_version": 1}
+            )
+            out["second"] = second.structured_content
+            stale = await client.call_tool(
+                "pool_set", {"key": "draft", "value": "stale", "expected_version": 1}
+            )
+            out["stale"] = (stale.is_error, stale.content[0].text)
+            out["got"] = (await client.call_tool("pool_get", {"key": "draft"})).structured_content
+            listed = await client.call_tool("pool_get", {})
+            out["listed"] = listed.structured_content
+            missing = await client.call_tool("pool_get", {"key": "nope"})
+            out["missing"] = (missing.is_error, missing.content[0].text)
+        return out
+
+    out = anyio.run(main)
+    assert out["read_only"] is True
+    assert out["set_schema"]["required"] == ["key", "value"]  # type: ignore[index]
+    assert out["first"]["version"] == 1 and out["first"]["updated_by"] == "writer"  # type: ignore[index]
+    assert out["second"]["content"] == {"words": 300}  # type: ignore[index]
+    assert out["second"]["metadata"] == {"stage": "a"}  # type: ignore[index]
+    assert out["stale"] == (
+        True,
+        "Error executing tool pool_set: shared/default.md: pool key 'draft': expected version 1, "
+        "found version 2; nothing was written (read it again and retry)",
+    )
+    assert out["got"]["version"] == 2 and out["got"]["citation"] == "shared/default.md:3"  # type: ignore[index]
+    assert [e["key"] for e in out["listed"]["entries"]] == ["draft"]  # type: ignore[index]
+    assert out["missing"] == (
+        True,
+        "Error executing tool pool_get: no key 'nope' in shared/default.md",
+    )
