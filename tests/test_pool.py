@@ -118,11 +118,15 @@ def test_text_stays_readable_in_the_file(ws: Workspace) -> None:
     pool = ws.pool()
     pool.write("note", "Paris is the capital of France.")
     pool.write("numbers", {"count": 3, "ok": True})
+    pool.write(
+        "long", {"sources": ["https://example.org/a/long", "https://example.org/b/long"], "n": 2}
+    )
     pool.write("shout", "## not a heading of the file")
     text = (ws.root / "shared/default.md").read_text()
     assert "\n## note\n<!-- mdmem " in text
     assert "\nParis is the capital of France.\n" in text
-    assert '```json\n{\n  "count": 3,\n  "ok": true\n}\n```' in text
+    assert '```json\n{"count": 3, "ok": true}\n```' in text  # short: one line
+    assert '```json\n{\n  "sources": [\n    "https://example.org/a/long",' in text  # long: indented
     assert "```text\n## not a heading of the file\n```" in text
     assert ws.pool().read("shout").content == "## not a heading of the file"  # type: ignore[union-attr]
 
@@ -234,7 +238,7 @@ def test_bad_input_is_a_clear_error_and_nothing_is_lost(
     path.write_text(path.read_text().replace('"a": 1', '"a": 1,,'))
     with pytest.raises(FileProblem) as caught:
         pool.read("broken")
-    line = path.read_text().splitlines().index('  "a": 1,,') + 1
+    line = path.read_text().splitlines().index('{"a": 1,,}') + 1
     assert caught.value.path == "shared/default.md" and caught.value.line == line
     with caplog.at_level(logging.WARNING, "mdmem"):
         assert [e.key for e in pool.list()] == ["good"]

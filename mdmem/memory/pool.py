@@ -104,6 +104,9 @@ class Pool:
         self._lock = threading.RLock()
         self._seen: dict[str, PoolEntry] | None = None
         self._watch: FileWatch | None = None
+        self._last: fmt.PoolFile | None = None
+        """The last version of the file parsed: a write right after a read (the optimistic
+        loop) finds the same text under the lock and parses nothing there."""
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, {self.path!r})"
@@ -146,7 +149,18 @@ class Pool:
         if not (self._documents.root / self.path).exists():
             return None
         doc = self._documents.read(self.path)
-        return fmt.pool_file(doc)
+        last = self._last
+        if last is not None and last.doc is doc:
+            return last
+        self._last = fmt.pool_file(doc)
+        return self._last
+
+    def _parse(self, text: str) -> fmt.PoolFile:
+        last = self._last
+        if last is not None and last.doc.text == text:
+            return last
+        self._last = fmt.parse_pool(self.path, text)
+        return self._last
 
     def _entry(self, section: fmt.Section) -> PoolEntry:
         meta = section.meta
@@ -202,7 +216,7 @@ class Pool:
         stamp = _now()
 
         def edit(text: str) -> str:
-            pool = fmt.parse_pool(self.path, text if text.strip() else fmt.header(self.name))
+            pool = self._parse(text if text.strip() else fmt.header(self.name))
             found = fmt.find(pool, key)
             self._check(key, found, expected_version)
             if found is None:
@@ -225,11 +239,17 @@ class Pool:
                 "metadata": _dump_metadata(merged),
             }
             block = fmt.render_section(key, meta, body, pool.doc.newline, fmt.SECTION_LEVEL)
-            return fmt.put_section(pool, key, block)
+            new_text, line = fmt.put_section(pool, key, block)
+            made[:] = [new_text, line, meta, merged]
+            return new_text
 
+        made: list[Any] = []
         with self._lock:
             text = self._files().write(self.path, edit)
-            entry = self._written(text, key, archived=False)
+            if made and text == made[0]:  # as written: no need to parse it back
+                entry = self._made(key, content, *made[1:])
+            else:  # written over a late save, or a secret masked in it
+                entry = self._written(text, key, archived=False)
         self._fire(self._on_write, entry)
         return replace(entry, redacted=masked)
 
@@ -247,7 +267,7 @@ class Pool:
         stamp = _now()
 
         def edit(text: str) -> str:
-            pool = fmt.parse_pool(self.path, text)
+            pool = self._parse(text)
             found = fmt.find(pool, key)
             if found is None:
                 raise KeyError(f"no key {key!r} in {self.path}")
@@ -277,6 +297,28 @@ class Pool:
         seen = expected.hash if isinstance(expected, PoolEntry) else found.meta.get("hash")
         if found.hash != seen:
             raise VersionConflict(key, want, "edited by hand", self.path)
+
+    def _made(
+        self, key: str, content: JSON, line: int, meta: dict[str, Any], merged: JSON
+    ) -> PoolEntry:
+        """The entry a write put on disk, from what it wrote."""
+        entry = PoolEntry(
+            pool=self.name,
+            key=key,
+            content=content,
+            version=meta["version"],
+            created_by=meta["created_by"],
+            updated_by=meta["updated_by"],
+            created_at=meta["created_at"],
+            updated_at=meta["updated_at"],
+            metadata=merged,
+            path=self.path,
+            line=line,
+            hash=meta["hash"],
+        )
+        if self._seen is not None:
+            self._seen[key] = entry
+        return entry
 
     def _written(self, text: str, key: str, *, archived: bool) -> PoolEntry:
         """The entry as the write left it on disk; the watch's view moves on with it."""

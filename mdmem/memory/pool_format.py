@@ -47,6 +47,8 @@ from mdmem.markdown.entries import ARCHIVE_TITLE, find_meta, format_meta, parse_
 from mdmem.markdown.parse import Document, Heading, block_tokens, parse_document
 
 MAX_KEY_CHARS = 200
+ONE_LINE_JSON = 80
+"""A structured value whose JSON is at most this long is written on one line."""
 SECTION_LEVEL = 2
 ARCHIVED_LEVEL = 3
 _OPEN = re.compile(r"(`{3,})(json|text)[ \t]*")
@@ -263,6 +265,10 @@ def encode(value: JSON) -> str:
 
 
 def _dump(value: JSON, *, ascii: bool = True) -> str:
+    """On one line when it is short, else indented: readable either way."""
+    line = json.dumps(value, ensure_ascii=ascii, allow_nan=False, separators=(", ", ": "))
+    if len(line) <= ONE_LINE_JSON:
+        return line
     return json.dumps(value, ensure_ascii=ascii, indent=2, allow_nan=False)
 
 
@@ -306,9 +312,9 @@ def header(name: str) -> str:
     return f"# Shared pool: {name}\n\n"
 
 
-def put_section(pool: PoolFile, key: str, block: str) -> str:
+def put_section(pool: PoolFile, key: str, block: str) -> tuple[str, int]:
     """The file with ``key``'s live section replaced by ``block`` (or ``block`` added after the
-    last live section, before ``## Archive``)."""
+    last live section, before ``## Archive``), and the line ``block`` starts at."""
     lines = pool.doc.lines
     found = find(pool, key)
     if found is not None:
@@ -327,25 +333,27 @@ def archive_section(pool: PoolFile, section: Section, block: str) -> str:
     after = parse_document(pool.path, "".join(rest))
     archive = next((h for h in after.headings if _is_archive(h)), None)
     if archive is None:
-        return _splice(
-            rest, len(rest), len(rest), f"## {ARCHIVE_TITLE}{newline}{newline}" + block, newline
-        )
+        block = f"## {ARCHIVE_TITLE}{newline}{newline}" + block
+        return _splice(rest, len(rest), len(rest), block, newline)[0]
     end = next(
         (h.line - 1 for h in after.headings if h.line > archive.line and h.level <= SECTION_LEVEL),
         len(rest),
     )
-    return _splice(rest, end, end, block, newline)
+    return _splice(rest, end, end, block, newline)[0]
 
 
 def find(pool: PoolFile, key: str) -> Section | None:
     return next((s for s in pool.live if s.key == key), None)
 
 
-def _splice(lines: list[str], start: int, end: int, block: str, newline: str) -> str:
-    """``lines[start:end]`` replaced by ``block``, with one blank line before it."""
+def _splice(lines: list[str], start: int, end: int, block: str, newline: str) -> tuple[str, int]:
+    """``lines[start:end]`` replaced by ``block``, with one blank line before it; and the
+    1-based line ``block`` starts at."""
     head = lines[:start]
     if head and not head[-1].endswith(("\n", "\r")):
         head[-1] += newline  # the file had no final newline
+    line = len(head) + 1
     if head and head[-1].strip():
         block = newline + block
-    return "".join(head) + block + "".join(lines[end:])
+        line += 1
+    return "".join(head) + block + "".join(lines[end:]), line
