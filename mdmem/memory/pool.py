@@ -23,6 +23,7 @@ from mdmem.config import check_name
 from mdmem.errors import FileProblem, VersionConflict
 from mdmem.memory import pool_format as fmt
 from mdmem.memory.documents import Documents
+from mdmem.memory.files import read_markdown
 from mdmem.memory.writers import Writer
 from mdmem.redact import Redactor
 
@@ -146,18 +147,16 @@ class Pool:
         return [self._entry(s) for s in reversed(archived)]
 
     def _file(self) -> fmt.PoolFile | None:
-        if not (self._documents.root / self.path).exists():
+        """The file as it is now (None when missing); FileProblem when it cannot be read."""
+        _, absolute = self._documents.resolve(self.path)
+        if not absolute.exists():
             return None
-        doc = self._documents.read(self.path)
-        last = self._last
-        if last is not None and last.doc is doc:
-            return last
-        self._last = fmt.pool_file(doc)
-        return self._last
+        _, text = read_markdown(absolute, self.path, self._documents.max_file_bytes)
+        return self._parse(text)
 
     def _parse(self, text: str) -> fmt.PoolFile:
         last = self._last
-        if last is not None and last.doc.text == text:
+        if last is not None and last.text == text:
             return last
         self._last = fmt.parse_pool(self.path, text)
         return self._last
@@ -238,7 +237,7 @@ class Pool:
                 "hash": fmt.body_hash(body),
                 "metadata": _dump_metadata(merged),
             }
-            block = fmt.render_section(key, meta, body, pool.doc.newline, fmt.SECTION_LEVEL)
+            block = fmt.render_section(key, meta, body, pool.newline, fmt.SECTION_LEVEL)
             new_text, line = fmt.put_section(pool, key, block)
             made[:] = [new_text, line, meta, merged]
             return new_text
@@ -273,7 +272,7 @@ class Pool:
                 raise KeyError(f"no key {key!r} in {self.path}")
             self._check(key, found, expected_version)
             meta = {**found.meta, "deleted_at": stamp, "deleted_by": who}
-            block = fmt.render_section(key, meta, found.body, pool.doc.newline, fmt.ARCHIVED_LEVEL)
+            block = fmt.render_section(key, meta, found.body, pool.newline, fmt.ARCHIVED_LEVEL)
             return fmt.archive_section(pool, found, block)
 
         if not (self._documents.root / self.path).exists():

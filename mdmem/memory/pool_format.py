@@ -44,7 +44,7 @@ from typing import Any
 
 from mdmem.errors import FileProblem
 from mdmem.markdown.entries import ARCHIVE_TITLE, find_meta, format_meta, parse_meta
-from mdmem.markdown.parse import Document, Heading, block_tokens, parse_document
+from mdmem.markdown.parse import Heading, block_tokens, newline_of, parse_document, split_lines
 
 MAX_KEY_CHARS = 200
 ONE_LINE_JSON = 80
@@ -97,9 +97,16 @@ class Section:
 @dataclass(frozen=True)
 class PoolFile:
     path: str
+    text: str
+    lines: list[str]
+    """The file's lines, with their endings."""
+    headings: tuple[Heading, ...]
     live: tuple[Section, ...]
     archived: tuple[Section, ...]
-    doc: Document
+
+    @property
+    def newline(self) -> str:
+        return newline_of(self.text)
 
 
 def body_hash(body: str) -> str:
@@ -110,17 +117,16 @@ def body_hash(body: str) -> str:
 
 
 def parse_pool(path: str, text: str) -> PoolFile:
-    """The sections of a pool file: ``## key`` ones, and ``### key`` ones under ``## Archive``."""
-    return pool_file(parse_document(path, text))
+    """The sections of a pool file: ``## key`` ones, and ``### key`` ones under ``## Archive``.
 
-
-def pool_file(doc: Document) -> PoolFile:
-    """:func:`parse_pool` of a document already parsed."""
-    lines = doc.lines
+    Only the headings matter here, so markdown-it's block tokens are all that is read (half
+    the time of a full :func:`~mdmem.markdown.parse.parse_document`; a pool file is parsed
+    on every read and every write)."""
+    lines = split_lines(text)
+    heads = _headings(lines)
     live: list[Section] = []
     archived: list[Section] = []
     in_archive = False
-    heads = list(doc.headings)
     for n, heading in enumerate(heads):
         if heading.level <= SECTION_LEVEL:
             in_archive = _is_archive(heading)
@@ -130,7 +136,17 @@ def pool_file(doc: Document) -> PoolFile:
         end = next((h.line for h in heads[n + 1 :] if h.level <= level), len(lines) + 1)
         section = _section(heading, lines, end, in_archive)
         (archived if in_archive else live).append(section)
-    return PoolFile(doc.path, tuple(live), tuple(archived), doc)
+    return PoolFile(path, text, lines, tuple(heads), tuple(live), tuple(archived))
+
+
+def _headings(lines: list[str]) -> list[Heading]:
+    # one line ending for markdown-it, so its line numbers are the file's (a lone CR too)
+    tokens = block_tokens("\n".join(line.rstrip("\r\n") for line in lines) + "\n")
+    return [
+        Heading(int(tok.tag[1]), tokens[i + 1].content.strip(), tok.map[0] + 1)
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.map
+    ]
 
 
 def _is_archive(heading: Heading) -> bool:
@@ -315,22 +331,22 @@ def header(name: str) -> str:
 def put_section(pool: PoolFile, key: str, block: str) -> tuple[str, int]:
     """The file with ``key``'s live section replaced by ``block`` (or ``block`` added after the
     last live section, before ``## Archive``), and the line ``block`` starts at."""
-    lines = pool.doc.lines
+    lines = pool.lines
     found = find(pool, key)
     if found is not None:
-        return _splice(lines, found.line - 1, found.end - 1, block, pool.doc.newline)
-    archive = next((h for h in pool.doc.headings if _is_archive(h)), None)
+        return _splice(lines, found.line - 1, found.end - 1, block, pool.newline)
+    archive = next((h for h in pool.headings if _is_archive(h)), None)
     at = archive.line - 1 if archive is not None else len(lines)
-    return _splice(lines, at, at, block, pool.doc.newline)
+    return _splice(lines, at, at, block, pool.newline)
 
 
 def archive_section(pool: PoolFile, section: Section, block: str) -> str:
     """The file with ``section`` removed and ``block`` added at the end of ``## Archive``
     (which is created at the end of the file if missing)."""
-    lines = pool.doc.lines
-    newline = pool.doc.newline
+    lines = pool.lines
+    newline = pool.newline
     rest = lines[: section.line - 1] + lines[section.end - 1 :]
-    after = parse_document(pool.path, "".join(rest))
+    after = parse_pool(pool.path, "".join(rest))
     archive = next((h for h in after.headings if _is_archive(h)), None)
     if archive is None:
         block = f"## {ARCHIVE_TITLE}{newline}{newline}" + block
