@@ -96,6 +96,38 @@ def test_every_json_value_encodes_to_a_body_that_reads_back_as_itself(value: obj
     assert pool.live[1].body == "after"
 
 
+_TRICKY_LINES = ["```", "~~~", "<!--", "-->", "<div>", "## x", "### y", "---", "===", "", "> q"]
+
+
+@given(
+    st.lists(_json, min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 200), st.sampled_from(_TRICKY_LINES) | _texts), max_size=3),
+    st.booleans(),
+)
+def test_the_line_reader_finds_what_markdown_it_finds_or_steps_aside(
+    values: list[object], edits: list[tuple[int, str]], archive: bool
+) -> None:
+    """Files the program wrote are read line by line; after any hand edit, either that still
+    gives markdown-it's headings or markdown-it reads the file."""
+    from mdmem.markdown.parse import split_lines
+
+    text = fmt.header("p")
+    for n, value in enumerate(values):
+        body = fmt.encode(value)
+        level = fmt.ARCHIVED_LEVEL if archive and n == len(values) - 1 else fmt.SECTION_LEVEL
+        if level == fmt.ARCHIVED_LEVEL:
+            text += "## Archive\n\n"
+        text += fmt.render_section(f"k{n}", {"hash": fmt.body_hash(body)}, body, "\n", level)
+    written = split_lines(text)
+    assert fmt._program_headings(written) == fmt._headings(written)  # the fast path is taken
+    rows = text.split("\n")
+    for at, line in edits:
+        rows.insert(at % (len(rows) + 1), line)
+    edited = split_lines("\n".join(rows))
+    fast = fmt._program_headings(edited)
+    assert fast is None or fast == fmt._headings(edited)
+
+
 def test_values_round_trip_through_the_pool_file_exactly(ws: Workspace) -> None:
     pool = _no_redaction(ws).pool("roundtrip")
     written: dict[str, object] = {}
@@ -499,3 +531,16 @@ def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
         True,
         "Error executing tool pool_get: no key 'nope' in shared/default.md",
     )
+
+
+def test_an_open_fence_left_by_hand_never_swallows_a_write(ws: Workspace) -> None:
+    pool = ws.pool()
+    pool.write("first", "one")
+    path = ws.root / "shared/default.md"
+    broken = path.read_text() + "\n```\nnotes a person never closed\n"
+    path.write_text(broken)
+    with pytest.raises(FileProblem, match="would not read back") as caught:
+        pool.write("second", "two")
+    assert caught.value.path == "shared/default.md" and caught.value.line
+    assert path.read_text() == broken  # nothing written
+    assert pool.write("first", "still fine").version == 2  # in place, above the open fence

@@ -239,16 +239,12 @@ class Pool:
             }
             block = fmt.render_section(key, meta, body, pool.newline, fmt.SECTION_LEVEL)
             new_text, line = fmt.put_section(pool, key, block)
-            made[:] = [new_text, line, meta, merged]
+            self._reads_back(new_text, key, body, line, archived=False)
             return new_text
 
-        made: list[Any] = []
         with self._lock:
             text = self._files().write(self.path, edit)
-            if made and text == made[0]:  # as written: no need to parse it back
-                entry = self._made(key, content, *made[1:])
-            else:  # written over a late save, or a secret masked in it
-                entry = self._written(text, key, archived=False)
+            entry = self._written(text, key, archived=False)
         self._fire(self._on_write, entry)
         return replace(entry, redacted=masked)
 
@@ -273,7 +269,9 @@ class Pool:
             self._check(key, found, expected_version)
             meta = {**found.meta, "deleted_at": stamp, "deleted_by": who}
             block = fmt.render_section(key, meta, found.body, pool.newline, fmt.ARCHIVED_LEVEL)
-            return fmt.archive_section(pool, found, block)
+            new_text = fmt.archive_section(pool, found, block)
+            self._reads_back(new_text, key, found.body, found.line, archived=True)
+            return new_text
 
         if not (self._documents.root / self.path).exists():
             raise KeyError(f"no key {key!r} in {self.path}")
@@ -297,27 +295,22 @@ class Pool:
         if found.hash != seen:
             raise VersionConflict(key, want, "edited by hand", self.path)
 
-    def _made(
-        self, key: str, content: JSON, line: int, meta: dict[str, Any], merged: JSON
-    ) -> PoolEntry:
-        """The entry a write put on disk, from what it wrote."""
-        entry = PoolEntry(
-            pool=self.name,
-            key=key,
-            content=content,
-            version=meta["version"],
-            created_by=meta["created_by"],
-            updated_by=meta["updated_by"],
-            created_at=meta["created_at"],
-            updated_at=meta["updated_at"],
-            metadata=merged,
-            path=self.path,
-            line=line,
-            hash=meta["hash"],
-        )
-        if self._seen is not None:
-            self._seen[key] = entry
-        return entry
+    def _reads_back(self, text: str, key: str, body: str, line: int, *, archived: bool) -> None:
+        """The edited file must read back with the entry where it was put: a block a person
+        left open above it (an unclosed fence) would swallow it. Parsed once: the next read
+        or write of this version finds the parse cached."""
+        after = self._parse(text)
+        live = fmt.find(after, key)
+        gone = [s for s in after.archived if s.key == key] if archived else []
+        placed = (gone[-1] if gone else None) if archived else live
+        if placed is None or placed.body != body or (archived and live is not None):
+            raise FileProblem(
+                self.path,
+                f"the entry {key!r} would not read back where it goes (line {line}): a block "
+                "above it is left open (an unclosed ``` fence or HTML comment?); nothing was "
+                "written",
+                line,
+            )
 
     def _written(self, text: str, key: str, *, archived: bool) -> PoolEntry:
         """The entry as the write left it on disk; the watch's view moves on with it."""
