@@ -314,7 +314,7 @@ class Pool:
 
     def _written(self, text: str, key: str, *, archived: bool) -> PoolEntry:
         """The entry as the write left it on disk; the watch's view moves on with it."""
-        pool = fmt.parse_pool(self.path, text)
+        pool = self._parse(text)
         sections = [s for s in (pool.archived if archived else pool.live) if s.key == key]
         entry = self._entry(sections[-1])
         if self._seen is not None:

@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from mdmem.errors import FileProblem
@@ -109,8 +110,19 @@ class PoolFile:
         return newline_of(self.text)
 
 
+@lru_cache(maxsize=4096)
 def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@lru_cache(maxsize=4096)
+def _meta_line(row: str) -> Mapping[str, str] | None:
+    """The mdmem comment that is the whole of ``row``, or None. Cached: the sections a write
+    did not touch come back with the same lines every time the file is read."""
+    match = find_meta(row)
+    if match is None or not _whole_line(row, match):
+        return None
+    return MappingProxyType(parse_meta(match.group("body")))
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -189,11 +201,8 @@ def _program_headings(lines: list[str]) -> list[Heading] | None:
 
 def _program_section_end(rows: list[str], at: int) -> int | None:
     """Where the section whose heading is at row ``at`` ends, if its body is the program's."""
-    meta_row = rows[at + 1] if at + 1 < len(rows) else ""
-    match = find_meta(meta_row)
-    if match is None or not _whole_line(meta_row, match):
-        return None
-    recorded = parse_meta(match.group("body")).get("hash")
+    meta = _meta_line(rows[at + 1]) if at + 1 < len(rows) else None
+    recorded = meta.get("hash") if meta is not None else None
     start = _skip_blank(rows, at + 2)
     if recorded is None or start >= len(rows):
         return None
@@ -227,9 +236,9 @@ def _section(heading: Heading, lines: list[str], end: int, archived: bool) -> Se
     start = 0
     while start < len(rows) and not rows[start].strip():
         start += 1
-    meta: dict[str, str] = {}
-    if start < len(rows) and (match := find_meta(rows[start])) and _whole_line(rows[start], match):
-        meta = parse_meta(match.group("body"))
+    meta: Mapping[str, str] = MappingProxyType({})
+    if start < len(rows) and (found := _meta_line(rows[start])) is not None:
+        meta = found
         start += 1
         while start < len(rows) and not rows[start].strip():
             start += 1
