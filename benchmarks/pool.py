@@ -5,7 +5,9 @@
 A fresh workspace (in .bench/pool/) gets a pool of ``--keys`` entries (half text, half JSON).
 Then, in one process:
 
-  read              ``pool.read(key)`` of a random key (lock-free: the file is parsed)
+  read              ``pool.read(key)`` of a random key, the file unchanged since the last read
+                    (lock-free; its bytes are read and compared, the parse is cached)
+  read, changed     the same after another writer changed the file (the file is parsed)
   list              ``pool.list()``: every entry, newest first
   write             ``pool.write(key, value)`` (last writer wins): the safe write, journaled
   optimistic write  ``read`` then ``write(..., expected_version=)``, with no one competing
@@ -97,8 +99,17 @@ def main() -> None:
         assert entry is not None
         pool.write(key, entry.content, expected_version=entry.version)
 
+    other = Workspace.open(ws.root).pool()  # another writer: its own view of the file
+
+    def changed_read() -> float:
+        other.write(rng.choice(keys), _value(rng.randrange(99)))
+        start = time.perf_counter()
+        pool.read(rng.choice(keys))
+        return (time.perf_counter() - start) * 1000
+
     rows = [
         ("read", _timed(lambda: pool.read(rng.choice(keys)), args.repeat)),
+        ("read, changed", [changed_read() for _ in range(max(10, args.repeat // 4))]),
         ("list", _timed(pool.list, max(10, args.repeat // 10))),
         (
             "write",
