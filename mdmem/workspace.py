@@ -407,9 +407,9 @@ class Workspace:
     def session(self, title: str, agent: str | None = None) -> Session:
         """Record a session: ``with ws.session("fix login bug") as s: s.event(...)``.
 
-        Full mode writes ``.sessions/YYYYMMDD_HHMMSS_<agent>-<id>_<slug>.md`` as it goes (every event is
-        on disk when the call returns); minimal mode keeps the session in memory only, ready
-        to be compacted.
+        Full mode writes ``.sessions/YYYYMMDD_HHMMSS_<agent>-<id>_<slug>.md`` as it goes
+        (every event is on disk when the call returns); minimal mode keeps the session in
+        memory only, ready to be compacted.
         """
         on_disk = self.mode == "full"
         return self.session_files.start(title, agent or self.agent, on_disk=on_disk)

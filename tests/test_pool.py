@@ -282,6 +282,12 @@ def test_secrets_are_masked_before_they_reach_the_file(ws: Workspace) -> None:
     entry = ws.pool().write("creds", {"note": f"the key is {secret}"})
     assert entry.redacted == 1 and "[REDACTED:" in entry.content["note"]
     assert secret not in (ws.root / "shared/default.md").read_text()
+    # a secret only the JSON shows (a key and its value): masked there, and the entry says so
+    pair = ws.pool().write("db", {"password": "hunter2xyz"}, metadata={"password": "hunter2xyz"})
+    assert pair.content == {"password": "[REDACTED:password]"} and pair.redacted == 1
+    assert pair.metadata == {"password": "[REDACTED:password]"}
+    assert not pair.edited and ws.pool().read("db") == pair
+    assert "hunter2xyz" not in (ws.root / "shared/default.md").read_text()
 
 
 # ---- callbacks, watch, async -----------------------------------------------------------------

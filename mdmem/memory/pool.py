@@ -210,8 +210,14 @@ class Pool:
             fmt.check_json(dict(metadata), "metadata")
         redactor = self._redactor()
         content, masked = _masked(content, redactor)
-        extra = _masked(dict(metadata or {}), redactor)[0]
         body = fmt.encode(content)
+        if (found := redactor.redact(body)).count:  # a secret only its JSON form shows
+            content = _read_masked(found.text, fmt.decode)
+            body = fmt.encode(content)
+            masked += found.count
+        extra = _masked(dict(metadata or {}), redactor)[0]
+        if (found := redactor.redact(json.dumps(extra))).count:
+            extra = _read_masked(found.text, json.loads)
         stamp = _now()
 
         def edit(text: str) -> str:
@@ -453,6 +459,19 @@ def _masked(value: JSON, redactor: Redactor) -> tuple[JSON, int]:
             count += n + m
         return out, count
     return value, 0
+
+
+def _read_masked(text: str, read: Callable[[str], JSON]) -> JSON:
+    """The value back from its written form with a secret masked in it (``"password":
+    "hunter2"`` shows the secret only as a key and its value): the file then gets no secret,
+    and the entry returned is what the file holds."""
+    try:
+        return read(text)
+    except (ValueError, FileProblem):
+        raise ValueError(
+            "a secret in this value spans JSON syntax and cannot be masked in place; mask it "
+            "before writing (nothing was written)"
+        ) from None
 
 
 def _dump_metadata(metadata: Mapping[str, JSON]) -> str | None:
