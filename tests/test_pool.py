@@ -550,3 +550,22 @@ def test_an_open_fence_left_by_hand_never_swallows_a_write(ws: Workspace) -> Non
     assert caught.value.path == "shared/default.md" and caught.value.line
     assert path.read_text() == broken  # nothing written
     assert pool.write("first", "still fine").version == 2  # in place, above the open fence
+
+
+def test_two_writers_in_each_others_late_save_windows_duplicate_nothing(ws: Workspace) -> None:
+    """Two agents, each with its own Workspace, writing within 250 ms of each other: the
+    late-save guard of one took the other's write for an editor's save of an old copy, and its
+    line merge (blank lines and fences repeat in a pool file) put back sections that were
+    there: duplicated keys. A program write is no late save."""
+    researcher, writer = ws.pool(), Workspace.open(ws.root).pool()
+    keys = [f"k{n:02d}" for n in range(12)]
+    for key in keys:
+        researcher.write(key, f"value {key}")
+    writer.write("k01", {"n": 1})  # within the researcher's window
+    writer.write("k02", {"n": 2})
+    researcher.write("k03", {"n": 3})  # on the writer's version, within its window
+    time.sleep(0.6)  # past every window: a merge would have landed by now
+    text = (ws.root / "shared/default.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == [f"## {key}" for key in keys]
+    assert [e.version for e in researcher.list() if e.key in ("k01", "k02", "k03")] == [2, 2, 2]

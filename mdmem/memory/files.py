@@ -266,6 +266,7 @@ class SafeWriter:
         seen = self.seen(target.rel)
         base, state = self._read_settled(target, display, seen)
         expected = (base, state)  # what the swap must find at the path
+        on_program_write = _same_version(state, seen)  # not a person's save: nothing to merge
         restoring = False
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             if base is None and not create:
@@ -295,12 +296,14 @@ class SafeWriter:
             if outcome.clean:
                 self._set_seen(target.rel, outcome.state)
                 if base is not None:
-                    self.guard.written(target, base, data, outcome.state)
+                    self.guard.written(
+                        target, base, data, outcome.state, on_program_write=on_program_write
+                    )
                 if restoring:
                     raise self._conflict(display, conflict) from None
                 return WriteResult(target.path, new_text, attempt)
             # a person saved between the read and the swap: theirs is the new base
-            base = outcome.theirs
+            base, on_program_write = outcome.theirs, False
             expected = (outcome.placed, outcome.state)
         raise ConflictError(
             f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} "

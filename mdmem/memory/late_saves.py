@@ -95,6 +95,7 @@ class Rewriter(Protocol):
     its per-file lock, and its edits with and without taking that lock."""
 
     def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]: ...
+    def seen(self, rel: str) -> FileState | None: ...
     def edit(self, target: Target, edit: Callable[[str], str]) -> Any: ...
     def edit_locked(self, target: Target, edit: Callable[[str], str]) -> Any: ...
 
@@ -124,9 +125,19 @@ class LateSaveGuard:
             self._inodes.append(_Inode(target, fd, state, base, now, now + self.window_s))
             self._start()
 
-    def written(self, target: Target, before: bytes, after: bytes, state: FileState) -> None:
+    def written(
+        self,
+        target: Target,
+        before: bytes,
+        after: bytes,
+        state: FileState,
+        *,
+        on_program_write: bool = False,
+    ) -> None:
         """A write is in place. If it was made on a version that lacks our previous writes (a
-        save from an older copy landed between two of them), put those back now."""
+        save from an older copy landed between two of them), put those back now; not when
+        that version was another program write (``on_program_write``): made under the lock
+        on the file as it was, it holds them, or changed them on purpose."""
         if self.window_s <= 0:
             return
         now = time.monotonic()
@@ -137,7 +148,7 @@ class LateSaveGuard:
             watch.writes = [*earlier, _Write(before, after, now + self.window_s)]
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
-        if earlier and before != earlier[-1].after:
+        if earlier and before != earlier[-1].after and not on_program_write:
             missing = self._missing(earlier, before)
             if missing:
                 self._merge(target, lambda current: self._reapply(missing, current), locked=True)
@@ -251,6 +262,8 @@ class LateSaveGuard:
         # Most changes at the path hold every recent write: a look without the lock says so.
         try:
             state = FileState.of(os.stat(watch.target.path))
+            if self._program_write(watch, state):
+                return
             current = watch.target.path.read_bytes()
             if combine(current) == current and FileState.of(os.stat(watch.target.path)) == state:
                 watch.checked = state
@@ -261,9 +274,28 @@ class LateSaveGuard:
         with self.writer.locked(watch.target.rel, watch.target.rel):
             if self._unchanged(watch):
                 return
+            with contextlib.suppress(OSError):
+                if self._program_write(watch, FileState.of(os.stat(watch.target.path))):
+                    return
             merged = self._merge(watch.target, combine, locked=True)
             if merged is not None:
                 watch.checked = merged
+
+    def _program_write(self, watch: _PathWatch, state: FileState) -> bool:
+        """The path holds another program write (this process's or another's: the file's
+        ``seen`` record says so). Made under the lock on the file as it was, it holds our
+        writes or changed them on purpose: no save to merge. (A line merge of two versions of
+        a file of repeated lines, blank lines and fences, may align them differently and put
+        back lines that are there: a duplicated section.)"""
+        seen = self.writer.seen(watch.target.rel)
+        if seen is None or (seen.ino, seen.size, seen.mtime_ns) != (
+            state.ino,
+            state.size,
+            state.mtime_ns,
+        ):
+            return False
+        watch.checked = state
+        return True
 
     @staticmethod
     def _unchanged(watch: _PathWatch) -> bool:
