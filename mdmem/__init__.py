@@ -26,6 +26,7 @@ _EXPORTS = {
     "MdmemError": "mdmem.errors",
     "ModeError": "mdmem.errors",
     "UnsafePathError": "mdmem.errors",
+    "VersionConflict": "mdmem.errors",
     "WorkspaceNotFoundError": "mdmem.errors",
     "Document": "mdmem.markdown.parse",
     "Heading": "mdmem.markdown.parse",
@@ -38,6 +39,8 @@ _EXPORTS = {
     "TaskItem": "mdmem.memory.task",
     "TaskState": "mdmem.memory.task",
     "WorldFact": "mdmem.memory.world",
+    "Pool": "mdmem.memory.pool",
+    "PoolEntry": "mdmem.memory.pool",
     "CompactReport": "mdmem.reports",
     "ExtractReport": "mdmem.reports",
     "MemoryChange": "mdmem.reports",
@@ -55,6 +58,7 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
     "MdmemError",
     "ModeError",
     "UnsafePathError",
+    "VersionConflict",
     "WorkspaceNotFoundError",
     "Document",
     "Heading",
@@ -67,6 +71,8 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
     "TaskItem",
     "TaskState",
     "WorldFact",
+    "Pool",
+    "PoolEntry",
     "CompactReport",
     "ExtractReport",
     "MemoryChange",
@@ -86,10 +92,12 @@ if TYPE_CHECKING:
         MdmemError,
         ModeError,
         UnsafePathError,
+        VersionConflict,
         WorkspaceNotFoundError,
     )
     from mdmem.markdown.entries import MEMORY_TYPES, Entry
     from mdmem.markdown.parse import Document, Heading, Problem
+    from mdmem.memory.pool import Pool, PoolEntry
     from mdmem.memory.sessions import Event, Session, SessionRecord
     from mdmem.memory.task import TaskItem, TaskState
     from mdmem.memory.world import WorldFact

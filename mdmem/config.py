@@ -120,6 +120,7 @@ DEFAULT_SHARES = {
     "knowledge": 0.3,
     "retrieved": 0.2,
     "compact": 0.5,
+    "shared": 0.15,
 }
 
 
@@ -132,7 +133,7 @@ class ContextConfig:
     fast estimate."""
     shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
     """Each source's share of the budget (relative; a source's unused share flows to the
-    others). Sources: task, sessions, world, knowledge, retrieved, compact."""
+    others). Sources: task, sessions, world, knowledge, retrieved, compact, shared."""
     sessions: int = 3
     """How many of the agent's own recent sessions to include (full mode)."""
     retrieved: int = 8

@@ -51,3 +51,22 @@ class ModeError(MdmemError):
 
 class EditNotApplicable(MdmemError):
     """Raised by an edit function when the edit no longer makes sense on the current text."""
+
+
+class VersionConflict(ConflictError):
+    """A shared-pool write expected one version of a key and found another; nothing written.
+
+    ``actual`` is the version found (0: no such key), or ``"edited by hand"`` when a person
+    changed the entry since the program wrote it (or since the writer read it).
+    """
+
+    def __init__(self, key: str, expected: int, actual: int | str, path: str = "") -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        where = f"{path}: " if path else ""
+        found = actual if isinstance(actual, str) else f"version {actual}"
+        super().__init__(
+            f"{where}pool key {key!r}: expected version {expected}, found {found}; nothing "
+            "was written (read it again and retry)"
+        )

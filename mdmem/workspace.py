@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.journal import JournalEntry
+    from mdmem.memory.pool import Pool
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
@@ -67,6 +68,7 @@ class Workspace:
         self._writer: SafeWriter | None = None
         self._sessions: SessionFiles | None = None
         self._redactor: tuple[RedactConfig, Redactor] | None = None
+        self._pools: dict[str, Pool] = {}
         self.documents = Documents(
             self.root, self.config.files, self.config.max_file_bytes, self._written_before
         )
@@ -407,9 +409,9 @@ class Workspace:
     def session(self, title: str, agent: str | None = None) -> Session:
         """Record a session: ``with ws.session("fix login bug") as s: s.event(...)``.
 
-        Full mode writes ``.sessions/YYYYMMDD_HHMMSS_<slug>.md`` as it goes (every event is
-        on disk when the call returns); minimal mode keeps the session in memory only, ready
-        to be compacted.
+        Full mode writes ``.sessions/YYYYMMDD_HHMMSS_<agent>-<id>_<slug>.md`` as it goes
+        (every event is on disk when the call returns); minimal mode keeps the session in
+        memory only, ready to be compacted.
         """
         on_disk = self.mode == "full"
         return self.session_files.start(title, agent or self.agent, on_disk=on_disk)
@@ -446,6 +448,24 @@ class Workspace:
         from mdmem.memory.world import World
 
         return World(lambda: self.documents.if_exists(WORLD_FILE), self._full(WORLD_FILE))
+
+    def pool(self, name: str = "default") -> Pool:
+        """The shared pool ``shared/<name>.md``: versioned keys every agent reads and writes
+        (``.write``, ``.read``, ``.list``, ``.delete``, callbacks, ``.watch()``). One object
+        per name, so its callbacks see every write this workspace makes."""
+        from mdmem.memory.pool import Pool
+
+        if name not in self._pools:
+            self._pools[name] = Pool(
+                name, self.documents, lambda: self.files, lambda: self.redactor, lambda: self.agent
+            )
+        return self._pools[name]
+
+    def pools(self) -> list[str]:
+        """The names of the workspace's shared pools (``shared/*.md``)."""
+        from mdmem.memory.pool import pool_names
+
+        return pool_names(self.root)
 
     def _require_full(self, what: str) -> None:
         if self.mode != "full":

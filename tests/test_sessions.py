@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -169,14 +171,42 @@ def test_same_title_in_the_same_second_gets_its_own_file(ws: Workspace) -> None:
     else:
         pytest.fail("could not start three sessions within one second")
     stamp = a.started.strftime("%Y%m%d_%H%M%S")
-    assert [s.path for s in sessions] == [
-        f".sessions/{stamp}_retry.md",
-        f".sessions/{stamp}_retry-2.md",
-        f".sessions/{stamp}_retry-3.md",
-    ]
+    name = re.compile(rf"\.sessions/{stamp}_coder-[0-9a-f]{{6}}_retry\.md")
+    assert all(name.fullmatch(s.path or "") for s in sessions)
+    assert len({s.path for s in sessions}) == 3
     for n, s in enumerate(sessions):  # each file holds its own session's events only
         events = [(e.action, e.text) for e in ws.session_record(s.id).events]
         assert events == [("execute", f"attempt {n}")]
+
+
+def test_names_never_collide_across_machines_and_old_names_still_read(tmp_path: Path) -> None:
+    """Two clones of one workspace ("two machines") start a session of the same title in the
+    same second; merged into one folder, both files are there. A file named the old way
+    (no agent, no id) is listed and found as before, its start read from its name."""
+    clones = [Workspace.init(tmp_path / name, mode="full", agent="coder") for name in "ab"]
+    for _ in range(5):
+        time.sleep(1.0 - time.time() % 1.0 + 0.005)
+        sessions = [ws.session("deploy") for ws in clones]
+        for s in sessions:
+            s.close()
+        if len({s.started.replace(microsecond=0) for s in sessions}) == 1:
+            break
+    else:
+        pytest.fail("could not start two sessions within one second")
+    merged = tmp_path / "b" / ".sessions"
+    for s in sessions:
+        assert re.fullmatch(r"\.sessions/\d{8}_\d{6}_coder-[0-9a-f]{6}_deploy\.md", s.path or "")
+    shutil.copy(tmp_path / "a" / (sessions[0].path or ""), merged)  # what a git merge does
+    assert len(list(merged.glob("*.md"))) == 2
+    old = merged / "20260101_120000_old-work.md"
+    old.write_text("---\nagent: coder\n---\n# Session: old work\n\n## Events\n")
+    ws = Workspace.open(tmp_path / "b")
+    assert len(ws.sessions()) == 3
+    record = ws.session_record("20260101_120000_old-work")
+    assert record.started == "2026-01-01T12:00:00" and record.title == "old work"
+    new = merged / "20260102_080000_coder-abc123_new-work.md"
+    new.write_text("---\nagent: coder\n---\n# Session: new work\n")
+    assert ws.session_record("new-work").started == "2026-01-02T08:00:00"
 
 
 def test_minimal_mode_writes_no_session_file(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from mdmem.errors import FileProblem
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory
 from mdmem.memory.documents import Documents
+from mdmem.memory.pool import POOL_DIR, Pool, PoolEntry
 from mdmem.memory.sessions import SessionRecord
 from mdmem.memory.task import Task
 from mdmem.memory.world import World
@@ -61,6 +62,8 @@ class Memory(Protocol):
         self, agent: str | None = None, since: str | None = None, limit: int | None = None
     ) -> list[SessionRecord]: ...
     def search(self, query: str, k: int | None = None) -> Hits: ...
+    def pool(self, name: str = ...) -> Pool: ...
+    def pools(self) -> list[str]: ...
 
 
 def build_context(
@@ -77,13 +80,16 @@ def build_context(
     documents = memory.documents
     files = [f for f in KNOWLEDGE_FILES if (documents.root / f).exists()]
     entries = [e for f in files for e in documents.entries_or_warn(f, "context")]
-    ranked, related = _found(memory, query, {e.id for e in entries}, files)
+    pools = memory.pools()
+    shown = [*files, *(f"{POOL_DIR}/{name}.md" for name in pools)]
+    ranked, related = _found(memory, query, {e.id for e in entries}, shown)
     sources: list[Source] = []
     if memory.mode == "full":
         sources.append(src.task_source(memory.task.state(), TASK_FILE))
         own = memory.sessions(agent=agent or memory.agent, limit=cfg.sessions)
         sources.append(src.sessions_source(own, SESSIONS_DIR + "/"))
         sources.append(src.world_source(memory.world.facts(), WORLD_FILE))
+    sources.append(src.shared_source(_shared(memory, pools), POOL_DIR + "/"))
     sources.append(src.knowledge_source(entries, ranked, files))
     if memory.mode == "full":
         sources.append(src.retrieved_source(related))
@@ -115,6 +121,16 @@ def _found(
         elif hit.path not in shown and len(related) < retrieved:
             related.append((hit.citation, hit.text))
     return ranked, related
+
+
+def _shared(memory: Memory, pools: Sequence[str]) -> list[PoolEntry]:
+    entries: list[PoolEntry] = []
+    for name in pools:
+        try:
+            entries += memory.pool(name).list()
+        except FileProblem as exc:
+            log.warning("context: skipped %s", exc)
+    return entries
 
 
 def _compact_memory(documents: Documents) -> CompactMemory:

@@ -3,11 +3,13 @@ sessions, the world state, lasting memories, search hits, the compact memory."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from mdmem.context.pack import Source, Unit
 from mdmem.markdown.entries import Entry
 from mdmem.memory.compact_memory import CompactMemory, read_memory
+from mdmem.memory.pool import DEFAULT_POOL, PoolEntry
 from mdmem.memory.sessions import SessionRecord
 from mdmem.memory.task import TaskItem, TaskState
 from mdmem.memory.world import WorldFact
@@ -124,6 +126,27 @@ def retrieved_source(hits: Sequence[tuple[str, str]]) -> Source:
     """Search hits not already shown by another source: (``path:lines``, text) pairs."""
     units = [Unit(f"- {one_line(text)} ({where})", "", n) for n, (where, text) in enumerate(hits)]
     return Source("retrieved", "Related Memories", "search results", tuple(units))
+
+
+SHARED_UNIT_CHARS = 600
+"""A pool value longer than this is cut (marked ``…``): one huge value must not crowd out the
+newer entries after it."""
+
+
+def shared_source(entries: Sequence[PoolEntry], folder: str) -> Source:
+    """Shared-pool entries, newest first, ``[SHARED:key] value`` (``[SHARED:pool:key]`` for a
+    pool other than the default one)."""
+    newest = sorted(entries, key=lambda e: e.updated_at or e.created_at or "", reverse=True)
+    units = []
+    for n, entry in enumerate(newest):
+        name = entry.key if entry.pool == DEFAULT_POOL else f"{entry.pool}:{entry.key}"
+        value = entry.content
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = one_line(text)
+        if len(text) > SHARED_UNIT_CHARS:
+            text = text[: SHARED_UNIT_CHARS - 1].rstrip() + "…"
+        units.append(Unit(f"- [SHARED:{name}] {text}", "", n))
+    return Source("shared", "Shared Pool", folder, tuple(units), files=(folder,))
 
 
 def compact_source(memory: CompactMemory, path: str) -> Source:

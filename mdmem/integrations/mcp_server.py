@@ -364,6 +364,50 @@ class Tools:
         with _as_tool_error():
             return self.ws.extract(source, offline=offline, dry_run=dry_run).to_dict()
 
+    # ---- the shared pool ------------------------------------------------------------------
+
+    def pool_get(
+        self,
+        key: Annotated[str | None, Field(description="The key (omit to list the pool).")] = None,
+        pool: Annotated[str, Field(description="The pool: shared/<pool>.md.")] = "default",
+        prefix: Annotated[str, Field(description="List: only keys starting with this.")] = "",
+        limit: Annotated[int, Field(ge=1, le=200, description="List: at most this many.")] = 50,
+    ) -> dict[str, Any]:
+        """Read the shared pool other agents write to: one key (its value, version, who wrote
+        it and when), or its entries newest first. Pass the version to pool_set to update it
+        safely."""
+        with _as_tool_error():
+            shared = self.ws.pool(pool)
+            if key is None:
+                entries = shared.list(prefix=prefix, limit=limit)
+                return {"pool": pool, "entries": [e.to_dict() for e in entries]}
+            entry = shared.read(key)
+        if entry is None:
+            raise ToolError(f"no key {key!r} in shared/{pool}.md")
+        return entry.to_dict()
+
+    def pool_set(
+        self,
+        key: Annotated[str, Field(description="The key, e.g. findings/paris.")],
+        value: Annotated[
+            Any, Field(description="Text, or any JSON value (object, list, number, …).")
+        ],
+        pool: Annotated[str, Field(description="The pool: shared/<pool>.md.")] = "default",
+        expected_version: Annotated[
+            int | None,
+            Field(ge=0, description="Write only if the key is at this version (0: absent)."),
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Merged into the entry's metadata.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Write a key of the shared pool, read by every agent of this workspace. With
+        expected_version the write happens only if nobody changed the key since you read it;
+        else an error says which version is there now: read it again and retry."""
+        with _as_tool_error():
+            entry = self.ws.pool(pool).write(key, value, None, expected_version, metadata)
+        return {**entry.to_dict(), "secrets_masked": entry.redacted}
+
     # ---- resources ------------------------------------------------------------------------
 
     def file_resource(self, path: str) -> str:
@@ -437,9 +481,9 @@ def build_server(
         ws.config = dataclasses.replace(ws.config, agent=check_name(agent, "agent"))
     tools = Tools(ws)
     server = MdmemMCPServer(tools, warm_up=warm_up)
-    for name in ("search", "read", "context", "recent"):
+    for name in ("search", "read", "context", "recent", "pool_get"):
         server.add_tool(getattr(tools, name), annotations=READ_ONLY)
-    for name in ("remember", "update", "supersede", "session_event", "task", "world"):
+    for name in ("remember", "update", "supersede", "session_event", "task", "world", "pool_set"):
         server.add_tool(getattr(tools, name), annotations=WRITES)
     for name in ("compact", "extract"):
         server.add_tool(getattr(tools, name), annotations=WRITES)

@@ -34,7 +34,7 @@ from mdmem.integrations.importers.common import (
     printable,
     render_event,
     session_skeleton,
-    slugify,
+    session_stem,
 )
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class MdmemSession:
         started = dt.datetime.now().replace(microsecond=0)
         title = " ".join(self.ws.redactor(self.title).split())[:120] or "session"
         front = {"source": SOURCE, "conversation": self.session_id}
-        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        base = session_stem(started, self.agent, title)
         (self.ws.root / SESSIONS_DIR).mkdir(exist_ok=True)
         for n in range(1, 1000):
             rel = f"{SESSIONS_DIR}/{base if n == 1 else f'{base}-{n}'}.md"

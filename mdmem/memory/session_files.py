@@ -20,10 +20,10 @@ from mdmem.memory.sessions import (
     is_stamped,
     parse_session,
     session_skeleton,
+    session_stem,
     writer_stamp,
 )
 from mdmem.memory.writers import FileWriter
-from mdmem.paths import slugify
 
 log = logging.getLogger("mdmem")
 
@@ -41,13 +41,14 @@ class SessionFiles:
         self._sweep: InterruptedSweep | None = None
 
     def start(self, title: str, agent: str, *, on_disk: bool) -> Session:
-        """A new session named ``YYYYMMDD_HHMMSS_<slug>`` (``-2``, ``-3`` … when taken); kept
-        in memory only unless ``on_disk``."""
+        """A new session named ``YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>``
+        (:func:`session_stem`; ``-2``, ``-3`` … in the unlikely case it is taken); kept in
+        memory only unless ``on_disk``."""
         agent = check_name(agent, "agent")
         redactor = self.writer.redactor
         title = redactor(edits.check_text(title).split("\n", 1)[0])  # (and so the file name)
         started = dt.datetime.now()
-        base = f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(title)}"
+        base = session_stem(started, agent, title)
         if not on_disk:
             return Session(
                 base, title, agent, path=None, write=None, started=started, redactor=redactor

@@ -1,6 +1,6 @@
 """Sessions: the event stream. One Markdown file per session, written as the session goes.
 
-A session file is ``.sessions/YYYYMMDD_HHMMSS_<slug>.md``::
+A session file is ``.sessions/YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>.md``::
 
     ---
     agent: coder
@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import re
+import secrets
 import socket
 import threading
 import traceback
@@ -51,6 +52,7 @@ from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document, block_tokens, newline_of, parse_document, split_lines
 from mdmem.memory.files import TEMP_SUFFIX, EditFile, pid_alive
+from mdmem.paths import slugify
 from mdmem.redact import DEFAULT, Redactor
 from mdmem.text import one_line, printable
 
@@ -103,7 +105,7 @@ _HEADING_LIKE = r"\\*(?:#|=+[ \t]*$|-+[ \t]*$)"
 _ESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})(?={_HEADING_LIKE})")
 _UNESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})\\(?={_HEADING_LIKE})")
 _CODE_TOKENS = ("fence", "code_block", "html_block")
-_NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9-]+)$")
+_NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9_-]+)$")
 _SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
 
 
@@ -248,6 +250,18 @@ class SessionRecord:
         if events:
             data["events"] = [e.to_dict() for e in self.events]
         return data
+
+
+def session_stem(started: dt.datetime, agent: str, title: str) -> str:
+    """A new session's file name (no ``.md``): ``YYYYMMDD_HHMMSS_<agent>-<6 hex>_<slug>``.
+
+    The agent and a random id make two machines writing sessions of one title in the same
+    second (then merged by git or a sync tool) never pick the same name; files named before
+    (``YYYYMMDD_HHMMSS_<slug>``) read as they always did."""
+    return (
+        f"{started.strftime('%Y%m%d_%H%M%S')}_{slugify(agent)}-{secrets.token_hex(3)}"
+        f"_{slugify(title)}"
+    )
 
 
 def is_stamped(name: str) -> bool:

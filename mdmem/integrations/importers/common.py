@@ -25,6 +25,7 @@ from mdmem.memory.sessions import (
     head_frontmatter,
     render_event,
     session_skeleton,
+    session_stem,
     set_frontmatter,
 )
 from mdmem.paths import slugify
@@ -48,6 +49,7 @@ __all__ = [
     "reason",
     "render_event",
     "session_skeleton",
+    "session_stem",
     "set_frontmatter",
     "slugify",
     "text_of",
