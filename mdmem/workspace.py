@@ -26,6 +26,7 @@ from mdmem.redact import Redactor
 
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
+    from mdmem.distill.consolidate import ConsolidateReport
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
+    from mdmem.memory.unarchive import RestoreReport
     from mdmem.memory.world import World
     from mdmem.reports import CompactReport, ExtractReport
 
@@ -540,6 +542,45 @@ class Workspace:
         nothing and reports the diff.
         """
         return self.distiller.extract(source, offline=offline, dry_run=dry_run, **llm_kwargs)
+
+    def consolidate(
+        self,
+        *,
+        dry_run: bool = False,
+        offline: bool = False,
+        by_importance: bool = False,
+        **llm_kwargs: Any,
+    ) -> ConsolidateReport:
+        """Merge old, rarely used memories that say the same thing, each merge checked for
+        fidelity first; the originals go to ``## Archive`` with ``consolidated_into=``.
+
+        The model merges when ``llm.model`` is set and ``offline`` is false, else an
+        extractive merge. Without embeddings nothing is done unless ``by_importance`` (keep the
+        ``consolidate.threshold`` most important memories, archive the rest). Hand-written and
+        hand-edited entries are only suggested. The report goes to ``.mdmem/consolidation/``;
+        ``dry_run`` writes nothing and reports the diff.
+        """
+        from mdmem.distill.consolidate import Consolidator
+        from mdmem.tokens import token_counter
+
+        embed = lambda: e.embed if (e := self.embedder()) is not None else None  # noqa: E731
+        return Consolidator(
+            self.config,
+            self.documents,
+            self.files,
+            self.redactor,
+            embed,
+            lambda keys: self.index.access_counts(keys),
+            self.state_dir,
+            token_counter(self.config.context.model or self.config.llm.model or None),
+        ).run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+
+    def restore_archived(self, entry: str | Entry) -> RestoreReport:
+        """Undo a consolidation: an archived original comes back alone; a merged memory's
+        originals all come back and the merged memory goes to the archive. Nothing is deleted."""
+        from mdmem.memory.unarchive import restore
+
+        return restore(self.documents, self.files, self.store.expected(entry).id)
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""

@@ -274,3 +274,14 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
         if score > best_score:
             best, best_score = heading.title, score
     return best
+
+
+def conflicts(new: str, old: str) -> bool:
+    """Whether ``new`` changes what ``old`` says: the same subject with another value, the
+    same words with other numbers, or the same words negated (consolidation keeps the newer)."""
+    if _different_value(new, old):
+        return True
+    if bool(_NEGATION.search(new)) == bool(_NEGATION.search(old)):
+        return False
+    plain = lambda text: content_words(_NEGATION.sub(" ", text))  # noqa: E731
+    return plain(new) == plain(old)
