@@ -1295,3 +1295,87 @@ def mcp_serve(
         mcp_server.serve_http(server, host, port, token, allow_host or [])
     else:
         mcp_server.serve_stdio(server)
+
+
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    offline: OfflineOpt = False,
+    dry_run: DryRunOpt = False,
+    by_importance: Annotated[
+        bool,
+        typer.Option(
+            "--by-importance",
+            help="No clustering: keep the consolidate.threshold most important memories, "
+            "archive the rest (what to do without embeddings).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge old, rarely used memories that say the same thing, each merge checked for fidelity
+    before anything is replaced; the originals go to ## Archive (undo with `mdmem restore ID`).
+    """
+    _log_to_stderr()
+    ws = _open(ctx)
+    report = ws.consolidate(offline=offline, dry_run=dry_run, by_importance=by_importance)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    typer.echo(report.diff or "(no change)", nl=False)
+    _print_consolidation(report)
+    for suggestion in report.suggestions:
+        typer.echo(f"suggestion: {suggestion}", err=True)
+    for problem in report.problems:
+        _warn(problem)
+    typer.echo(report.summary(), err=True)
+    if report.report_path:
+        typer.echo(f"report: {report.report_path}", err=True)
+
+
+def _print_consolidation(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Consolidation", title_justify="left")
+    for column in ("clusters", "kept", "merged", "refused", "memories", "tokens"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(len(report.clusters)),
+        str(report.count("kept")),
+        f"{report.count('merged')} ({report.merged} → {report.written})",
+        str(report.count("refused")),
+        f"{report.memories} → {report.entries_after}",
+        f"{report.tokens_before:,} → {report.tokens_after:,}",
+    )
+    console = Console(stderr=True, width=100)
+    console.print(table)
+    for merged in report.refused:
+        fidelity = merged.fidelity
+        console.print(
+            f"refused ({fidelity.composite:.3f}): {merged.text[:70]!r}: {fidelity.reason}",
+            markup=False,
+            highlight=False,
+        )
+
+
+@app.command("restore")
+def restore_cmd(
+    ctx: typer.Context,
+    entry_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A merged memory, or an original it archived.")
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Undo a consolidation: a merged memory's originals come back (it goes to the archive), or
+    one archived original comes back alone."""
+    ws = _open(ctx)
+    report = ws.restore_archived(entry_id)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    for restored in report.restored:
+        typer.echo(f"restored  {restored}")
+    for archived in report.archived:
+        typer.echo(f"archived  {archived}")
+    for missing in report.missing:
+        _warn(f"{missing} (named by refines=) is in no archive: not restored")

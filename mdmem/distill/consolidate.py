@@ -210,12 +210,13 @@ class Consolidator:
         rule = "threshold" if len(memories) > cfg.threshold else "age"
         picked = candidates(memories, counts, self.config, dt.date.today())
         writer = DryRunWriter(self.documents, self.redactor) if dry_run else self.writer
+        before = self._texts()
         embed = None if by_importance else self.embed()
         if by_importance or embed is None:
             report = self._by_importance(memories, counts, writer, by_importance, rule, picked)
         else:
             report = self._by_clusters(memories, picked, embed, writer, rule, offline, llm_kwargs)
-        diff = writer.diff() if isinstance(writer, DryRunWriter) else ""
+        diff = writer.diff() if isinstance(writer, DryRunWriter) else _diff(before, self._texts())
         report = replace(report, dry_run=dry_run, diff=diff)
         if not dry_run and report.engine != "none":
             report = replace(report, report_path=self._save(report))
@@ -361,6 +362,13 @@ class Consolidator:
             archived=tuple(e.id for e in drop),
         )
 
+    def _texts(self) -> dict[str, str]:
+        return {
+            rel: (self.documents.root / rel).read_text(encoding="utf-8", errors="replace")
+            for rel in KNOWLEDGE_FILES
+            if (self.documents.root / rel).is_file()
+        }
+
     def _save(self, report: ConsolidateReport) -> str:
         folder = self.state_dir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -372,6 +380,13 @@ class Consolidator:
             f.write(data)
         os.replace(tmp, path)
         return str(path.relative_to(self.state_dir.parent))
+
+
+def _diff(before: dict[str, str], after: dict[str, str]) -> str:
+    from mdmem.reports import unified_diff
+
+    changed = [rel for rel in after if before.get(rel) != after[rel]]
+    return unified_diff({r: before.get(r, "") for r in changed}, {r: after[r] for r in changed})
 
 
 def lasting(documents: Documents) -> list[Entry]:
