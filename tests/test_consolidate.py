@@ -327,3 +327,109 @@ def test_llm_bad_reply_gets_one_repair_then_changes_nothing(mem: Workspace, scri
     assert len(script) == 2 and "not usable" in script[1][-1]["content"]
     assert report.count("failed") == 1 and len(report.problems) == 2
     assert set(ids) <= set(_active(mem))
+
+
+# ---- killed mid-run ------------------------------------------------------------------------------
+
+
+class ByService:
+    """A stand-in for the model, so a killed child starts in a second: one direction per
+    service named in the text."""
+
+    model_id = "test/by-service"
+
+    def embed(self, texts, progress=None):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        out = np.zeros((len(texts), 512), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for n in re.findall(r"svc(\d+)", text):
+                out[row, int(n) % 512] = 1.0
+            out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
+        return out
+
+
+CHILD = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_consolidate import ByService
+from mdmem import Workspace
+Workspace(sys.argv[1], embedder=ByService()).consolidate(offline=True)
+"""
+
+
+def _service_files(root: Path, services: int) -> None:
+    from mdmem.markdown.entries import text_sum
+
+    def lines(kind: str, offset: int) -> str:
+        out = []
+        for n in range(offset, offset + services):
+            for text in (
+                f"Service svc{n} runs on port {8000 + n} in region ams",
+                f"svc{n} listens on port {8000 + n}, region ams",
+                f"The svc{n} service uses port {8000 + n} (ams)",
+            ):
+                meta = f"id=m-{n:04x}{len(out):06x} type={kind} importance=0.5 created={OLD}"
+                out.append(f"- {text} <!-- mdmem {meta} sum={text_sum(text)} -->\n")
+        return "".join(out)
+
+    (root / "mdmem.toml").write_text("[consolidate]\nthreshold = 10\n")
+    (root / "memory.md").write_text("# Memory\n\n## Facts\n\n" + lines("fact", 0))
+    (root / "learnings.md").write_text("# Learnings\n\n## Skills\n\n" + lines("skill", services))
+
+
+def _consistent(root: Path) -> int:
+    """Every original once; each archived one points at a live merge that names it. Returns
+    how many merged memories there are."""
+    ws = Workspace(root)
+    entries = ws.entries(include_archived=True)
+    ids = [e.id for e in entries]
+    assert len(ids) == len(set(ids)), "an entry was duplicated"
+    by_id = {e.id: e for e in entries}
+    merged = [e for e in entries if "refines" in e.meta and not e.archived]
+    for e in entries:
+        if e.archived:
+            target = by_id[e.meta["consolidated_into"]]
+            assert not target.archived and e.id in target.meta["refines"].split(",")
+    for m in merged:
+        assert all(by_id[s].archived for s in m.meta["refines"].split(","))
+    return len(merged)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_consolidation_leaves_old_or_new_files_and_a_rerun_converges(
+    tmp_path: Path,
+) -> None:
+    import random
+    import subprocess
+    import sys
+    import time
+
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    services = 40
+    full = tmp_path / "full"
+    full.mkdir()
+    _service_files(full, services)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", CHILD, str(full)], check=True)
+    took = time.monotonic() - started
+    assert _consistent(full) == 2 * services
+    for round_ in range(2):
+        root = tmp_path / f"k{round_}"
+        root.mkdir()
+        _service_files(root, services)
+        before = {p: (root / p).read_bytes() for p in ("memory.md", "learnings.md")}
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root)])
+        time.sleep(rng.uniform(0.4, 1.0) * took)
+        proc.kill()
+        proc.wait()
+        for name, old in before.items():
+            now = (root / name).read_bytes()
+            assert now == old or b"consolidated_into=" in now, f"seed {seed}: {name}"
+        _consistent(root)  # each file is the old or the new bytes: never half a consolidation
+        Workspace(root, embedder=ByService()).consolidate(offline=True)  # the re-run
+        assert _consistent(root) == 2 * services, f"seed {seed}"
+        settled = {p: (root / p).read_bytes() for p in before}
+        Workspace(root, embedder=ByService()).consolidate(offline=True)
+        assert {p: (root / p).read_bytes() for p in before} == settled, f"seed {seed}"

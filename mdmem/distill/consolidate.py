@@ -36,17 +36,20 @@ from mdmem.distill.merging import MergeResult, Proposal, merge_llm, merge_offlin
 from mdmem.layout import KNOWLEDGE_FILES
 from mdmem.markdown import edits
 from mdmem.markdown.entries import (
+    ARCHIVE_TITLE,
     MEMORY_TYPES,
     SECTION_TITLES,
     Entry,
     edited_by_hand,
+    find_meta,
+    format_meta,
     new_id,
     text_sum,
 )
-from mdmem.markdown.parse import parse_document
+from mdmem.markdown.parse import parse_document, split_lines
 from mdmem.memory.documents import Documents
 from mdmem.memory.store import today
-from mdmem.memory.unarchive import CONSOLIDATED, CONSOLIDATED_INTO, RESTORED
+from mdmem.memory.unarchive import ARCHIVED_BY, CONSOLIDATED, CONSOLIDATED_INTO, RESTORED
 from mdmem.memory.writers import DryRunWriter, Writer
 from mdmem.redact import Redactor
 
@@ -525,64 +528,121 @@ def _checked(
 def _file_edit(
     rel: str, todo: list[Cluster], by_id: dict[str, Entry], changed: list[Cluster]
 ) -> Callable[[str], str]:
-    """The edit of one file (re-run on the file as it is now if a person saved meanwhile)."""
+    """The edit of one file (re-run on the file as it is now if a person saved meanwhile): the
+    file is parsed a handful of times, not once per memory moved."""
 
     def edit(current: str) -> str:
         changed.clear()
-        text = current
+        doc = parse_document(rel, current)
+        now: dict[str, list[Entry]] = {}
+        for e in doc.entries:
+            now.setdefault(e.id, []).append(e)
+        ready = []
         for cluster in todo:
-            if not _unchanged(text, rel, cluster, by_id):
-                changed.append(cluster)
-                continue
-            text = _apply_cluster(text, rel, cluster, by_id)
-        return text
+            (ready if _unchanged(now, cluster, by_id) else changed).append(cluster)
+        return _apply_all(current, rel, ready, by_id)
 
     return edit
 
 
-def _unchanged(text: str, rel: str, cluster: Cluster, by_id: dict[str, Entry]) -> bool:
+def _unchanged(now: dict[str, list[Entry]], cluster: Cluster, by_id: dict[str, Entry]) -> bool:
     """Every original this cluster archives is still there once, active, with the same text."""
-    doc = parse_document(rel, text)
-    current: dict[str, list[Entry]] = {}
-    for e in doc.entries:
-        current.setdefault(e.id, []).append(e)
     wanted = {s for m in cluster.written for s in m.sources}
     wanted |= {i for pair in cluster.superseded for i in pair}
     for entry_id in wanted:
-        now = current.get(entry_id, [])
-        if len(now) != 1 or now[0].archived or now[0].text != by_id[entry_id].text:
+        found = now.get(entry_id, [])
+        if len(found) != 1 or found[0].archived or found[0].text != by_id[entry_id].text:
             return False
     return True
 
 
-def _apply_cluster(text: str, rel: str, cluster: Cluster, by_id: dict[str, Entry]) -> str:
+def _apply_all(text: str, rel: str, clusters: list[Cluster], by_id: dict[str, Entry]) -> str:
     day = today()
-    for old, new in cluster.superseded:
-        text = edits.archive_entry(text, rel, old, {"superseded_by": new, "superseded": day})
-        earlier = edits.find_entry(parse_document(rel, text), new).meta.get("supersedes")
-        both = f"{earlier},{old}" if earlier else old
-        text = edits.rewrite_entry(text, rel, new, {"supersedes": both})
-    for merged in cluster.written:
-        first = by_id[merged.sources[0]]
-        meta = {
-            "id": merged.id,
-            "type": cluster.type,
-            "importance": merged.importance,
-            "created": day,
-            "refines": ",".join(merged.sources),
-            "fidelity": round(merged.fidelity.composite, 3),
-            "emb_sim": round(merged.fidelity.emb_sim, 3),
-            "kw_retention": round(merged.fidelity.kw_retention, 3),
-            "sum": text_sum(merged.text),
-        }
-        doc = parse_document(rel, text)
-        block = edits.render_item(merged.text, meta, doc.newline)
-        title = _section(first, cluster.type)
-        text = edits.insert_entry(doc, cluster.type, title, block)
-        for source in merged.sources:
-            stamp = {CONSOLIDATED_INTO: merged.id, CONSOLIDATED: day}
-            text = edits.archive_entry(text, rel, source, stamp)
-    return text
+    moves: dict[str, dict[str, object]] = {}  # id -> what its archived copy records
+    for cluster in clusters:
+        for old, new in cluster.superseded:
+            earlier = edits.find_entry(parse_document(rel, text), new).meta.get("supersedes")
+            both = f"{earlier},{old}" if earlier else old
+            text = edits.rewrite_entry(text, rel, new, {"supersedes": both})
+            moves[old] = {"superseded_by": new, "superseded": day}
+        for merged in cluster.written:
+            for source in merged.sources:
+                moves[source] = {CONSOLIDATED_INTO: merged.id, CONSOLIDATED: day}
+    if not moves:
+        return text
+    text, archived = _cut(text, rel, moves)
+    sections: dict[tuple[str, str], list[str]] = {}
+    newline = parse_document(rel, text).newline if text else "\n"
+    for cluster in clusters:
+        for merged in cluster.written:
+            title = _section(by_id[merged.sources[0]], cluster.type)
+            block = edits.render_item(merged.text, _merged_meta(merged, cluster, day), newline)
+            sections.setdefault((cluster.type, title), []).append(block)
+    for (type_, title), blocks in sections.items():
+        text = edits.insert_entry(parse_document(rel, text), type_, title, "".join(blocks))
+    return _to_archive(text, rel, archived)
+
+
+def _merged_meta(merged: Merged, cluster: Cluster, day: str) -> dict[str, object]:
+    return {
+        "id": merged.id,
+        "type": cluster.type,
+        "importance": merged.importance,
+        "created": day,
+        "refines": ",".join(merged.sources),
+        "fidelity": round(merged.fidelity.composite, 3),
+        "emb_sim": round(merged.fidelity.emb_sim, 3),
+        "kw_retention": round(merged.fidelity.kw_retention, 3),
+        "sum": text_sum(merged.text),
+    }
+
+
+def _cut(text: str, rel: str, moves: dict[str, dict[str, object]]) -> tuple[str, list[str]]:
+    """Remove the entries in ``moves`` from ``text``; returns the text and their archived
+    copies (first line's metadata extended, list indentation removed), in file order."""
+    doc = parse_document(rel, text)
+    lines = doc.lines
+    found = [e for e in doc.entries if e.id in moves and not e.archived]
+    blocks = []
+    for entry in found:
+        block = [line.rstrip("\r\n") for line in lines[entry.start_line - 1 : entry.end_line]]
+        meta = {**dict(entry.meta), "type": entry.type, **moves[entry.id]}
+        block[0] = _with_meta(block[0], meta)
+        if entry.kind == "item":
+            indent = len(block[0]) - len(block[0].lstrip(" \t"))
+            block = [line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in block]
+        blocks.append(doc.newline.join(block) + doc.newline)
+    for entry in sorted(found, key=lambda e: e.start_line, reverse=True):
+        del lines[entry.start_line - 1 : entry.end_line]
+        at = entry.start_line - 1
+        gap = 0 <= at < len(lines) and not lines[at].strip()
+        if entry.kind == "paragraph" and gap and (at == 0 or not lines[at - 1].strip()):
+            del lines[at]  # no two blank lines where a paragraph was
+    return "".join(lines), blocks
+
+
+def _with_meta(line: str, meta: dict[str, object]) -> str:
+    comment = format_meta(meta)
+    match = find_meta(line)
+    if match:
+        return line[: match.start()] + " " + comment + line[match.end() :]
+    return line.rstrip() + " " + comment
+
+
+def _to_archive(text: str, rel: str, blocks: list[str]) -> str:
+    """Append the archived copies under ``## Archive`` (made at the end when missing)."""
+    if not blocks:
+        return text
+    doc = parse_document(rel, text)
+    block = "".join(blocks)
+    if any(h.title.strip().lower() == ARCHIVE_TITLE.lower() for h in doc.headings):
+        return edits.insert_entry(doc, "note", ARCHIVE_TITLE, block)
+    newline = doc.newline
+    if text and not text.endswith(("\n", "\r")):
+        text += newline
+    if text.strip() and split_lines(text)[-1].strip():
+        text += newline
+    return text + f"## {ARCHIVE_TITLE}{newline}{newline}" + block
 
 
 def _section(entry: Entry, type_: str) -> str:
@@ -594,13 +654,11 @@ def _section(entry: Entry, type_: str) -> str:
 def _archive_many(text: str, rel: str, entries: list[Entry]) -> str:
     doc = parse_document(rel, text)
     current = {e.id: e for e in doc.entries if not e.archived}
-    for e in entries:
-        now = current.get(e.id)
-        if now is None or now.text != e.text:
-            continue  # changed or moved by a person meanwhile: left as it is
-        stamp = {"archived_by": "importance", CONSOLIDATED: today()}
-        text = edits.archive_entry(text, rel, e.id, stamp)
-    return text
+    stamp = {ARCHIVED_BY: "importance", CONSOLIDATED: today()}
+    # one changed or moved by a person meanwhile is left as it is
+    moves = {e.id: stamp for e in entries if e.id in current and current[e.id].text == e.text}
+    text, blocks = _cut(text, rel, moves)
+    return _to_archive(text, rel, blocks)
 
 
 def _after(

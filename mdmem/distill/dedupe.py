@@ -279,6 +279,10 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
 def conflicts(new: str, old: str) -> bool:
     """Whether ``new`` changes what ``old`` says: the same subject with another value, the
     same words with other numbers, or the same words negated (consolidation keeps the newer)."""
+    a, b = _IS.match(new.strip()), _IS.match(old.strip())
+    if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
+        va, vb = content_words(a.group("value")), content_words(b.group("value"))
+        return not (va <= vb or vb <= va)  # "port 8001" / "port 8001, region ams": no change
     if _different_value(new, old):
         return True
     if bool(_NEGATION.search(new)) == bool(_NEGATION.search(old)):
