@@ -203,7 +203,8 @@ def search(
     if as_json:
         _print_json({"query": query, **data})
     else:
-        _print_hits(data["hits"], query, explain)
+        against = _contradicted(ctx) if explain and data["hits"] else None
+        _print_hits(data["hits"], query, explain, against)
     for problem in data.get("problems", []):
         _warn(problem)
     for path_ in data["stale"]:
@@ -241,7 +242,12 @@ def _ask_server(
     return reply
 
 
-def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
+def _print_hits(
+    hits: list[dict[str, Any]],
+    query: str,
+    explain: bool,
+    against: dict[str, list[str]] | None = None,
+) -> None:
     """Colours on a terminal (rich); plain text in a pipe, without importing rich at all."""
     emit: Any = print
     tag: Any = lambda text, _style: text  # noqa: E731
@@ -283,6 +289,8 @@ def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
             emit("    " + tag(parts, "dim"))
             if "floor" in s:  # (an older watcher's reply has no floor)
                 emit("    " + tag(_why(s), "dim"))
+            if against and hit["id"] in against:
+                emit("    " + tag(f"contradicted by {', '.join(against[hit['id']])}", "red"))
 
 
 def _why(scores: dict[str, Any]) -> str:
@@ -1379,3 +1387,34 @@ def restore_cmd(
         typer.echo(f"archived  {archived}")
     for missing in report.missing:
         _warn(f"{missing} (named by refines=) is in no archive: not restored")
+
+
+def _contradicted(ctx: typer.Context) -> dict[str, list[str]]:
+    """Open contradictions across the workspace: id → the active memories contradicting it."""
+    from mdmem.memory.relations import contradicted
+
+    return contradicted(_open(ctx).all_documents().entries(include_archived=True))
+
+
+@app.command()
+def related(
+    ctx: typer.Context,
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry's id (m-... or h-...).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Relations from and to a memory: supports, contradicts, refines (written in the
+    metadata of the memory that declares them)."""
+    ws = _open(ctx)
+    ws.get(entry_id)  # an unknown id is an error, not an empty list
+    found = ws.related(entry_id)
+    if as_json:
+        _print_json([r.to_dict() for r in found])
+        return
+    if not found:
+        typer.echo(f"No relations from or to {entry_id}.")
+    for r in found:
+        state = "" if r.open else " (archived)" if r.target_found else " (missing: in no file)"
+        typer.echo(f"{r.source} {r.kind} {r.target}{state}  ({r.path}:{r.line})")
+    for r in found:
+        if not r.target_found:
+            _warn(f"{r.path}:{r.line}: {r.source} {r.kind} {r.target}, which is in no file")

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.journal import JournalEntry
+    from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
@@ -581,6 +582,20 @@ class Workspace:
         from mdmem.memory.unarchive import restore
 
         return restore(self.documents, self.files, self.store.expected(entry).id)
+
+    def relate(self, entry: str | Entry, other: str, kind: str) -> Entry:
+        """Record that ``entry`` supports, contradicts or refines ``other`` (an id): written in
+        ``entry``'s metadata (``contradicts=m-…``), where a person can see and edit it."""
+        from mdmem.memory.relations import relate
+
+        return relate(self.documents, self.files, self.store.expected(entry), other, kind)
+
+    def related(self, entry_id: str) -> list[Relation]:
+        """Relations from and to ``entry_id`` across the workspace; one whose other end is
+        nowhere has ``target_found=False``."""
+        from mdmem.memory.relations import involving
+
+        return involving(self.documents, entry_id)
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""

@@ -61,6 +61,8 @@ def test_merges_an_old_rarely_used_cluster_and_archives_the_originals(mem: Works
     archived = [e for e in mem.entries("memory.md", include_archived=True) if e.archived]
     assert {e.id for e in archived} == set(ids[:3])
     assert {e.meta["consolidated_into"] for e in archived} == {merged[0].id}
+    refines = {(r.kind, r.target) for r in mem.related(merged[0].id)}
+    assert refines == {("refines", i) for i in ids[:3]}  # a relation, as ws.related reads it
     saved = json.loads((mem.root / report.report_path).read_text())  # the full report
     assert saved["clusters"][0]["merges"][0]["fidelity"]["lost_facts"] == []
     # a re-run finds nothing more to do: the merged memory is new, the originals archived

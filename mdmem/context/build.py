@@ -15,6 +15,7 @@ from mdmem.errors import FileProblem
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory
 from mdmem.memory.documents import Documents
+from mdmem.memory.relations import contradicted
 from mdmem.memory.sessions import SessionRecord
 from mdmem.memory.task import Task
 from mdmem.memory.world import World
@@ -84,7 +85,7 @@ def build_context(
         own = memory.sessions(agent=agent or memory.agent, limit=cfg.sessions)
         sources.append(src.sessions_source(own, SESSIONS_DIR + "/"))
         sources.append(src.world_source(memory.world.facts(), WORLD_FILE))
-    sources.append(src.knowledge_source(entries, ranked, files))
+    sources.append(src.knowledge_source(entries, ranked, files, contradicted(entries)))
     if memory.mode == "full":
         sources.append(src.retrieved_source(related))
     else:

@@ -244,8 +244,10 @@ class Consolidator:
         problems: list[str] = []
         cost = 0.0
         suggestions: list[str] = []
+        row = {e.id: n for n, e in enumerate(picked)}
         for members in groups:
-            cluster, merged = self._cluster(members, embed, use_llm, llm_kwargs)
+            own = vectors[[row[e.id] for e in members]]
+            cluster, merged = self._cluster(members, own, embed, use_llm, llm_kwargs)
             found.append(cluster)
             problems += [f"{cluster.path} {members[0].id}…: {p}" for p in merged.problems]
             cost += merged.cost or 0.0
@@ -270,7 +272,12 @@ class Consolidator:
         )
 
     def _cluster(
-        self, members: list[Entry], embed: Embed, use_llm: bool, llm_kwargs: dict[str, Any]
+        self,
+        members: list[Entry],
+        vectors: np.ndarray,
+        embed: Embed,
+        use_llm: bool,
+        llm_kwargs: dict[str, Any],
     ) -> tuple[Cluster, MergeResult]:
         cfg = self.config.consolidate
         first = members[0]
@@ -298,7 +305,8 @@ class Consolidator:
             why = "; ".join(result.problems) or "no merge proposed"
             outcome: Outcome = "superseded" if superseded else "failed"
             return replace(base, outcome=outcome, reason=why, superseded=superseded), result
-        merges = _checked(result.proposals, free, embed, cfg.fidelity_threshold)
+        own = dict(zip((e.id for e in members), vectors, strict=True))
+        merges = _checked(result.proposals, free, own, embed, cfg.fidelity_threshold)
         passed = [m for m in merges if m.fidelity.passed]
         if passed:
             why = f"{sum(len(m.sources) for m in passed)} originals into {len(passed)}"
@@ -500,17 +508,18 @@ def _superseded(members: list[Entry]) -> tuple[tuple[str, str], ...]:
 
 
 def _checked(
-    proposals: Sequence[Proposal], members: list[Entry], embed: Embed, threshold: float
+    proposals: Sequence[Proposal],
+    members: list[Entry],
+    vectors: dict[str, np.ndarray],
+    embed: Embed,
+    threshold: float,
 ) -> list[Merged]:
     by_id = {e.id: e for e in members}
-    texts = [p.text for p in proposals] + [e.text for e in members]
-    vectors = _unit(embed(texts))
-    merged_vectors, member_vectors = vectors[: len(proposals)], vectors[len(proposals) :]
-    row = {e.id: n for n, e in enumerate(members)}
+    merged_vectors = _unit(embed([p.text for p in proposals]))
     out = []
     for n, p in enumerate(proposals):
         sources = [by_id[i] for i in p.sources]
-        sims = [float(merged_vectors[n] @ member_vectors[row[s.id]]) for s in sources]
+        sims = [float(merged_vectors[n] @ vectors[s.id]) for s in sources]
         fidelity = check(p.text, [s.text for s in sources], sims, threshold)
         out.append(Merged(new_id(), p.text, p.importance, p.sources, fidelity))
     # an original two passing merges both claim goes to the first only

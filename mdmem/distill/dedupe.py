@@ -277,10 +277,16 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
 
 
 def conflicts(new: str, old: str) -> bool:
-    """Whether ``new`` changes what ``old`` says: the same subject with another value, the
-    same words with other numbers, or the same words negated (consolidation keeps the newer)."""
+    """Whether ``new`` changes what ``old`` says (consolidation keeps the newer): two short
+    statements of one specific subject ("the staging port is …", two or more content words)
+    with values neither of which says the other, the same words with other numbers, or the
+    same words negated. Narrative memories ("Jon is …" / "Jon is …") never conflict."""
+    if max(len(new.split()), len(old.split())) > CONFLICT_WORDS:
+        return False
     a, b = _IS.match(new.strip()), _IS.match(old.strip())
     if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
+        if len(content_words(a.group("subject"))) < 2:
+            return False
         va, vb = content_words(a.group("value")), content_words(b.group("value"))
         return not (va <= vb or vb <= va)  # "port 8001" / "port 8001, region ams": no change
     if _different_value(new, old):
@@ -289,3 +295,7 @@ def conflicts(new: str, old: str) -> bool:
         return False
     plain = lambda text: content_words(_NEGATION.sub(" ", text))  # noqa: E731
     return plain(new) == plain(old)
+
+
+CONFLICT_WORDS = 20
+"""Longer memories are told, not stated: they are merged, never superseded by one another."""

@@ -17,10 +17,10 @@ from mdmem.distill.rules import content_words
 from mdmem.markdown.entries import Entry
 from mdmem.text import one_line
 
-MAX_MERGED_CHARS = 600
+MAX_MERGED_CHARS = 1000
 """A merged memory longer than this is split (at most 3 memories per cluster)."""
 MAX_MERGES = 3
-CONTENT_GAIN = 0.5
+CONTENT_GAIN = 0.25
 """An original whose facts and keywords are all said already still goes in when it adds this
 share of its content words (and at least 2)."""
 
@@ -59,14 +59,14 @@ def merge_offline(members: Sequence[Entry]) -> MergeResult:
         covered |= units[best.id]
         remaining.remove(best)
     chosen.sort(key=_age_key)
-    groups = _groups(chosen)
-    if len(groups) > MAX_MERGES:
-        return MergeResult((), (f"too much to say in {MAX_MERGES} memories",))
-    proposals = []
+    groups = _groups(chosen)[:MAX_MERGES]  # the rest stays, for the next run
     importance = max(e.importance for e in members)
-    for group in groups:
-        proposals.append(Proposal(_join([e.text for e in group]), importance, ()))
-    return MergeResult(tuple(_assign(proposals, groups, [e for e in ordered if e not in chosen])))
+    proposals = [Proposal(_join([e.text for e in group]), importance, ()) for group in groups]
+    redundant = [e for e in ordered if e not in chosen]
+    merged = _assign(proposals, groups, redundant)
+    # a memory that would only be rewritten as itself is no merge
+    out = [p for p, g in zip(merged, groups, strict=True) if len(p.sources) > 1 or len(g) > 1]
+    return MergeResult(tuple(out))
 
 
 def _age_key(entry: Entry) -> tuple[str, str, int]:
