@@ -1418,3 +1418,33 @@ def related(
     for r in found:
         if not r.target_found:
             _warn(f"{r.path}:{r.line}: {r.source} {r.kind} {r.target}, which is in no file")
+
+
+@app.command()
+def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """What the memory holds and how it is used: memories by type and file, archived counts,
+    most and least returned memories, search latency, the last consolidation."""
+    report = _open(ctx).stats()
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    average = "-" if report.average_importance is None else f"{report.average_importance:.2f}"
+    typer.echo(f"memories     {report.memories} (average importance {average})")
+    typer.echo("by type      " + _counts(report.by_type))
+    typer.echo("by file      " + _counts(report.by_file))
+    typer.echo("archived     " + (_counts(report.archived) or "none"))
+    for title, items in (("most", report.most_accessed), ("least", report.least_accessed)):
+        for a in items:
+            count = "no count" if a.count is None else f"{a.count}×"
+            typer.echo(f"{title:5} used   {count:>8}  {a.id}  {a.text[:60]}")
+    if report.searches:
+        typer.echo(
+            f"searches     {report.searches} recent: p50 {report.latency_p50_ms:.1f} ms, "
+            f"p99 {report.latency_p99_ms:.1f} ms"
+        )
+    last = report.last_consolidation
+    typer.echo(f"consolidated {last['when']}: {last['summary']}" if last else "consolidated never")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())

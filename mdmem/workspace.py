@@ -27,6 +27,7 @@ from mdmem.redact import Redactor
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
     from mdmem.distill.consolidate import ConsolidateReport
+    from mdmem.distill.stats import Stats
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
@@ -198,21 +199,23 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
+        from mdmem.index.latency import timed
         from mdmem.index.search import Filters, check_k, fresh_search
 
         k = self.config.search.k if k is None else check_k(k)
-        return fresh_search(
-            self.index,
-            query,
-            k=k,
-            mode=mode or self.config.search.mode,
-            config=self.config.search,
-            filters=Filters(type, path, agent, session, since, until, include_archived),
-            track_access=track_access,
-            lock_timeout=SEARCH_LOCK_WAIT_S,
-            defer_bytes=SEARCH_SYNC_MAX_BYTES,
-            mask=self.redactor.mask,
-        )
+        with timed(self.state_dir):
+            return fresh_search(
+                self.index,
+                query,
+                k=k,
+                mode=mode or self.config.search.mode,
+                config=self.config.search,
+                filters=Filters(type, path, agent, session, since, until, include_archived),
+                track_access=track_access,
+                lock_timeout=SEARCH_LOCK_WAIT_S,
+                defer_bytes=SEARCH_SYNC_MAX_BYTES,
+                mask=self.redactor.mask,
+            )
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
@@ -596,6 +599,14 @@ class Workspace:
         from mdmem.memory.relations import involving
 
         return involving(self.documents, entry_id)
+
+    def stats(self) -> Stats:
+        """Memories by type and file, average importance, archived counts, the most and least
+        returned memories, search latency p50/p99 over recent searches, the last
+        consolidation's report. Changes nothing; never loads the embedding model."""
+        from mdmem.distill.stats import collect
+
+        return collect(self.documents, lambda keys: self.index.access_counts(keys), self.state_dir)
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""
