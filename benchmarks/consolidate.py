@@ -18,7 +18,7 @@ Metrics:
 Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covered, no merge
 written below consolidate.fidelity_threshold.
 
-Usage:  .venv/bin/python benchmarks/consolidate.py [--data PATH] [--limit N] [--json PATH]
+Usage:  .venv/bin/python benchmarks/consolidate.py [--similarity X] [--limit N] [--json PATH]
 The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo10.json, not redistributed;
 workspaces are written under .bench/consolidate/.
 """
@@ -66,10 +66,12 @@ def covered(sample: dict, turns: dict[str, str], texts: list[str]) -> set[str]:
     return {i for i in ids if survives(turns[i], lines)}
 
 
-def prepare(sample: dict, embedder: SentenceTransformerEmbedder) -> Workspace:
+def prepare(sample: dict, embedder: SentenceTransformerEmbedder, similarity: float) -> Workspace:
     root = WORK / sample["sample_id"]
     shutil.rmtree(root, ignore_errors=True)
     Workspace.init(root, mode="minimal")
+    config = root / "mdmem.toml"
+    config.write_text(config.read_text() + f"\n[consolidate]\nsimilarity = {similarity}\n")
     ws = Workspace(root, embedder=embedder)
     messages, _ = conversation_messages(sample)
     ws.extract(messages, offline=True)
@@ -85,6 +87,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--similarity", type=float, default=0.75, help="consolidate.similarity (default 0.75)"
+    )
     args = parser.parse_args()
     console = Console(width=130)
     samples = json.loads(args.data.read_text())[: args.limit or None]
@@ -93,7 +98,7 @@ def main() -> None:
     written: list[float] = []
     refused: list[float] = []
     for sample in samples:
-        ws = prepare(sample, embedder)
+        ws = prepare(sample, embedder, args.similarity)
         _, turns = conversation_messages(sample)
         before = [e.text for e in ws.entries("memory.md")]
         started = time.perf_counter()
@@ -131,7 +136,7 @@ def main() -> None:
         )
         console.log(f"{sample['sample_id']}: {len(before)} → {len(after)} memories")
         ws.close()
-    report_table(console, rows, written, refused, args.json)
+    report_table(console, rows, written, refused, args.json, args.similarity)
 
 
 def report_table(
@@ -140,8 +145,10 @@ def report_table(
     written: list[float],
     refused: list[float],
     json_path: Path | None,
+    similarity: float,
 ) -> None:
-    table = Table(title=f"Consolidation of offline-extracted LoCoMo memories ({len(rows)} conv.)")
+    title = f"Consolidation of offline-extracted LoCoMo memories ({len(rows)} conv.)"
+    table = Table(title=f"{title}, similarity {similarity}")
     for column in (
         "conversation",
         "entries: 1 run",
