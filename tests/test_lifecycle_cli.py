@@ -60,15 +60,10 @@ def test_consolidate_restore_related_stats_from_the_command_line(ws: Workspace) 
     ids = [ws.remember(t, importance=i).id for t, i in
            (("Deploys go to Fly.io", 0.9), ("Backups run nightly", 0.7), ("Lunch is at noon", 0.2))]  # fmt: skip
     w = str(ws.root)
-    plain = run("-w", w, "consolidate")  # no embeddings: nothing done, and said so
-    assert plain.returncode == 0, plain.stderr
-    assert "no embeddings" in plain.stderr and "(no change)" in plain.stdout
     dry = run("-w", w, "consolidate", "--by-importance", "--dry-run")
     assert "archived_by=importance" in dry.stdout and "Consolidation" in dry.stderr
     done = json.loads(run("-w", w, "consolidate", "--by-importance", "--json").stdout)
     assert done["archived"] == [ids[2]] and done["report_path"].startswith(".mdmem/")
-    shown = run("-w", w, "stats")
-    assert "archived     by_importance 1" in shown.stdout and "by importance" in shown.stdout
     restored = run("-w", w, "restore", ids[2])
     assert restored.returncode == 0 and f"restored  {ids[2]}" in restored.stdout
     assert not Workspace(ws.root).get(ids[2]).archived
@@ -81,8 +76,9 @@ def test_consolidate_restore_related_stats_from_the_command_line(ws: Workspace) 
     assert f"{ids[1]} contradicts {ids[0]}" in related.stdout
     explained = run("-w", w, "search", "Fly.io deploys", "--explain", "--no-server")
     assert f"contradicted by {ids[1]}" in explained.stdout
-    stats = json.loads(run("-w", w, "stats", "--json").stdout)
-    assert stats["searches"] >= 1 and stats["last_consolidation"]["engine"] == "importance"
+    shown = run("-w", w, "stats")
+    assert "archived     none" in shown.stdout  # the one archived came back
+    assert "by importance" in shown.stdout and "searches     1 recent" in shown.stdout
 
 
 def test_related_reports_a_missing_id_without_failing(ws: Workspace) -> None:
@@ -96,5 +92,3 @@ def test_related_reports_a_missing_id_without_failing(ws: Workspace) -> None:
     assert (
         "(missing: in no file)" in out.stdout and "m-gone000000, which is in no file" in out.stderr
     )
-    unknown = run("-w", str(ws.root), "related", "m-nothing000")
-    assert unknown.returncode == 1 and "no entry with id" in unknown.stderr
