@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from locomo import CATEGORIES, DATA, evidence_ids, session_date  # noqa: E402
+from locomo import CATEGORIES, DATA, DIA, session_date  # noqa: E402
 
 from mdmem.distill.compact import compact_offline  # noqa: E402
 from mdmem.distill.extract import extract_offline  # noqa: E402
@@ -50,6 +50,17 @@ from mdmem.distill.rules import STOPWORDS  # noqa: E402
 
 WORK = ROOT / ".bench" / "compaction"
 SURVIVES = 0.5
+
+
+def evidence_ids(qa: dict, known: set[str]) -> list[str]:
+    """The dia_ids a question's evidence names that are turns of its conversation."""
+    ids: list[str] = []
+    for item in qa.get("evidence", []):
+        for part in re.split(r"[;\s,]+", str(item)):
+            part = part.strip()
+            if DIA.match(part) and part in known and part not in ids:
+                ids.append(part)
+    return ids
 
 
 def tokens(text: str) -> int:

@@ -203,7 +203,8 @@ def search(
     if as_json:
         _print_json({"query": query, **data})
     else:
-        _print_hits(data["hits"], query, explain)
+        against = _contradicted(ctx) if explain and data["hits"] else None
+        _print_hits(data["hits"], query, explain, against)
     for problem in data.get("problems", []):
         _warn(problem)
     for path_ in data["stale"]:
@@ -241,7 +242,12 @@ def _ask_server(
     return reply
 
 
-def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
+def _print_hits(
+    hits: list[dict[str, Any]],
+    query: str,
+    explain: bool,
+    against: dict[str, list[str]] | None = None,
+) -> None:
     """Colours on a terminal (rich); plain text in a pipe, without importing rich at all."""
     emit: Any = print
     tag: Any = lambda text, _style: text  # noqa: E731
@@ -283,6 +289,8 @@ def _print_hits(hits: list[dict[str, Any]], query: str, explain: bool) -> None:
             emit("    " + tag(parts, "dim"))
             if "floor" in s:  # (an older watcher's reply has no floor)
                 emit("    " + tag(_why(s), "dim"))
+            if against and hit["id"] in against:
+                emit("    " + tag(f"contradicted by {', '.join(against[hit['id']])}", "red"))
 
 
 def _why(scores: dict[str, Any]) -> str:
@@ -1421,3 +1429,146 @@ def pool_rm(
         _print_json(entry.to_dict())
         return
     typer.echo(f"archived {entry.key} (v{entry.version}) in {entry.path}")
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    offline: OfflineOpt = False,
+    dry_run: DryRunOpt = False,
+    by_importance: Annotated[
+        bool,
+        typer.Option(
+            "--by-importance",
+            help="No clustering: keep the consolidate.threshold most important memories, "
+            "archive the rest (what to do without embeddings).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge old, rarely used memories that say the same thing, each merge checked for fidelity
+    before anything is replaced; the originals go to ## Archive (undo with `mdmem restore ID`).
+    """
+    _log_to_stderr()
+    ws = _open(ctx)
+    report = ws.consolidate(offline=offline, dry_run=dry_run, by_importance=by_importance)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    typer.echo(report.diff or "(no change)", nl=False)
+    _print_consolidation(report)
+    for suggestion in report.suggestions:
+        typer.echo(f"suggestion: {suggestion}", err=True)
+    for problem in report.problems:
+        _warn(problem)
+    typer.echo(report.summary(), err=True)
+    if report.report_path:
+        typer.echo(f"report: {report.report_path}", err=True)
+
+
+def _print_consolidation(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Consolidation", title_justify="left")
+    for column in ("clusters", "kept", "merged", "refused", "memories", "tokens"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(len(report.clusters)),
+        str(report.count("kept")),
+        f"{report.count('merged')} ({report.merged} → {report.written})",
+        str(report.count("refused")),
+        f"{report.memories} → {report.entries_after}",
+        f"{report.tokens_before:,} → {report.tokens_after:,}",
+    )
+    console = Console(stderr=True, width=100)
+    console.print(table)
+    for merged in report.refused:
+        fidelity = merged.fidelity
+        console.print(
+            f"refused ({fidelity.composite:.3f}): {merged.text[:70]!r}: {fidelity.reason}",
+            markup=False,
+            highlight=False,
+        )
+
+
+@app.command("restore")
+def restore_cmd(
+    ctx: typer.Context,
+    entry_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A merged memory, or an original it archived.")
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Undo a consolidation: a merged memory's originals come back (it goes to the archive), or
+    one archived original comes back alone."""
+    ws = _open(ctx)
+    report = ws.restore_archived(entry_id)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    for restored in report.restored:
+        typer.echo(f"restored  {restored}")
+    for archived in report.archived:
+        typer.echo(f"archived  {archived}")
+    for missing in report.missing:
+        _warn(f"{missing} (named by refines=) is in no archive: not restored")
+
+
+def _contradicted(ctx: typer.Context) -> dict[str, list[str]]:
+    """Open contradictions across the workspace: id → the active memories contradicting it."""
+    from mdmem.memory.relations import contradicted
+
+    return contradicted(_open(ctx).all_documents().entries(include_archived=True))
+
+
+@app.command()
+def related(
+    ctx: typer.Context,
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry's id (m-... or h-...).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Relations from and to a memory: supports, contradicts, refines (written in the
+    metadata of the memory that declares them)."""
+    ws = _open(ctx)
+    ws.get(entry_id)  # an unknown id is an error, not an empty list
+    found = ws.related(entry_id)
+    if as_json:
+        _print_json([r.to_dict() for r in found])
+        return
+    if not found:
+        typer.echo(f"No relations from or to {entry_id}.")
+    for r in found:
+        state = "" if r.open else " (archived)" if r.target_found else " (missing: in no file)"
+        typer.echo(f"{r.source} {r.kind} {r.target}{state}  ({r.path}:{r.line})")
+    for r in found:
+        if not r.target_found:
+            _warn(f"{r.path}:{r.line}: {r.source} {r.kind} {r.target}, which is in no file")
+
+
+@app.command()
+def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """What the memory holds and how it is used: memories by type and file, archived counts,
+    most and least returned memories, search latency, the last consolidation."""
+    report = _open(ctx).stats()
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    average = "-" if report.average_importance is None else f"{report.average_importance:.2f}"
+    typer.echo(f"memories     {report.memories} (average importance {average})")
+    typer.echo("by type      " + _counts(report.by_type))
+    typer.echo("by file      " + _counts(report.by_file))
+    typer.echo("archived     " + (_counts(report.archived) or "none"))
+    for title, items in (("most", report.most_accessed), ("least", report.least_accessed)):
+        for a in items:
+            count = "no count" if a.count is None else f"{a.count}×"
+            typer.echo(f"{title:5} used   {count:>8}  {a.id}  {a.text[:60]}")
+    if report.searches:
+        typer.echo(
+            f"searches     {report.searches} recent: p50 {report.latency_p50_ms:.1f} ms, "
+            f"p99 {report.latency_p99_ms:.1f} ms"
+        )
+    last = report.last_consolidation
+    typer.echo(f"consolidated {last['when']}: {last['summary']}" if last else "consolidated never")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())

@@ -152,6 +152,22 @@ class CompactConfig:
 
 
 @dataclass(frozen=True)
+class ConsolidateConfig:
+    min_age_days: int = 90
+    """Memories older than this (their ``created`` date) are candidates, if rarely accessed."""
+    max_access: int = 5
+    """A memory returned this often (search results, counted by the index) is kept as it is."""
+    threshold: int = 150
+    """Past this many lasting memories, all of them are candidates (age aside)."""
+    similarity: float = 0.75
+    """Two memories of one type at least this similar (cosine) fall in one cluster."""
+    min_cluster: int = 3
+    """Smaller clusters stay as they are."""
+    fidelity_threshold: float = 0.5
+    """A merge scoring below this (0.6 × mean cosine + 0.4 × keyword retention) is refused."""
+
+
+@dataclass(frozen=True)
 class RedactConfig:
     enabled: bool = True
     """Mask secrets (API keys, private keys, tokens, passwords) in every program write, in the
@@ -179,6 +195,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     compact: CompactConfig = field(default_factory=CompactConfig)
+    consolidate: ConsolidateConfig = field(default_factory=ConsolidateConfig)
     redact: RedactConfig = field(default_factory=RedactConfig)
 
     @property

@@ -26,6 +26,8 @@ from mdmem.redact import Redactor
 
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
+    from mdmem.distill.consolidate import ConsolidateReport
+    from mdmem.distill.stats import Stats
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
@@ -35,9 +37,11 @@ if TYPE_CHECKING:
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.journal import JournalEntry
     from mdmem.memory.pool import Pool
+    from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
+    from mdmem.memory.unarchive import RestoreReport
     from mdmem.memory.world import World
     from mdmem.reports import CompactReport, ExtractReport
 
@@ -197,21 +201,23 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``.
         """
+        from mdmem.index.latency import timed
         from mdmem.index.search import Filters, check_k, fresh_search
 
         k = self.config.search.k if k is None else check_k(k)
-        return fresh_search(
-            self.index,
-            query,
-            k=k,
-            mode=mode or self.config.search.mode,
-            config=self.config.search,
-            filters=Filters(type, path, agent, session, since, until, include_archived),
-            track_access=track_access,
-            lock_timeout=SEARCH_LOCK_WAIT_S,
-            defer_bytes=SEARCH_SYNC_MAX_BYTES,
-            mask=self.redactor.mask,
-        )
+        with timed(self.state_dir):
+            return fresh_search(
+                self.index,
+                query,
+                k=k,
+                mode=mode or self.config.search.mode,
+                config=self.config.search,
+                filters=Filters(type, path, agent, session, since, until, include_archived),
+                track_access=track_access,
+                lock_timeout=SEARCH_LOCK_WAIT_S,
+                defer_bytes=SEARCH_SYNC_MAX_BYTES,
+                mask=self.redactor.mask,
+            )
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
@@ -562,6 +568,67 @@ class Workspace:
         nothing and reports the diff.
         """
         return self.distiller.extract(source, offline=offline, dry_run=dry_run, **llm_kwargs)
+
+    def consolidate(
+        self,
+        *,
+        dry_run: bool = False,
+        offline: bool = False,
+        by_importance: bool = False,
+        **llm_kwargs: Any,
+    ) -> ConsolidateReport:
+        """Merge old, rarely used memories that say the same thing, each merge checked for
+        fidelity first; the originals go to ``## Archive`` with ``consolidated_into=``.
+
+        The model merges when ``llm.model`` is set and ``offline`` is false, else an
+        extractive merge. Without embeddings nothing is done unless ``by_importance`` (keep the
+        ``consolidate.threshold`` most important memories, archive the rest). Hand-written and
+        hand-edited entries are only suggested. The report goes to ``.mdmem/consolidation/``;
+        ``dry_run`` writes nothing and reports the diff.
+        """
+        from mdmem.distill.consolidate import Consolidator
+        from mdmem.tokens import token_counter
+
+        embed = lambda: e.embed if (e := self.embedder()) is not None else None  # noqa: E731
+        return Consolidator(
+            self.config,
+            self.documents,
+            self.files,
+            self.redactor,
+            embed,
+            lambda keys: self.index.access_counts(keys),
+            self.state_dir,
+            token_counter(self.config.context.model or self.config.llm.model or None),
+        ).run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+
+    def restore_archived(self, entry: str | Entry) -> RestoreReport:
+        """Undo a consolidation: an archived original comes back alone; a merged memory's
+        originals all come back and the merged memory goes to the archive. Nothing is deleted."""
+        from mdmem.memory.unarchive import restore
+
+        return restore(self.documents, self.files, self.store.expected(entry).id)
+
+    def relate(self, entry: str | Entry, other: str, kind: str) -> Entry:
+        """Record that ``entry`` supports, contradicts or refines ``other`` (an id): written in
+        ``entry``'s metadata (``contradicts=m-…``), where a person can see and edit it."""
+        from mdmem.memory.relations import relate
+
+        return relate(self.documents, self.files, self.store.expected(entry), other, kind)
+
+    def related(self, entry_id: str) -> list[Relation]:
+        """Relations from and to ``entry_id`` across the workspace; one whose other end is
+        nowhere has ``target_found=False``."""
+        from mdmem.memory.relations import involving
+
+        return involving(self.documents, entry_id)
+
+    def stats(self) -> Stats:
+        """Memories by type and file, average importance, archived counts, the most and least
+        returned memories, search latency p50/p99 over recent searches, the last
+        consolidation's report. Changes nothing; never loads the embedding model."""
+        from mdmem.distill.stats import collect
+
+        return collect(self.documents, lambda keys: self.index.access_counts(keys), self.state_dir)
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""

@@ -16,6 +16,7 @@ from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE,
 from mdmem.memory.compact_memory import CompactMemory, read_memory
 from mdmem.memory.documents import Documents
 from mdmem.memory.pool import POOL_DIR, Pool, PoolEntry
+from mdmem.memory.relations import contradicted
 from mdmem.memory.sessions import SessionRecord
 from mdmem.memory.task import Task
 from mdmem.memory.world import World
@@ -90,7 +91,7 @@ def build_context(
         sources.append(src.sessions_source(own, SESSIONS_DIR + "/"))
         sources.append(src.world_source(memory.world.facts(), WORLD_FILE))
     sources.append(src.shared_source(_shared(memory, pools), POOL_DIR + "/"))
-    sources.append(src.knowledge_source(entries, ranked, files))
+    sources.append(src.knowledge_source(entries, ranked, files, contradicted(entries)))
     if memory.mode == "full":
         sources.append(src.retrieved_source(related))
     else:

@@ -4,7 +4,7 @@ sessions, the world state, lasting memories, search hits, the compact memory."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from mdmem.context.pack import Source, Unit
 from mdmem.markdown.entries import Entry
@@ -97,9 +97,14 @@ def world_source(facts: Sequence[WorldFact], path: str) -> Source:
 
 
 def knowledge_source(
-    entries: Iterable[Entry], ranked_ids: Sequence[str], files: Sequence[str]
+    entries: Iterable[Entry],
+    ranked_ids: Sequence[str],
+    files: Sequence[str],
+    contradicted: Mapping[str, Sequence[str]] | None = None,
 ) -> Source:
-    """Lasting memories grouped by type; query hits first, then by importance and recency."""
+    """Lasting memories grouped by type; query hits first, then by importance and recency.
+    A memory another active one contradicts says so (``contradicted by m-…``)."""
+    contradicted = contradicted or {}
     memories = [e for e in entries if not e.archived and e.type in MEMORY_GROUPS]
     rank = {entry_id: n for n, entry_id in enumerate(ranked_ids)}
     memories.sort(
@@ -110,7 +115,8 @@ def knowledge_source(
         )
     )
     units = [
-        Unit(f"- {one_line(e.text)}", MEMORY_GROUPS[e.type], n) for n, e in enumerate(memories)
+        Unit(f"- {one_line(e.text)}{_against(contradicted.get(e.id))}", MEMORY_GROUPS[e.type], n)
+        for n, e in enumerate(memories)
     ]
     return Source(
         "knowledge",
@@ -167,6 +173,10 @@ def _item(item: TaskItem) -> str:
         for text, done in item.subitems
     ]
     return one_line(item.text) + (f" ({'; '.join(subs)})" if subs else "")
+
+
+def _against(sources: Sequence[str] | None) -> str:
+    return f" (contradicted by {', '.join(sources)})" if sources else ""
 
 
 def _neg_date(value: str | None) -> str:

@@ -274,3 +274,28 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
         if score > best_score:
             best, best_score = heading.title, score
     return best
+
+
+def conflicts(new: str, old: str) -> bool:
+    """Whether ``new`` changes what ``old`` says (consolidation keeps the newer): two short
+    statements of one specific subject ("the staging port is …", two or more content words)
+    with values neither of which says the other, the same words with other numbers, or the
+    same words negated. Narrative memories ("Jon is …" / "Jon is …") never conflict."""
+    if max(len(new.split()), len(old.split())) > CONFLICT_WORDS:
+        return False
+    a, b = _IS.match(new.strip()), _IS.match(old.strip())
+    if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
+        if len(content_words(a.group("subject"))) < 2:
+            return False
+        va, vb = content_words(a.group("value")), content_words(b.group("value"))
+        return not (va <= vb or vb <= va)  # "port 8001" / "port 8001, region ams": no change
+    if _different_value(new, old):
+        return True
+    if bool(_NEGATION.search(new)) == bool(_NEGATION.search(old)):
+        return False
+    plain = lambda text: content_words(_NEGATION.sub(" ", text))  # noqa: E731
+    return plain(new) == plain(old)
+
+
+CONFLICT_WORDS = 20
+"""Longer memories are told, not stated: they are merged, never superseded by one another."""

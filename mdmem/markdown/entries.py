@@ -112,6 +112,30 @@ def new_id() -> str:
     return "m-" + secrets.token_hex(5)
 
 
+def text_sum(text: str) -> str:
+    """A short checksum of an entry's text as the program wrote it (the ``sum=`` key): when the
+    text no longer matches it, a person has edited the entry since."""
+    return hashlib.sha1(" ".join(text.split()).encode()).hexdigest()[:8]
+
+
+def edited_by_hand(entry: Entry) -> bool:
+    """Hand-written (no program id), or edited since the program wrote it (or written before
+    the program kept a ``sum=``, so no one can tell): never changed automatically."""
+    if not entry.id.startswith("m-") or "id" not in entry.meta:
+        return True
+    return entry.meta.get("sum") != text_sum(entry.text)
+
+
+RELATION_KINDS = ("supports", "contradicts", "refines")
+"""How one memory bears on another; stored as ``refines=m-a,m-b`` in the source's metadata."""
+
+
+def related_ids(entry: Entry, kind: str) -> tuple[str, ...]:
+    """The ids ``entry`` names under ``kind`` (comma-separated, blanks ignored)."""
+    value = entry.meta.get(kind, "")
+    return tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
+
+
 def derived_id(path: str, text: str) -> str:
     """A stable id for a hand-written entry with no metadata, from its file and text."""
     digest = hashlib.sha1(f"{path}\0{' '.join(text.split())}".encode()).hexdigest()

@@ -19,6 +19,7 @@ from mdmem.markdown.entries import (
     check_importance,
     check_type,
     new_id,
+    text_sum,
 )
 from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
@@ -67,6 +68,7 @@ class KnowledgeStore:
             "importance": importance,
             "created": today(),
             "source": source,
+            "sum": text_sum(text),
         }
         found: list[Entry] = []
 
@@ -105,6 +107,7 @@ class KnowledgeStore:
         if text is not None:
             redaction = self.redactor.redact(edits.check_text(text))
             text, masked = redaction.text, redaction.count
+            meta["sum"] = text_sum(text)
         rel, _ = self.documents.resolve(entry.path)
 
         def edit(current: str) -> str:
@@ -155,6 +158,7 @@ class KnowledgeStore:
                     "created": today(),
                     "source": source,
                     "supersedes": old.id,
+                    "sum": text_sum(new_text),
                 }
                 block = edits.render_item(new_text, meta, doc.newline)
                 title = SECTION_TITLES.get(type_, type_.title())

@@ -1,0 +1,209 @@
+"""Consolidation on the memories offline extraction writes from LoCoMo (ACL 2024).
+
+Each of the 10 conversations becomes one workspace (minimal mode, the default embedding model):
+``ws.extract(messages, offline=True)`` writes its memories to memory.md (deduplicated as a
+user's would be), they are dated 200 days back and returned once each (old, rarely used: the
+default candidate rule), then ``ws.consolidate(offline=True)`` runs with the default config.
+
+Metrics:
+  entries, tokens   active memories and their tokens (ceil(words * 1.3)) before and after
+  covered           evidence turns of questions in categories 1-4 that "survive" in the active
+                    memories (benchmarks/compaction.py's rule: at least half of the turn's
+                    content words in ONE memory)
+  kept              share of the turns covered before that are still covered after
+  fidelity          composite score of the merges written and of the merges refused
+  runs              one run, then more until a run merges nothing (at most 5): a cluster gives
+                    at most 3 merged memories a run, and what a big one leaves the next run takes
+  time              consolidation only, all runs (extraction and indexing excluded)
+Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covered, no merge
+written below consolidate.fidelity_threshold.
+
+Usage:  .venv/bin/python benchmarks/consolidate.py [--similarity X] [--limit N] [--json PATH]
+The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo10.json, not redistributed;
+workspaces are written under .bench/consolidate/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from compaction import (  # noqa: E402
+    conversation_messages,
+    evidence_by_category,
+    line_words,
+    survives,
+    tokens,
+)
+from locomo import DATA  # noqa: E402
+
+from mdmem import Workspace  # noqa: E402
+from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
+
+WORK = ROOT / ".bench" / "consolidate"
+AGE_DAYS = 200
+MAX_RUNS = 5
+"""A cluster yields at most 3 merged memories a run; what it leaves, the next run takes."""
+
+
+def covered(sample: dict, turns: dict[str, str], texts: list[str]) -> set[str]:
+    lines = line_words(texts)
+    ids = {i for group in evidence_by_category(sample, turns).values() for i in group}
+    return {i for i in ids if survives(turns[i], lines)}
+
+
+def prepare(sample: dict, embedder: SentenceTransformerEmbedder, similarity: float) -> Workspace:
+    root = WORK / sample["sample_id"]
+    shutil.rmtree(root, ignore_errors=True)
+    Workspace.init(root, mode="minimal")
+    config = root / "mdmem.toml"
+    config.write_text(config.read_text() + f"\n[consolidate]\nsimilarity = {similarity}\n")
+    ws = Workspace(root, embedder=embedder)
+    messages, _ = conversation_messages(sample)
+    ws.extract(messages, offline=True)
+    path = root / "memory.md"
+    old = (dt.date.today() - dt.timedelta(days=AGE_DAYS)).isoformat()
+    path.write_text(re.sub(r"created=\S+", f"created={old}", path.read_text()), encoding="utf-8")
+    ws.index.bump_access([e.id for e in ws.entries("memory.md")])
+    return ws
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--similarity", type=float, default=0.75, help="consolidate.similarity (default 0.75)"
+    )
+    args = parser.parse_args()
+    console = Console(width=130)
+    samples = json.loads(args.data.read_text())[: args.limit or None]
+    embedder = SentenceTransformerEmbedder()
+    rows = []
+    written: list[float] = []
+    refused: list[float] = []
+    for sample in samples:
+        ws = prepare(sample, embedder, args.similarity)
+        _, turns = conversation_messages(sample)
+        before = [e.text for e in ws.entries("memory.md")]
+        started = time.perf_counter()
+        report = ws.consolidate(offline=True)
+        seconds = time.perf_counter() - started
+        first = len(ws.entries("memory.md"))
+        reports = [report]
+        while reports[-1].merged and len(reports) < MAX_RUNS:  # what big clusters left over
+            started = time.perf_counter()
+            reports.append(ws.consolidate(offline=True))
+            seconds += time.perf_counter() - started
+        after = [e.text for e in ws.entries("memory.md")]
+        cov_before = covered(sample, turns, before)
+        cov_after = covered(sample, turns, after)
+        for r in reports:
+            written += [m.fidelity.composite for c in r.clusters for m in c.written]
+            refused += [m.fidelity.composite for m in r.refused]
+        rows.append(
+            {
+                "conversation": sample["sample_id"],
+                "entries_before": len(before),
+                "entries_first_run": first,
+                "entries_after": len(after),
+                "tokens_before": sum(tokens(t) for t in before),
+                "tokens_after": sum(tokens(t) for t in after),
+                "covered_before": len(cov_before),
+                "covered_after": len(cov_after),
+                "still_covered": len(cov_before & cov_after),
+                "runs": len(reports),
+                "clusters": sum(len(r.clusters) for r in reports),
+                "merged": sum(r.count("merged") for r in reports),
+                "refused": sum(r.count("refused") for r in reports),
+                "seconds": seconds,
+            }
+        )
+        console.log(f"{sample['sample_id']}: {len(before)} → {len(after)} memories")
+        ws.close()
+    report_table(console, rows, written, refused, args.json, args.similarity)
+
+
+def report_table(
+    console: Console,
+    rows: list[dict],
+    written: list[float],
+    refused: list[float],
+    json_path: Path | None,
+    similarity: float,
+) -> None:
+    title = f"Consolidation of offline-extracted LoCoMo memories ({len(rows)} conv.)"
+    table = Table(title=f"{title}, similarity {similarity}")
+    for column in (
+        "conversation",
+        "entries: 1 run",
+        "until settled",
+        "tokens",
+        "covered",
+        "still covered",
+        "clusters: merged / refused",
+        "time",
+    ):
+        table.add_column(column, justify="right")
+    for r in [*rows, _total(rows)]:
+        kept = r["still_covered"] / r["covered_before"] if r["covered_before"] else 1.0
+        table.add_row(
+            r["conversation"],
+            f"{r['entries_before']} → {r['entries_first_run']}",
+            f"→ {r['entries_after']} ({r['runs']} runs)",
+            f"{r['tokens_before']:,} → {r['tokens_after']:,}",
+            f"{r['covered_before']} → {r['covered_after']}",
+            f"{kept:.1%}",
+            f"{r['clusters']}: {r['merged']} / {r['refused']}",
+            f"{r['seconds']:.1f} s",
+        )
+    console.print(table)
+    total = _total(rows)
+    cut = 1 - total["entries_after"] / total["entries_before"]
+    one = 1 - total["entries_first_run"] / total["entries_before"]
+    kept = total["still_covered"] / total["covered_before"] if total["covered_before"] else 1.0
+    below = sum(f < 0.5 for f in written)
+    console.print(
+        f"Entries cut by {one:.1%} in one run, {cut:.1%} until settled "
+        f"(goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); "
+        f"covered evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
+        f"merges written below the threshold: {below} (goal 0)."
+    )
+    for name, values in (("written", written), ("refused", refused)):
+        if values:
+            q = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
+            console.print(
+                f"Fidelity of merges {name} ({len(values)}): min {min(values):.3f}, "
+                f"p10 {q[0]:.3f}, median {statistics.median(values):.3f}, p90 {q[-1]:.3f}, "
+                f"max {max(values):.3f}"
+            )
+    if json_path:
+        data = {"rows": rows, "fidelity_written": written, "fidelity_refused": refused}
+        json_path.write_text(json.dumps(data, indent=2))
+
+
+def _total(rows: list[dict]) -> dict:
+    total: dict = {"conversation": "all"}
+    for key in rows[0]:
+        if key != "conversation":
+            total[key] = sum(r[key] for r in rows)
+    return total
+
+
+if __name__ == "__main__":
+    main()

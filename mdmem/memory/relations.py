@@ -1,0 +1,102 @@
+"""Relations between memories: ``supports``, ``contradicts``, ``refines``.
+
+They live in the source entry's metadata (``contradicts=m-a,m-b``), so a person sees them in
+the file, writes them by hand, and a diff shows them; they are read from the parsed files (no
+index table: the files are the truth and every backend reads them alike). A relation to an id
+that is nowhere is reported as missing, never an error; cycles are allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mdmem.errors import EditNotApplicable
+from mdmem.markdown import edits
+from mdmem.markdown.entries import RELATION_KINDS, Entry, related_ids
+from mdmem.markdown.parse import parse_document
+from mdmem.memory.documents import Documents
+from mdmem.memory.store import entry_by_id, same_entry
+from mdmem.memory.writers import Writer
+
+
+@dataclass(frozen=True)
+class Relation:
+    source: str
+    kind: str
+    target: str
+    path: str
+    """Where the relation is written: the source's file and line."""
+    line: int
+    source_archived: bool
+    target_found: bool
+    target_archived: bool = False
+
+    @property
+    def open(self) -> bool:
+        """Both memories still active (an archived one no longer speaks)."""
+        return self.target_found and not self.source_archived and not self.target_archived
+
+    def to_dict(self) -> dict[str, object]:
+        return {**vars(self), "open": self.open}
+
+
+def relations(entries: Iterable[Entry]) -> list[Relation]:
+    """Every relation the entries declare, with whether its target exists."""
+    everything = list(entries)
+    by_id = {e.id: e for e in everything}
+    out = []
+    for entry in everything:
+        for kind in RELATION_KINDS:
+            for target in related_ids(entry, kind):
+                found = by_id.get(target)
+                out.append(
+                    Relation(
+                        entry.id,
+                        kind,
+                        target,
+                        entry.path,
+                        entry.start_line,
+                        entry.archived,
+                        found is not None,
+                        found is not None and found.archived,
+                    )
+                )
+    return out
+
+
+def involving(documents: Documents, entry_id: str) -> list[Relation]:
+    """Relations from or to ``entry_id``, over every file of the workspace."""
+    found = relations(documents.all().entries(include_archived=True))
+    return [r for r in found if entry_id in (r.source, r.target)]
+
+
+def contradicted(entries: Iterable[Entry]) -> dict[str, list[str]]:
+    """Open contradictions: target id → the active memories that contradict it."""
+    out: dict[str, list[str]] = {}
+    for r in relations(entries):
+        if r.kind == "contradicts" and r.open:
+            out.setdefault(r.target, []).append(r.source)
+    return out
+
+
+def relate(documents: Documents, writer: Writer, source: Entry, target: str, kind: str) -> Entry:
+    """Record ``source kind target`` in the source's metadata (kept if already there)."""
+    if kind not in RELATION_KINDS:
+        raise ValueError(f"unknown relation {kind!r}: use one of {', '.join(RELATION_KINDS)}")
+    other = documents.get(target)  # EntryNotFoundError names the id
+    if other.id == source.id:
+        raise EditNotApplicable(f"{source.id} cannot {kind} itself")
+    rel, _ = documents.resolve(source.path)
+
+    def edit(current: str) -> str:
+        doc = parse_document(rel, current)
+        same_entry(doc, source)
+        now = entry_by_id(doc, source.id)
+        ids = related_ids(now, kind)
+        if other.id in ids:
+            return current
+        meta = {"id": source.id, kind: ",".join((*ids, other.id))}
+        return edits.rewrite_entry(current, rel, source.id, meta)
+
+    return entry_by_id(parse_document(rel, writer.write(rel, edit, create=False)), source.id)

@@ -1,0 +1,437 @@
+"""Consolidation (issue 12 §2): candidates, clusters, merges, the fidelity check, the archive,
+restore; with the real embedding model, the real files and litellm itself for the model path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mdmem import Workspace
+from mdmem.config import load_config
+from mdmem.distill.consolidate import Consolidator
+from mdmem.distill.fidelity import check, facts, keywords
+from mdmem.errors import EditNotApplicable
+from mdmem.markdown.entries import edited_by_hand
+from mdmem.memory.writers import FileWriter
+from mdmem.tokens import token_counter
+
+DEPLOY = [
+    "The deploy target is Fly.io in region ams",
+    "Deploys go to Fly.io, region ams",
+    "Production deploys go to Fly.io in the ams region",
+]
+OTHER = ["The database is PostgreSQL 16 on port 5432", "User prefers short answers"]
+OLD = (dt.date.today() - dt.timedelta(days=200)).isoformat()
+
+
+def _aged(ws: Workspace, texts: list[str], *, accessed: int | None = 1) -> list[str]:
+    """Remember ``texts`` as facts dated 200 days ago, each returned ``accessed`` times."""
+    ids = [ws.remember(t, type="fact").id for t in texts]
+    path = ws.root / "memory.md"
+    path.write_text(re.sub(r"created=\S+", f"created={OLD}", path.read_text()), encoding="utf-8")
+    for _ in range(accessed or 0):
+        ws.index.bump_access(ids)
+    return ids
+
+
+@pytest.fixture
+def mem(ws: Workspace, embedder) -> Workspace:
+    return Workspace(ws.root, embedder=embedder)
+
+
+def _active(ws: Workspace) -> dict[str, str]:
+    return {e.id: e.text for e in ws.entries("memory.md")}
+
+
+def test_merges_an_old_rarely_used_cluster_and_archives_the_originals(mem: Workspace) -> None:
+    ids = _aged(mem, DEPLOY + OTHER)
+    report = mem.consolidate(offline=True)
+    assert report.count("merged") == 1 and report.merged == 3 and report.written == 1
+    assert report.entries_after == 3 and report.tokens_after < report.tokens_before
+    merged = [e for e in mem.entries("memory.md") if "refines" in e.meta]
+    assert len(merged) == 1
+    meta = merged[0].meta
+    assert set(meta["refines"].split(",")) == set(ids[:3])
+    assert float(meta["fidelity"]) >= 0.5 and "emb_sim" in meta and "kw_retention" in meta
+    assert not edited_by_hand(merged[0])  # it carries its sum: a later run may merge it again
+    archived = [e for e in mem.entries("memory.md", include_archived=True) if e.archived]
+    assert {e.id for e in archived} == set(ids[:3])
+    assert {e.meta["consolidated_into"] for e in archived} == {merged[0].id}
+    refines = {(r.kind, r.target) for r in mem.related(merged[0].id)}
+    assert refines == {("refines", i) for i in ids[:3]}  # a relation, as ws.related reads it
+    saved = json.loads((mem.root / report.report_path).read_text())  # the full report
+    assert saved["clusters"][0]["merges"][0]["fidelity"]["lost_facts"] == []
+    # a re-run finds nothing more to do: the merged memory is new, the originals archived
+    again = mem.consolidate(offline=True)
+    assert again.merged == 0 and again.diff == ""
+
+
+def test_dry_run_writes_nothing_and_shows_the_diff(mem: Workspace) -> None:
+    _aged(mem, DEPLOY)
+    before = (mem.root / "memory.md").read_bytes()
+    report = mem.consolidate(offline=True, dry_run=True)
+    assert (mem.root / "memory.md").read_bytes() == before
+    assert "+## Archive" in report.diff and "consolidated_into=" in report.diff
+    assert report.report_path is None
+
+
+def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
+    """A fresh index (or another machine) has no counts: nothing old is a candidate by age."""
+    _aged(mem, DEPLOY, accessed=None)
+    report = mem.consolidate(offline=True)
+    assert report.candidates == 0 and report.merged == 0
+
+
+def test_often_returned_memories_are_kept(mem: Workspace) -> None:
+    ids = _aged(mem, DEPLOY)
+    mem.index.bump_access([ids[0]] * 1)
+    for _ in range(4):
+        mem.index.bump_access([ids[0]])  # 5 returns: max_access
+    report = mem.consolidate(offline=True)
+    assert report.merged == 0 and ids[0] in _active(mem)
+    assert report.clusters[0].outcome == "kept"
+
+
+def test_hand_written_and_hand_edited_memories_are_only_suggested(mem: Workspace) -> None:
+    ids = _aged(mem, DEPLOY)
+    path = mem.root / "memory.md"
+    text = path.read_text().replace(
+        "Deploys go to Fly.io, region ams", "Deploys go to Fly.io (ams)"
+    )
+    path.write_text(text + "- Our deploys go to Fly.io, region ams, always\n", encoding="utf-8")
+    report = mem.consolidate(offline=True)
+    assert report.merged == 0
+    assert set(_active(mem)) >= {ids[0], ids[1], ids[2]}
+    assert any(ids[1] in s for s in report.suggestions)
+
+
+def test_threshold_makes_every_memory_a_candidate(mem: Workspace) -> None:
+    (mem.root / "mdmem.toml").write_text(
+        (mem.root / "mdmem.toml").read_text() + "\n[consolidate]\nthreshold = 3\n"
+    )
+    mem.config = load_config(mem.root)
+    for text in DEPLOY + OTHER:  # new, never returned: only the threshold makes them candidates
+        mem.remember(text)
+    report = mem.consolidate(offline=True)
+    assert report.rule == "threshold" and report.merged == 3
+
+
+def test_a_newer_conflicting_memory_supersedes_the_older(mem: Workspace) -> None:
+    ids = _aged(mem, ["The staging database port is 5432", *DEPLOY])
+    path = mem.root / "memory.md"
+    path.write_text(path.read_text().replace(f"created={OLD}", "created=2020-01-01", 1))
+    newer = _aged(mem, ["The staging database port is 6543"])[0]
+    # both alone: a pair, not a cluster of 3, but the conflict still resolves to the newest
+    report = mem.consolidate(offline=True)
+    old = mem.get(ids[0])
+    assert old.archived and old.meta["superseded_by"] == newer, report.clusters
+    assert mem.get(newer).meta["supersedes"] == ids[0]
+
+
+def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> None:
+    (ws.root / "mdmem.toml").write_text(
+        ws.root.joinpath("mdmem.toml").read_text()
+        + '\n[embedding]\nmodel = ""\n[consolidate]\nthreshold = 2\n'
+    )
+    ws = Workspace(ws.root)
+    for n, text in enumerate(DEPLOY):
+        ws.remember(text, importance=0.3 + n / 10)
+    report = ws.consolidate()
+    assert report.engine == "none" and len(_active(ws)) == 3
+    report = ws.consolidate(by_importance=True)
+    assert report.engine == "importance" and len(report.archived) == 1
+    assert DEPLOY[0] not in _active(ws).values()  # the least important went to the archive
+    archived = ws.get(report.archived[0])
+    assert archived.archived and archived.meta["archived_by"] == "importance"
+
+
+def test_restore_brings_the_originals_back_and_archives_the_merge(mem: Workspace) -> None:
+    ids = _aged(mem, DEPLOY)
+    mem.consolidate(offline=True)
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    report = mem.restore_archived(merged.id)
+    assert set(report.restored) == set(ids) and report.archived == (merged.id,)
+    assert set(_active(mem)) == set(ids)
+    assert mem.get(merged.id).archived
+    # restored memories are never merged again on their own
+    assert mem.consolidate(offline=True).merged == 0
+    with pytest.raises(EditNotApplicable):
+        mem.restore_archived(ids[0])
+
+
+def test_restore_with_a_hand_edited_archive(mem: Workspace) -> None:
+    """A person deleted one archived original and edited another: the rest comes back, the
+    missing one is reported, nothing crashes."""
+    ids = _aged(mem, DEPLOY)
+    mem.consolidate(offline=True)
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    path = mem.root / "memory.md"
+    lines = [ln for ln in path.read_text().splitlines(keepends=True) if f"id={ids[0]}" not in ln]
+    text = "".join(lines).replace("Deploys go to Fly.io, region ams", "Deploys: Fly.io, ams")
+    path.write_text(text, encoding="utf-8")
+    report = mem.restore_archived(merged.id)
+    assert set(report.restored) == {ids[1], ids[2]} and report.missing == (ids[0],)
+    assert "Deploys: Fly.io, ams" in _active(mem).values()
+
+
+def test_a_hand_edited_merged_memory_is_left_alone(mem: Workspace) -> None:
+    _aged(mem, DEPLOY)
+    mem.consolidate(offline=True)
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    path = mem.root / "memory.md"
+    path.write_text(path.read_text().replace(merged.text, "Deploys: Fly.io, region ams (checked)"))
+    assert edited_by_hand(mem.get(merged.id))
+    report = mem.restore_archived(merged.id)  # still restorable; the edit is archived, not lost
+    assert mem.get(merged.id).text == "Deploys: Fly.io, region ams (checked)"
+    assert len(report.restored) == 3
+
+
+def test_entries_without_dates_or_ids_are_never_candidates(mem: Workspace) -> None:
+    path = mem.root / "memory.md"
+    path.write_text(
+        "# Memory\n\n## Facts\n\n"
+        + "".join(f"- {t}\n" for t in DEPLOY)  # hand-written: no metadata
+        + "".join(f"- {t} <!-- mdmem type=fact importance=0.5 -->\n" for t in OTHER),
+        encoding="utf-8",
+    )
+    report = mem.consolidate(offline=True)
+    assert report.candidates == 0 and report.merged == 0 and report.diff == ""
+
+
+class PersonEditsFirst:
+    """A writer that lets a person save memory.md just before each program write lands."""
+
+    def __init__(self, inner: FileWriter, person) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.person = inner, person
+
+    def write(self, rel, edit, *, create=True, exact=False):  # type: ignore[no-untyped-def]
+        self.person(self.inner.documents.root / rel)
+        return self.inner.write(rel, edit, create=create, exact=exact)
+
+    def current(self, rel):  # type: ignore[no-untyped-def]
+        return self.inner.current(rel)
+
+
+def test_a_persons_edit_during_consolidation_survives(mem: Workspace, embedder) -> None:
+    ids = _aged(
+        mem,
+        [
+            *DEPLOY,
+            "Backups run nightly at 02:00",
+            "Backups run every night at 02:00",
+            "Nightly backups start at 02:00",
+        ],
+    )
+
+    def person(path: Path) -> None:
+        text = path.read_text().replace("Deploys go to Fly.io, region ams", "Deploys go to Fly")
+        path.write_text(text + "- a note the person added\n", encoding="utf-8")
+
+    writer = PersonEditsFirst(mem.files, person)
+    report = Consolidator(
+        mem.config,
+        mem.documents,
+        writer,
+        mem.redactor,
+        lambda: embedder.embed,
+        mem.index.access_counts,
+        mem.state_dir,
+        token_counter(None),
+    ).run(offline=True)
+    outcomes = {c.members[0]: c.outcome for c in report.clusters}
+    assert outcomes[ids[0]] == "changed" and outcomes[ids[3]] == "merged"
+    text = (mem.root / "memory.md").read_text()
+    assert "- Deploys go to Fly <!--" in text and "a note the person added" in text
+    assert set(ids[:3]) <= set(_active(mem))
+
+
+# ---- fidelity --------------------------------------------------------------------------------
+
+
+def test_a_paraphrase_that_loses_names_is_refused_whatever_its_cosine() -> None:
+    sources = ["Caroline went to the LGBTQ support group in Boston on 7 May 2023"]
+    lossy = check("She went to a support group.", sources, [0.95], 0.5)
+    assert not lossy.passed and "name caroline" in lossy.lost_facts
+    assert "date 2023-05-07" in lossy.lost_facts and lossy.composite > 0.5 - 0.2
+    kept = check("On 2023-05-07 Caroline attended the LGBTQ group in Boston.", sources, [0.8], 0.5)
+    assert kept.passed and kept.kw_retention == 1.0
+
+
+def test_numbers_identifiers_and_cjk_keywords() -> None:
+    text = "Set MAX_RETRIES in config/app.toml via retry_policy to 1,000; 用户喜欢深色模式"
+    found = facts(text)
+    assert {"number 1000", "id max_retries", "id config/app.toml", "id retry_policy"} <= found
+    assert {"深色", "模式"} <= keywords(text)
+    low = check("Set retries in the config to 1000", [text], [0.9], 0.5)
+    assert not low.passed and "id max_retries" in low.lost_facts
+    assert check(text, [text], [1.0], 0.5).passed
+    assert check(text, [text], [0.1], 0.5).composite < 0.5  # a low cosine still refuses
+
+
+# ---- the model path, through litellm itself ------------------------------------------------------
+
+
+def _with_model(ws: Workspace) -> Workspace:
+    (ws.root / "mdmem.toml").write_text(
+        ws.root.joinpath("mdmem.toml").read_text() + '\n[llm]\nmodel = "scripted/merge"\n'
+    )
+    ws.config = load_config(ws.root)
+    return ws
+
+
+def test_llm_merge_is_checked_and_written(mem: Workspace, scripted) -> None:
+    ids = _aged(_with_model(mem), DEPLOY)
+    reply = {
+        "memories": [
+            {
+                "content": "Production deploys go to Fly.io, region ams",
+                "importance": 0.7,
+                "source_memory_ids": ids,
+            }
+        ]
+    }
+    script = scripted(json.dumps(reply))
+    report = mem.consolidate()
+    assert report.engine == "llm" and report.merged == 3
+    assert script[0][1]["content"].count("- [m-") == 3  # one call, the cluster listed
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    assert merged.text == "Production deploys go to Fly.io, region ams"
+    assert merged.importance == 0.7
+
+
+def test_llm_merge_losing_a_number_is_refused(mem: Workspace, scripted) -> None:
+    ids = _aged(
+        _with_model(mem),
+        [
+            "Backups run nightly at 02:00 UTC",
+            "Backups run every night at 02:00 UTC",
+            "Nightly backups start at 02:00 UTC, kept 14 days",
+        ],
+    )
+    reply = [
+        {"content": "Backups run nightly at 02:00 UTC", "importance": 0.6, "source_memory_ids": ids}
+    ]
+    scripted(json.dumps(reply))  # a bare list is accepted too
+    report = mem.consolidate()
+    assert report.count("refused") == 1 and report.merged == 0
+    assert "number 14" in report.refused[0].fidelity.lost_facts
+    assert set(ids) <= set(_active(mem))
+
+
+def test_llm_bad_reply_gets_one_repair_then_changes_nothing(mem: Workspace, scripted) -> None:
+    ids = _aged(_with_model(mem), DEPLOY)
+    script = scripted("not json", '{"memories": [{"content": "x", "source_memory_ids": ["m-0"]}]}')
+    report = mem.consolidate()
+    assert len(script) == 2 and "not usable" in script[1][-1]["content"]
+    assert report.count("failed") == 1 and len(report.problems) == 2
+    assert set(ids) <= set(_active(mem))
+
+
+# ---- killed mid-run ------------------------------------------------------------------------------
+
+
+class ByService:
+    """A stand-in for the model, so a killed child starts in a second: one direction per
+    service named in the text."""
+
+    model_id = "test/by-service"
+
+    def embed(self, texts, progress=None):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        out = np.zeros((len(texts), 512), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for n in re.findall(r"svc(\d+)", text):
+                out[row, int(n) % 512] = 1.0
+            out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
+        return out
+
+
+CHILD = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_consolidate import ByService
+from mdmem import Workspace
+Workspace(sys.argv[1], embedder=ByService()).consolidate(offline=True)
+"""
+
+
+def _service_files(root: Path, services: int) -> None:
+    from mdmem.markdown.entries import text_sum
+
+    def lines(kind: str, offset: int) -> str:
+        out = []
+        for n in range(offset, offset + services):
+            for text in (
+                f"Service svc{n} runs on port {8000 + n} in region ams",
+                f"svc{n} listens on port {8000 + n}, region ams",
+                f"The svc{n} service uses port {8000 + n} (ams)",
+            ):
+                meta = f"id=m-{n:04x}{len(out):06x} type={kind} importance=0.5 created={OLD}"
+                out.append(f"- {text} <!-- mdmem {meta} sum={text_sum(text)} -->\n")
+        return "".join(out)
+
+    (root / "mdmem.toml").write_text("[consolidate]\nthreshold = 10\n")
+    (root / "memory.md").write_text("# Memory\n\n## Facts\n\n" + lines("fact", 0))
+    (root / "learnings.md").write_text("# Learnings\n\n## Skills\n\n" + lines("skill", services))
+
+
+def _consistent(root: Path) -> int:
+    """Every original once; each archived one points at a live merge that names it. Returns
+    how many merged memories there are."""
+    ws = Workspace(root)
+    entries = ws.entries(include_archived=True)
+    ids = [e.id for e in entries]
+    assert len(ids) == len(set(ids)), "an entry was duplicated"
+    by_id = {e.id: e for e in entries}
+    merged = [e for e in entries if "refines" in e.meta and not e.archived]
+    for e in entries:
+        if e.archived:
+            target = by_id[e.meta["consolidated_into"]]
+            assert not target.archived and e.id in target.meta["refines"].split(",")
+    for m in merged:
+        assert all(by_id[s].archived for s in m.meta["refines"].split(","))
+    return len(merged)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_consolidation_leaves_old_or_new_files_and_a_rerun_converges(
+    tmp_path: Path,
+) -> None:
+    import random
+    import subprocess
+    import sys
+    import time
+
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    services = 40
+    full = tmp_path / "full"
+    full.mkdir()
+    _service_files(full, services)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", CHILD, str(full)], check=True)
+    took = time.monotonic() - started
+    assert _consistent(full) == 2 * services
+    for round_ in range(2):
+        root = tmp_path / f"k{round_}"
+        root.mkdir()
+        _service_files(root, services)
+        before = {p: (root / p).read_bytes() for p in ("memory.md", "learnings.md")}
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root)])
+        time.sleep(rng.uniform(0.4, 1.0) * took)
+        proc.kill()
+        proc.wait()
+        for name, old in before.items():
+            now = (root / name).read_bytes()
+            assert now == old or b"consolidated_into=" in now, f"seed {seed}: {name}"
+        _consistent(root)  # each file is the old or the new bytes: never half a consolidation
+        Workspace(root, embedder=ByService()).consolidate(offline=True)  # the re-run
+        assert _consistent(root) == 2 * services, f"seed {seed}"
+        settled = {p: (root / p).read_bytes() for p in before}
+        Workspace(root, embedder=ByService()).consolidate(offline=True)
+        assert {p: (root / p).read_bytes() for p in before} == settled, f"seed {seed}"
