@@ -1429,6 +1429,8 @@ def pool_rm(
         _print_json(entry.to_dict())
         return
     typer.echo(f"archived {entry.key} (v{entry.version}) in {entry.path}")
+
+
 @app.command()
 def consolidate(
     ctx: typer.Context,
