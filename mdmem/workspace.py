@@ -159,6 +159,7 @@ class Workspace:
                 self.embedder,
                 redactor=self.redactor,
                 on_message=log.warning,
+                config=self.config.index,
             )
         return self._index
 
