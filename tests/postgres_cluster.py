@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 PASSWORD = "mdmem-test-password"
+
+
+both_backends = pytest.mark.parametrize("indexed", ["sqlite", "postgres"], indirect=True)
+"""Runs a test that takes the ``indexed`` workspace once on each index backend."""
 
 
 @dataclass(frozen=True)

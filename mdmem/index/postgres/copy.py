@@ -8,19 +8,23 @@ rows (much faster than growing it row by row).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mdmem.config import FilesConfig, IndexConfig
 from mdmem.errors import MdmemError
 from mdmem.index.chunks import Chunk
+from mdmem.index.embed import Embedder
 from mdmem.index.postgres import db, store
 from mdmem.index.postgres.index import PostgresIndex, origin
+from mdmem.redact import Redactor
 
 BATCH = 5000
 COPIED_META = ("chunker_version", "embed_model", "last_sync")
@@ -38,6 +42,45 @@ class Copied:
     vectors: int
     seconds: float
     where: str
+    name: str
+    """The workspace's name on the server (what readers elsewhere set as index.workspace)."""
+
+
+def copy_workspace(
+    root: Path,
+    state_dir: Path,
+    files: FilesConfig,
+    embedder: Callable[[], Embedder | None],
+    *,
+    redactor: Redactor,
+    config: IndexConfig,
+    url: str | None = None,
+) -> Copied:
+    """Bring the workspace's SQLite index up to date with the files (chunks only: the next
+    sync embeds what has no vector yet), then copy it into PostgreSQL (``url``, else
+    ``index.url``, else ``$MDMEM_INDEX_URL``)."""
+    from mdmem.index.sqlite.index import SqliteIndex
+
+    target = PostgresIndex(
+        root,
+        files,
+        embedder,
+        url=url or config.url or os.environ.get("MDMEM_INDEX_URL", ""),
+        name=config.workspace,
+        candidates=config.candidates,
+        redactor=redactor,
+    )
+    try:
+        target.conn  # noqa: B018  (a server that cannot be used says so before any work)
+        source = state_dir / "index.db"
+        lite = SqliteIndex(root, source, files, embedder, redactor=redactor)
+        try:
+            lite.sync(embed=False)
+        finally:
+            lite.close()
+        return copy_sqlite(source, target)
+    finally:
+        target.close()
 
 
 def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0) -> Copied:
@@ -57,7 +100,7 @@ def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0)
     finally:
         lite.close()
     target.close()  # cached layout and settings start anew
-    return Copied(*counts, time.perf_counter() - started, target.where)
+    return Copied(*counts, time.perf_counter() - started, target.where, target.name)
 
 
 def _clear(conn: Any) -> None:
