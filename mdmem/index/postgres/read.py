@@ -55,57 +55,94 @@ def layout(conn: Conn) -> Layout:
 
 
 def keyword(conn: Conn, layout: Layout, query: str, limit: int) -> Scored:
-    """FTS5's BM25 of the ``limit`` best matches of ``query``."""
+    """FTS5's BM25 of the ``limit`` best matches of ``query``. One-word terms are scored in
+    SQL; a term that is several tokens (``o'brien``: ``o`` then ``brien``) is a phrase, counted
+    where its tokens stand next to each other, as FTS5 counts it."""
     phrases = query_phrases(query)
     n_docs, n_tokens = store.stats(conn)
     if not phrases or not n_docs:
         return _scored(layout, [])
-    match = tsquery(phrases)
-    phrase_no, lexemes, idfs, sizes = [], [], [], []
-    for number, phrase in enumerate(phrases):
-        idf = _idf(n_docs, _hits(conn, phrase))
-        for token in dict.fromkeys(phrase):
-            phrase_no.append(number)
-            lexemes.append(token)
-            idfs.append(idf)
-            sizes.append(len(set(phrase)))
+    idf = {p: _idf(n_docs, _hits(conn, p)) for p in phrases}
+    avgdl = n_tokens / n_docs
+    words = [p[0] for p in phrases if len(p) == 1]
+    longer = [p for p in phrases if len(p) > 1]
+    rows = _words(conn, words, [idf[(w,)] for w in words], avgdl, None if longer else limit)
+    if not longer:
+        return _scored(layout, rows)
+    scores: dict[int, float] = {int(r): float(s) for r, s in rows}
+    for phrase in longer:
+        for rowid, score in _phrase(conn, phrase, idf[phrase], avgdl).items():
+            scores[rowid] = scores.get(rowid, 0.0) + score
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return _scored(layout, best)
+
+
+def _bm25(f: float, length: int, idf: float, avgdl: float) -> float:
+    return idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl))
+
+
+def _words(
+    conn: Conn, words: list[str], idfs: list[float], avgdl: float, limit: int | None
+) -> list[tuple[Any, ...]]:
+    """BM25 over the rows holding any of ``words`` (each word's frequency weighted by the
+    column it stands in), best first."""
+    if not words:
+        return []
     text_w, heading_w, context_w = BM25_WEIGHTS
-    rows = conn.execute(
+    return conn.execute(
         """
-        WITH q AS (SELECT * FROM unnest(%(no)s::int[], %(lex)s::text[], %(idf)s::float8[],
-                                        %(size)s::int[]) AS q(no, lexeme, idf, size)),
-        freq AS (
-            SELECT c.rowid, c.length, q.no, q.idf, q.size, count(*) AS found, min(t.f) AS f
-            FROM chunks c
-            CROSS JOIN LATERAL (
-                SELECT u.lexeme, sum(CASE w WHEN 'A' THEN %(wa)s WHEN 'B' THEN %(wb)s
-                                            WHEN 'C' THEN %(wc)s ELSE 0 END) AS f
-                FROM unnest(c.terms) u CROSS JOIN LATERAL unnest(u.weights) w
-                WHERE u.lexeme = ANY(%(lex)s) GROUP BY u.lexeme) t
-            JOIN q ON q.lexeme = t.lexeme
-            WHERE c.terms @@ %(match)s::tsquery
-            GROUP BY c.rowid, c.length, q.no, q.idf, q.size)
-        SELECT rowid, sum(idf * f * (%(k1)s + 1) / (f + %(k1)s * (1 - %(b)s + %(b)s * length
-                                                   / %(avgdl)s))) AS score
-        FROM freq WHERE found = size
-        GROUP BY rowid ORDER BY score DESC, rowid LIMIT %(limit)s
+        WITH q AS (SELECT * FROM unnest(%(lex)s::text[], %(idf)s::float8[]) AS q(lexeme, idf))
+        SELECT c.rowid, sum(q.idf * t.f * (%(k1)s + 1)
+                            / (t.f + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avgdl)s))) AS s
+        FROM chunks c
+        CROSS JOIN LATERAL (
+            SELECT u.lexeme, sum(CASE w WHEN 'A' THEN %(wa)s WHEN 'B' THEN %(wb)s
+                                        WHEN 'C' THEN %(wc)s ELSE 0 END) AS f
+            FROM unnest(c.terms) u CROSS JOIN LATERAL unnest(u.weights) w
+            WHERE u.lexeme = ANY(%(lex)s) GROUP BY u.lexeme) t
+        JOIN q ON q.lexeme = t.lexeme
+        WHERE c.terms @@ %(match)s::tsquery
+        GROUP BY c.rowid ORDER BY s DESC, c.rowid LIMIT %(limit)s
         """,
         {
-            "no": phrase_no,
-            "lex": lexemes,
+            "lex": words,
             "idf": idfs,
-            "size": sizes,
             "wa": text_w,
             "wb": heading_w,
             "wc": context_w,
-            "match": match,
+            "match": tsquery([(w,) for w in words]),
             "k1": K1,
             "b": B,
-            "avgdl": n_tokens / n_docs,
+            "avgdl": avgdl,
             "limit": limit,
         },
     ).fetchall()
-    return _scored(layout, rows)
+
+
+def _phrase(conn: Conn, phrase: tuple[str, ...], idf: float, avgdl: float) -> dict[int, float]:
+    """BM25 of one phrase in every row that holds it: occurrences are the positions of its
+    first token followed by the others, each weighted by its column."""
+    weight = dict(zip(("A", "B", "C"), BM25_WEIGHTS, strict=True))
+    found: dict[int, tuple[int, dict[str, dict[int, str]]]] = {}
+    for rowid, length, lexeme, positions, weights in conn.execute(
+        "SELECT c.rowid, c.length, u.lexeme, u.positions, u.weights "
+        "FROM chunks c CROSS JOIN LATERAL unnest(c.terms) u "
+        "WHERE c.terms @@ %s::tsquery AND u.lexeme = ANY(%s)",
+        (tsquery([phrase]), list(set(phrase))),
+    ):
+        tokens = found.setdefault(int(rowid), (int(length), {}))[1]
+        tokens[str(lexeme)] = dict(zip(positions, weights, strict=True))
+    out: dict[int, float] = {}
+    for rowid, (length, tokens) in found.items():
+        first = tokens.get(phrase[0], {})
+        f = sum(
+            weight.get(label, 0.0)
+            for p, label in first.items()
+            if all(p + j in tokens.get(tok, {}) for j, tok in enumerate(phrase[1:], 1))
+        )
+        if f > 0:
+            out[rowid] = _bm25(f, length, idf, avgdl)
+    return out
 
 
 def _hits(conn: Conn, phrase: tuple[str, ...]) -> int:
