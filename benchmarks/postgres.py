@@ -280,15 +280,16 @@ def recall(url: str, n: int, ef_values: Sequence[int]) -> dict[int, float]:
     queries = QueryVectors().embed(["q"] * 50)
     sql = f"SELECT text_hash FROM {table} ORDER BY embedding <=> %s LIMIT 10"
     exact = []
+    # never prepared: a plan psycopg prepared under enable_indexscan=off would stay exact
     with conn.transaction():
         conn.execute("SET LOCAL enable_indexscan = off")
         for q in queries:
-            exact.append({r[0] for r in conn.execute(sql, (q,))})
+            exact.append({r[0] for r in conn.execute(sql, (q,), prepare=False)})
     out = {}
     for ef in ef_values:
         conn.execute(f"SET hnsw.ef_search = {int(ef)}")
         found = [
-            len({r[0] for r in conn.execute(sql, (q,))} & e) / 10
+            len({r[0] for r in conn.execute(sql, (q,), prepare=False)} & e) / 10
             for q, e in zip(queries, exact, strict=True)
         ]
         out[ef] = statistics.fmean(found)

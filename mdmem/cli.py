@@ -1316,6 +1316,8 @@ def mcp_serve(
 
 def _copy_index(ws: Any, backend: str | None, url: str | None, as_json: bool) -> None:
     """`mdmem index --backend postgres`: the SQLite index, copied into PostgreSQL."""
+    if backend is None:
+        _fail("--url goes with --backend postgres (it names the server to copy the index to)")
     if backend != "postgres":
         _fail(f"--backend takes postgres (SQLite is the default index), got {backend!r}")
     copied = ws.copy_index_to_postgres(url)
