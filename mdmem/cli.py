@@ -337,12 +337,29 @@ def index(
     ctx: typer.Context,
     full: Annotated[bool, typer.Option(help="Re-read and re-chunk every file.")] = False,
     as_json: JsonOpt = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="postgres: copy the SQLite index into PostgreSQL, embedding nothing again.",
+            show_default=False,
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The PostgreSQL server for --backend (default: index.url, $MDMEM_INDEX_URL).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Bring the index up to date with the files (incremental unless --full)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     _log_to_stderr()
     ws = _open(ctx)
+    if backend is not None or url is not None:
+        _copy_index(ws, backend, url, as_json)
+        return
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeRemainingColumn(), transient=True, disable=as_json) as bar:
         tasks: dict[str, Any] = {}
@@ -1574,3 +1591,23 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def _copy_index(ws: Any, backend: str | None, url: str | None, as_json: bool) -> None:
+    """`mdmem index --backend postgres`: the SQLite index, copied into PostgreSQL."""
+    if backend is None:
+        _fail("--url goes with --backend postgres (it names the server to copy the index to)")
+    if backend != "postgres":
+        _fail(f"--backend takes postgres (SQLite is the default index), got {backend!r}")
+    copied = ws.copy_index_to_postgres(url)
+    if as_json:
+        _print_json({name: getattr(copied, name) for name in copied.__dataclass_fields__})
+        return
+    typer.echo(
+        f"Copied {copied.files} files, {copied.chunks} chunks and {copied.vectors} vectors "
+        f"into {copied.where} in {copied.seconds:.2f} s (nothing embedded again)."
+    )
+    typer.echo(
+        'To search it, set index.backend = "postgres" in mdmem.toml, with the server in '
+        f'index.url or $MDMEM_INDEX_URL; elsewhere, index.workspace = "{copied.name}".'
+    )

@@ -182,6 +182,22 @@ class RedactConfig:
 
 
 @dataclass(frozen=True)
+class IndexConfig:
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """Where the index lives: ``.mdmem/index.db`` (SQLite), or a PostgreSQL server with
+    pgvector that many machines share."""
+    url: str = ""
+    """postgres: the server, ``postgresql://user:password@host:5432/dbname``; empty: the
+    ``MDMEM_INDEX_URL`` environment variable (better for a password)."""
+    workspace: str = ""
+    """postgres: this workspace's name on the server (its schema is ``mdmem_<name>``); empty:
+    the folder's name and a hash of host and path. Readers on other machines use this name."""
+    candidates: int = 400
+    """postgres: nearest vectors the HNSW index returns per search (``hnsw.ef_search`` is
+    set to at least this). SQLite scores every vector exactly."""
+
+
+@dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
@@ -197,6 +213,7 @@ class Config:
     compact: CompactConfig = field(default_factory=CompactConfig)
     consolidate: ConsolidateConfig = field(default_factory=ConsolidateConfig)
     redact: RedactConfig = field(default_factory=RedactConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
 
     @property
     def max_file_bytes(self) -> int:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
+    from mdmem.index.postgres.copy import Copied
     from mdmem.index.search import SearchResults
     from mdmem.index.sync import Progress, SyncReport
     from mdmem.live.watch import Watcher
@@ -165,8 +166,24 @@ class Workspace:
                 self.embedder,
                 redactor=self.redactor,
                 on_message=log.warning,
+                config=self.config.index,
             )
         return self._index
+
+    def copy_index_to_postgres(self, url: str | None = None) -> Copied:
+        """Copy this workspace's SQLite index (synced first) into PostgreSQL, embedding
+        nothing again; ``url`` defaults to index.url, then ``$MDMEM_INDEX_URL``."""
+        from mdmem.index.postgres.copy import copy_workspace
+
+        return copy_workspace(
+            self.root,
+            self.state_dir,
+            self.config.files,
+            self.embedder,
+            redactor=self.redactor,
+            config=self.config.index,
+            url=url,
+        )
 
     def embedder(self) -> Embedder | None:
         """The embedding model (loaded on first use), or None when embeddings are off."""

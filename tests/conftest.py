@@ -88,11 +88,41 @@ def indexed_template(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path
 
 
 @pytest.fixture
-def indexed(tmp_path: Path, indexed_template: Path, embedder) -> Workspace:
-    """A private copy of example_workspace/ with its index, ready to search."""
+def indexed(
+    request: pytest.FixtureRequest, tmp_path: Path, indexed_template: Path, embedder
+) -> Workspace:
+    """A private copy of example_workspace/ with its index, ready to search. Parametrized
+    with ``both_backends`` (tests/postgres_cluster.py), also with the index on PostgreSQL:
+    the SQLite index copied into a throwaway cluster (nothing embedded again)."""
     target = tmp_path / "indexed"
     shutil.copytree(indexed_template, target)  # copy2 keeps mtimes: the index is fresh
-    return Workspace.open(target, embedder=embedder)
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return Workspace.open(target, embedder=embedder)
+    from dataclasses import replace
+
+    from mdmem.config import IndexConfig, load_config
+
+    url = request.getfixturevalue("postgres").url
+    config = replace(load_config(target), index=IndexConfig(backend="postgres", url=url))
+    ws = Workspace(target, config, embedder=embedder)
+    ws.copy_index_to_postgres()
+    request.addfinalizer(ws.close)
+    return ws
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster with pgvector for the session (tests/postgres_cluster.py).
+    Without PostgreSQL the tests that use it skip, saying why; with CI=true they fail."""
+    import postgres_cluster
+
+    reason = postgres_cluster.unavailable()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"CI runs the PostgreSQL tests, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with postgres_cluster.cluster() as cluster:
+        yield cluster
 
 
 class Script(list):

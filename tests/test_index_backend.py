@@ -17,6 +17,7 @@ from mdmem.index.sqlite.index import SqliteIndex
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mdmem"
 SQLITE = PACKAGE / "index" / "sqlite"
+BACKENDS = (SQLITE, PACKAGE / "index" / "postgres")
 SQL = re.compile(
     r"\b(SELECT\s+\S.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|DELETE\s+FROM|UPDATE\s+\w+\s+SET|"
     r"CREATE\s+(VIRTUAL\s+)?TABLE|PRAGMA)\b|\.execute(many)?\(|import sqlite3|sqlite_utils"
@@ -31,11 +32,11 @@ def _protocol_members() -> list[str]:
     ]
 
 
-def test_sql_lives_only_in_the_sqlite_backend() -> None:
+def test_sql_lives_only_in_the_backend_packages() -> None:
     outside = [
         f"{path.relative_to(PACKAGE.parent)}:{n}: {line.strip()}"
         for path in PACKAGE.rglob("*.py")
-        if SQLITE not in path.parents
+        if not any(backend in path.parents for backend in BACKENDS)
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if SQL.search(line)
     ]
@@ -43,12 +44,17 @@ def test_sql_lives_only_in_the_sqlite_backend() -> None:
     assert any(SQL.search(p.read_text()) for p in SQLITE.glob("*.py"))  # the pattern works
 
 
-def test_the_sqlite_index_has_every_protocol_method_with_its_signature() -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_each_index_has_every_protocol_method_with_its_signature(backend: str) -> None:
+    from mdmem.index.postgres.index import PostgresIndex
+
     members = _protocol_members()
     assert {"sync", "keyword_candidates", "vector_candidates", "chunk_rows"} <= set(members)
     for name in members:
         wanted = inspect.signature(getattr(IndexBackend, name))
-        got = inspect.signature(getattr(SqliteIndex, name))
+        got = inspect.signature(
+            getattr(SqliteIndex if backend == "sqlite" else PostgresIndex, name)
+        )
         assert list(got.parameters) == list(wanted.parameters), name
         for param, spec in wanted.parameters.items():
             assert got.parameters[param].kind == spec.kind, (name, param)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from postgres_cluster import both_backends
 
 from mdmem import Workspace
 from mdmem.index.embed import normalize
@@ -40,6 +41,7 @@ def _texts(results) -> list[str]:
     return [h.text for h in results]
 
 
+@both_backends
 def test_sync_is_incremental_and_a_noop_when_nothing_changed(indexed: Workspace) -> None:
     assert indexed.sync().changed == 0  # a copied workspace with its index is still fresh
     status = indexed.status()
@@ -49,6 +51,7 @@ def test_sync_is_incremental_and_a_noop_when_nothing_changed(indexed: Workspace)
     assert (again.added, again.updated, again.removed, again.embedded) == (0, 0, 0, 0)
 
 
+@both_backends
 def test_search_cites_file_and_lines_with_every_score_part(indexed: Workspace) -> None:
     results = indexed.search("which port does the compose postgres use", k=5)
     assert results.fresh and len(results) == 5
@@ -64,6 +67,7 @@ def test_search_cites_file_and_lines_with_every_score_part(indexed: Workspace) -
     assert [h.score for h in results] == sorted((h.score for h in results), reverse=True)
 
 
+@both_backends
 def test_a_hand_edit_is_found_by_the_next_search_and_the_old_text_is_not(
     indexed: Workspace,
 ) -> None:
@@ -77,6 +81,7 @@ def test_a_hand_edit_is_found_by_the_next_search_and_the_old_text_is_not(
     assert not [h for h in results if h.path == "memory.md" and "Fly.io" in h.text]
 
 
+@both_backends
 def test_new_and_deleted_files_and_renames_reuse_embeddings(indexed: Workspace) -> None:
     notes = indexed.root / "notes"
     (notes / "new.md").write_text("# Runbook\n- Rotate the Stripe webhook secret every quarter\n")
@@ -141,6 +146,7 @@ def test_model_change_re_embeds_and_never_mixes_vectors(indexed: Workspace) -> N
     assert indexed.sync().embedded == 0
 
 
+@both_backends
 def test_chinese_two_character_words_match(indexed: Workspace) -> None:
     (indexed.root / "notes" / "ops.md").write_text("- 生产数据库每天凌晨三点备份到对象存储\n")
     results = indexed.search("数据库", k=3, mode="keyword")
@@ -174,11 +180,13 @@ def test_any_query_is_safe(indexed: Workspace, query: str) -> None:
     assert hybrid.fresh and (len(hybrid) == 3 if query.strip() else list(hybrid) == [])
 
 
+@both_backends
 def test_english_stemming(indexed: Workspace) -> None:
     results = indexed.search("deploying", k=5, mode="keyword")
     assert any("deploy" in h.text.lower() for h in results)
 
 
+@both_backends
 def test_filters(indexed: Workspace) -> None:
     assert {h.type for h in indexed.search("tests", k=20, type="skill")} == {"skill"}
     assert {h.path for h in indexed.search("tests", k=20, path=".sessions/")} <= {
@@ -199,6 +207,7 @@ def test_filters(indexed: Workspace) -> None:
         indexed.search("x", since="last tuesday")
 
 
+@both_backends
 def test_archived_entries_are_left_out_unless_asked(indexed: Workspace) -> None:
     assert all(
         not h.text.startswith("Deploys go to Heroku") for h in indexed.search("Heroku", k=20)
@@ -219,6 +228,7 @@ def test_access_counts_bump_and_survive_reindexing(indexed: Workspace) -> None:
     assert indexed.search("gh run watch", k=1)[0].scores.frequency == again.scores.frequency
 
 
+@both_backends
 def test_recency_decays_except_for_evergreen_files(indexed: Workspace) -> None:
     old = (dt.date.today() - dt.timedelta(days=60)).isoformat()
     note = indexed.root / "notes" / "old.md"
@@ -297,6 +307,7 @@ def test_chunker_version_change_rechunks_without_re_embedding(indexed: Workspace
     assert report.embedded == 0  # same embedded text: the cache answers
 
 
+@both_backends
 def test_japanese_keyword_search(indexed: Workspace) -> None:
     (indexed.root / "notes" / "jp.md").write_text("- 毎晩データベースのバックアップを取る\n")
     assert indexed.search("バックアップ", k=1, mode="keyword")[0].path == "notes/jp.md"
@@ -336,6 +347,7 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
     assert results.fresh and results[0].path == "notes/late.md"
 
 
+@both_backends
 def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
     indexed: Workspace,
 ) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mdmem.config import FilesConfig
+    from mdmem.config import FilesConfig, IndexConfig
     from mdmem.index.backend import IndexBackend
     from mdmem.index.embed import Embedder
     from mdmem.redact import Redactor
@@ -23,10 +23,26 @@ def open_index(
     *,
     redactor: Redactor,
     on_message: Callable[[str], None] | None = None,
+    config: IndexConfig | None = None,
 ) -> IndexBackend:
-    """The index of the workspace at ``root`` (SQLite in ``state_dir``; nothing is opened
-    until first use)."""
+    """The index of the workspace at ``root``: SQLite in ``state_dir``, or PostgreSQL when
+    ``config`` says so (nothing is opened until first use)."""
     import contextlib
+    import os
+
+    if config is not None and config.backend == "postgres":
+        from mdmem.index.postgres.index import PostgresIndex
+
+        return PostgresIndex(
+            root,
+            files,
+            embedder,
+            url=config.url or os.environ.get("MDMEM_INDEX_URL", ""),
+            name=config.workspace,
+            candidates=config.candidates,
+            on_message=on_message,
+            redactor=redactor,
+        )
 
     from mdmem.index.sqlite.index import SqliteIndex
     from mdmem.layout import private_file

@@ -3,8 +3,8 @@
 The backend stores chunks, vectors and counters and generates candidates; ranking
 (:mod:`mdmem.index.search`) fuses and reranks them without knowing where they came from.
 Chunking, embedding and keyword tokenization are shared by every backend. SQLite
-(:mod:`mdmem.index.sqlite`) is the one built; a server backend (PostgreSQL is planned) is a
-sibling package implementing this same protocol.
+(:mod:`mdmem.index.sqlite`) is the embedded default; PostgreSQL (:mod:`mdmem.index.postgres`)
+is a sibling package implementing this same protocol.
 """
 
 from __future__ import annotations
@@ -203,9 +203,12 @@ class IndexBackend(Protocol):
         """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""
         ...
 
-    def vector_candidates(self, model_id: str, query: np.ndarray) -> Scored | None:
+    def vector_candidates(
+        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
+    ) -> Scored | None:
         """Cosine similarity to ``query`` (a unit vector); None when the index holds no
-        vectors of ``model_id`` of its size."""
+        vectors of ``model_id`` of its size. A backend that returns only the nearest chunks
+        takes them among those that pass ``filters``."""
         ...
 
     def filtered(self, filters: Filters) -> np.ndarray:

@@ -225,7 +225,8 @@ def search(
             keyword[~allowed] = 0.0
         vector: np.ndarray | None = None
         if mode in ("hybrid", "vector") and embedder is not None:
-            found = index.vector_candidates(embedder.model_id, embedder.embed([query])[0])
+            query_vector = embedder.embed([query])[0]
+            found = index.vector_candidates(embedder.model_id, query_vector, filters=filters)
             vector = None if found is None else found.dense(n)
         alone = _fuse(keyword, vector, allowed, mode, config)
         fused = _with_context(alone, layout, config)

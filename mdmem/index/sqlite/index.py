@@ -424,8 +424,11 @@ class SqliteIndex:
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         return read.keyword(self.conn, self.layout(), query, limit)
 
-    def vector_candidates(self, model_id: str, query: np.ndarray) -> Scored | None:
-        """Exact cosine against every chunk (the vectors are unit length)."""
+    def vector_candidates(
+        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
+    ) -> Scored | None:
+        """Exact cosine against every chunk (the vectors are unit length); ranking applies
+        ``filters`` to all of them."""
         matrix = self.vectors(model_id)
         if matrix.shape[1] != query.shape[0]:
             return None

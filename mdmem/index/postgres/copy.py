@@ -1,0 +1,192 @@
+"""Moving a workspace's SQLite index into PostgreSQL without embedding anything again.
+
+Files, chunks (their keyword terms computed on the way), vectors, access counts and first-seen
+dates are copied in one transaction under the indexer lock: a reader sees the old index or the
+new one. Vectors go in by binary COPY, and each vector table's HNSW index is built after its
+rows (much faster than growing it row by row).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mdmem.config import FilesConfig, IndexConfig
+from mdmem.errors import MdmemError
+from mdmem.index.chunks import Chunk
+from mdmem.index.embed import Embedder
+from mdmem.index.postgres import db, store
+from mdmem.index.postgres.index import PostgresIndex, origin
+from mdmem.redact import Redactor
+
+BATCH = 5000
+COPIED_META = ("chunker_version", "embed_model", "last_sync")
+CHUNK_SELECT = (
+    "SELECT path, id, start_line, end_line, heading, text, embed_text, text_hash, kind, type, "
+    "importance, created, entry_id, agent, session, archived, context FROM chunks "
+    "ORDER BY path, start_line, end_line, rowid"
+)
+
+
+@dataclass(frozen=True)
+class Copied:
+    files: int
+    chunks: int
+    vectors: int
+    seconds: float
+    where: str
+    name: str
+    """The workspace's name on the server (what readers elsewhere set as index.workspace)."""
+
+
+def copy_workspace(
+    root: Path,
+    state_dir: Path,
+    files: FilesConfig,
+    embedder: Callable[[], Embedder | None],
+    *,
+    redactor: Redactor,
+    config: IndexConfig,
+    url: str | None = None,
+) -> Copied:
+    """Bring the workspace's SQLite index up to date with the files (chunks only: the next
+    sync embeds what has no vector yet), then copy it into PostgreSQL (``url``, else
+    ``index.url``, else ``$MDMEM_INDEX_URL``)."""
+    from mdmem.index.sqlite.index import SqliteIndex
+
+    target = PostgresIndex(
+        root,
+        files,
+        embedder,
+        url=url or config.url or os.environ.get("MDMEM_INDEX_URL", ""),
+        name=config.workspace,
+        candidates=config.candidates,
+        redactor=redactor,
+    )
+    try:
+        target.conn  # noqa: B018  (a server that cannot be used says so before any work)
+        source = state_dir / "index.db"
+        lite = SqliteIndex(root, source, files, embedder, redactor=redactor)
+        try:
+            lite.sync(embed=False)
+        finally:
+            lite.close()
+        return copy_sqlite(source, target)
+    finally:
+        target.close()
+
+
+def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0) -> Copied:
+    """Replace what ``target`` holds with the SQLite index at ``source``."""
+    if not source.is_file():
+        raise MdmemError(f"{source}: no SQLite index to copy; run `mdmem index` first")
+    started = time.perf_counter()
+    lite = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        conn = target.conn
+        with target.indexer(lock_timeout) as held:
+            if not held:
+                raise MdmemError(f"{target.where}: another indexer holds it; try again later")
+            with conn.transaction():
+                _clear(conn)
+                counts = _copy(lite, conn, target)
+    finally:
+        lite.close()
+    target.close()  # cached layout and settings start anew
+    return Copied(*counts, time.perf_counter() - started, target.where, target.name)
+
+
+def _clear(conn: Any) -> None:
+    for (name,) in conn.execute("SELECT name FROM vector_tables").fetchall():
+        conn.execute(f"DROP TABLE {db.ident(name)}")
+    conn.execute("TRUNCATE chunks, files, df, vector_tables, access, first_seen")
+    conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
+
+
+def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[int, int, int]:
+    files = lite.execute("SELECT path, size, mtime_ns, hash, indexed_at FROM files").fetchall()
+    store.copy_rows(conn, "COPY files (path, size, mtime_ns, hash, indexed_at) FROM STDIN", files)
+    store.copy_rows(
+        conn,
+        "COPY first_seen (text_hash, seen) FROM STDIN",
+        lite.execute("SELECT text_hash, seen FROM first_seen"),
+    )
+    store.copy_rows(
+        conn,
+        "COPY access (key, count, last_access) FROM STDIN",
+        lite.execute("SELECT key, count, last_access FROM access"),
+    )
+    chunks = 0
+    for batch in _batches(lite.execute(CHUNK_SELECT)):
+        store.insert_chunks(conn, [(row[0], _chunk(row)) for row in batch])
+        chunks += len(batch)
+    vectors = _copy_vectors(lite, conn)
+    for key in COPIED_META:
+        value = lite.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if value is not None:
+            store.set_meta(conn, key, value[0])
+    model = store.meta(conn, "embed_model")
+    tables = {str(m): str(n) for m, n in conn.execute("SELECT model, name FROM vector_tables")}
+    if model in tables:
+        store.set_meta(conn, "embed_table", tables[model])
+    store.bump_generation(conn)
+    store.set_meta(conn, "embedded_generation", str(store.generation(conn)))
+    store.set_meta(conn, "origin", origin(target.root))
+    return len(files), chunks, vectors
+
+
+def _chunk(row: tuple[Any, ...]) -> Chunk:
+    path, *rest = row
+    cid, start, end, heading, text, embed_text, text_hash, kind, type_, importance = rest[:10]
+    created, entry_id, agent, session, archived, context = rest[10:]
+    return Chunk(
+        cid,
+        path,
+        start,
+        end,
+        heading,
+        text,
+        embed_text,
+        text_hash,
+        kind,
+        type_,
+        importance,
+        created,
+        entry_id,
+        agent,
+        session,
+        bool(archived),
+        context,
+    )
+
+
+def _batches(rows: sqlite3.Cursor) -> Iterator[list[Any]]:
+    while batch := rows.fetchmany(BATCH):
+        yield batch
+
+
+def _copy_vectors(lite: sqlite3.Connection, conn: Any) -> int:
+    """Every cached vector, by binary COPY into its (model, dimension) table; then the HNSW
+    index of each table."""
+    copied = 0
+    for model, dim in lite.execute("SELECT DISTINCT model, dim FROM embeddings").fetchall():
+        table = db.create_vector_table(conn, model, dim, with_index=False)
+        rows = lite.execute(
+            "SELECT text_hash, vector FROM embeddings WHERE model = ? AND dim = ?", (model, dim)
+        )
+        with conn.cursor() as cur:
+            statement = f"COPY {table} (text_hash, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            with cur.copy(statement) as copy:
+                copy.set_types(["text", "vector"])
+                for text_hash, blob in rows:
+                    copy.write_row((text_hash, np.frombuffer(blob, dtype=np.float32)))
+                    copied += 1
+        db.create_hnsw(conn, table)
+    return copied

@@ -1,0 +1,249 @@
+"""The PostgreSQL side of the index: connecting, the schema and its migrations, one-line errors.
+
+Many workspaces share one database: each has a schema of its own (``mdmem_<name>``). The
+``vector`` extension is created (when missing and allowed) before pgvector's adapter is
+registered: registration looks the type up on the search path. Vectors live in one table per
+(model, dimension), each with an HNSW cosine index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mdmem.errors import MdmemError
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA_VERSION = 1
+CONNECT_TIMEOUT_S = 10
+URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
+
+
+class IndexServerError(MdmemError):
+    """The index server cannot be used as configured; the message says what to do."""
+
+
+def schema_name(workspace: str) -> str:
+    """The schema of a workspace name: ``mdmem_`` and the name in lower case, other
+    characters as ``_`` (at most 63 bytes, PostgreSQL's limit)."""
+    safe = re.sub(r"[^a-z0-9_]", "_", workspace.lower())
+    return ("mdmem_" + safe)[:63]
+
+
+def lock_key(*parts: str) -> int:
+    """A stable 64-bit advisory lock key for these words."""
+    digest = hashlib.sha256("\0".join(("mdmem", *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def where(url: str) -> str:
+    """The server and database of ``url``, without the password (for messages)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:
+        return "the configured server"
+    host = str(info.get("host") or "localhost")
+    port = f":{info['port']}" if info.get("port") else ""
+    user = f"{info['user']}@" if info.get("user") else ""
+    dbname = info.get("dbname") or ""
+    if host.startswith("/"):  # a Unix socket folder
+        return f"postgresql://{user}/{dbname}?host={host}"
+    return f"postgresql://{user}{host}{port}/{dbname}"
+
+
+def connect(url: str, schema: str) -> psycopg.Connection[Any]:
+    """An autocommit connection with the schema migrated, pgvector registered and the search
+    path set to the workspace's schema (then the extension's)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    if not url:
+        raise IndexServerError(
+            f'index.backend is "postgres" but no server is named: set {URL_HELP} '
+            "(postgresql://user:password@host:5432/dbname)"
+        )
+    try:
+        conn = psycopg.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="mdmem"
+        )
+    except psycopg.OperationalError as exc:
+        raise IndexServerError(connect_error(exc, url)) from None
+    except psycopg.ProgrammingError as exc:  # an unparsable URL
+        raise IndexServerError(f"{URL_HELP} is not a PostgreSQL URL ({exc})") from None
+    try:
+        extension_schema = ensure_vector(conn, url)
+        migrate(conn, schema)
+        conn.execute(f"SET search_path = {ident(schema)}, {ident(extension_schema)}")
+        register_vector(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_error(exc: Exception, url: str) -> str:
+    """One line that says what went wrong and what to do."""
+    text = str(exc).strip()
+    state = getattr(exc, "sqlstate", None)
+    last = text.splitlines()[-1] if text else type(exc).__name__
+    if state in ("28P01", "28000") or "authentication failed" in text or "password" in text:
+        return (
+            f"PostgreSQL at {where(url)} refused the credentials ({last}): fix the user and "
+            f"password in {URL_HELP} (or ~/.pgpass)"
+        )
+    if state == "3D000" or ("database" in text and "does not exist" in text):
+        return (
+            f"PostgreSQL at {where(url)} has no such database ({last}): create it "
+            f"(createdb) or name another one in {URL_HELP}"
+        )
+    return (
+        f"cannot reach PostgreSQL at {where(url)} ({last}): start the server, or set "
+        f"{URL_HELP} to one that runs"
+    )
+
+
+def ensure_vector(conn: psycopg.Connection[Any], url: str) -> str:
+    """Create the ``vector`` extension if it is missing; the schema it lives in."""
+    import psycopg
+
+    found = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'vector'"
+    ).fetchone()
+    if found:
+        return str(found[0])
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+    ).fetchone()
+    if not available:
+        raise IndexServerError(
+            f"PostgreSQL at {where(url)} has no pgvector extension: install it on the server "
+            "(https://github.com/pgvector/pgvector; the pgvector/pgvector image and managed "
+            "PostgreSQL services have it), or name another server in " + URL_HELP
+        )
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("extension"),))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege:
+        raise IndexServerError(
+            f"the user in {URL_HELP} may not create the pgvector extension at {where(url)}: "
+            "ask the database owner to run CREATE EXTENSION vector"
+        ) from None
+    return ensure_vector(conn, url)
+
+
+def ident(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _v1(conn: psycopg.Connection[Any]) -> None:
+    for statement in (
+        "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+        'CREATE TABLE files (path text COLLATE "C" PRIMARY KEY, size bigint NOT NULL, '
+        "mtime_ns bigint NOT NULL, hash text NOT NULL, indexed_at text NOT NULL)",
+        "CREATE TABLE chunks ("
+        " rowid bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
+        ' id text NOT NULL, path text COLLATE "C" NOT NULL,'
+        " start_line integer NOT NULL, end_line integer NOT NULL, heading text NOT NULL,"
+        " text text NOT NULL, embed_text text NOT NULL, text_hash text NOT NULL,"
+        " kind text NOT NULL, type text NOT NULL, importance double precision NOT NULL,"
+        " created text, entry_id text, agent text, session text,"
+        " archived boolean NOT NULL, context text NOT NULL DEFAULT '',"
+        " terms tsvector NOT NULL, length integer NOT NULL)",
+        "CREATE INDEX chunks_path ON chunks (path, start_line)",
+        "CREATE INDEX chunks_text_hash ON chunks (text_hash)",
+        "CREATE INDEX chunks_entry ON chunks (entry_id)",
+        "CREATE INDEX chunks_terms ON chunks USING gin (terms)",
+        # BM25's document frequencies, kept by sync (ts_rank knows none)
+        "CREATE TABLE df (term text PRIMARY KEY, n integer NOT NULL)",
+        "CREATE TABLE vector_tables (model text NOT NULL, dim integer NOT NULL, "
+        "name text NOT NULL UNIQUE, PRIMARY KEY (model, dim))",
+        "CREATE TABLE access (key text PRIMARY KEY, count integer NOT NULL, "
+        "last_access text NOT NULL)",
+        "CREATE TABLE first_seen (text_hash text PRIMARY KEY, seen text NOT NULL)",
+    ):
+        conn.execute(statement)  # type: ignore[call-overload]
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1]
+"""MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create or upgrade the workspace's schema (one process at a time)."""
+    if _version(conn, schema) == SCHEMA_VERSION:
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema),))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}")
+        conn.execute(f"SET LOCAL search_path = {ident(schema)}")
+        version = _version(conn, schema)  # again, under the lock
+        if version > SCHEMA_VERSION:
+            raise IndexServerError(
+                f"schema {schema} was made by a newer mdmem (version {version}): upgrade mdmem"
+            )
+        for step in MIGRATIONS[version:SCHEMA_VERSION]:
+            step(conn)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
+
+
+def _version(conn: psycopg.Connection[Any], schema: str) -> int:
+    exists = conn.execute("SELECT to_regclass(%s)", (f"{ident(schema)}.meta",)).fetchone()
+    if not exists or exists[0] is None:
+        return 0
+    row = conn.execute(
+        f"SELECT value FROM {ident(schema)}.meta WHERE key = 'schema_version'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def vector_table(conn: psycopg.Connection[Any], model: str, dim: int) -> str | None:
+    row = conn.execute(
+        "SELECT name FROM vector_tables WHERE model = %s AND dim = %s", (model, dim)
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def vector_dims(conn: psycopg.Connection[Any], model: str) -> list[int]:
+    rows = conn.execute("SELECT dim FROM vector_tables WHERE model = %s", (model,)).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def create_vector_table(
+    conn: psycopg.Connection[Any], model: str, dim: int, *, with_index: bool = True
+) -> str:
+    """The table of (model, dim), made with its HNSW cosine index unless ``with_index`` is
+    False (a bulk load builds the index after the rows: much faster)."""
+    name = vector_table(conn, model, dim)
+    if name is not None:
+        return name
+    number = conn.execute("SELECT count(*) + 1 FROM vector_tables").fetchone()
+    name = f"vectors_{number[0] if number else 1}"
+    conn.execute(
+        "INSERT INTO vector_tables(model, dim, name) VALUES (%s, %s, %s)", (model, dim, name)
+    )
+    conn.execute(
+        f"CREATE TABLE {name} (text_hash text PRIMARY KEY, embedding vector({int(dim)}) NOT NULL)"
+    )
+    if with_index:
+        create_hnsw(conn, name)
+    return name
+
+
+def create_hnsw(conn: psycopg.Connection[Any], table: str) -> None:
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} "
+        "USING hnsw (embedding vector_cosine_ops)"
+    )

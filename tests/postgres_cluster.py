@@ -1,0 +1,126 @@
+"""A throwaway PostgreSQL cluster for the tests: initdb and pg_ctl from ``pg_config --bindir``,
+a Unix socket only (no TCP port), password authentication, torn down after.
+
+Run as root, the cluster belongs to the ``postgres`` user, in a folder it owns (pytest's own
+temporary folders are root-only). ``make`` builds pgvector when it is missing; this module never
+installs anything: without PostgreSQL or pgvector it says why, and the tests skip (fail in CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PASSWORD = "mdmem-test-password"
+
+
+both_backends = pytest.mark.parametrize("indexed", ["sqlite", "postgres"], indirect=True)
+"""Runs a test that takes the ``indexed`` workspace once on each index backend."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    socket_dir: Path
+    url: str
+    """Superuser URL of the ``mdmem`` database."""
+
+    def url_for(self, user: str = "postgres", password: str = PASSWORD, db: str = "mdmem") -> str:
+        return f"postgresql://{user}:{password}@/{db}?host={self.socket_dir}"
+
+
+def unavailable() -> str | None:
+    """Why no cluster can be started here, or None."""
+    try:
+        import pgvector.psycopg  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        return f"the postgres extra is not installed ({exc}): pip install -e '.[postgres]'"
+    bindir = _pg_config("--bindir")
+    if bindir is None:
+        return "PostgreSQL is not installed (no pg_config on PATH)"
+    if not (Path(bindir) / "initdb").exists():
+        return f"no initdb in {bindir} (install the PostgreSQL server)"
+    share = _pg_config("--sharedir")
+    if share is None or not (Path(share) / "extension" / "vector.control").exists():
+        return f"pgvector is not installed in {share}: `make` builds it (needs root and apt-get)"
+    if os.geteuid() == 0 and _uid("postgres") is None:
+        return "running as root, and there is no postgres user to run the server as"
+    return None
+
+
+@contextlib.contextmanager
+def cluster() -> Iterator[Cluster]:
+    bindir = Path(_pg_config("--bindir") or "")
+    base = Path(tempfile.mkdtemp(prefix="mdmem-pg-"))  # short: a socket path has 107 bytes
+    user = "postgres" if os.geteuid() == 0 else None
+    if user is not None:
+        os.chown(base, _uid(user) or 0, -1)
+    data, sock = base / "data", base / "sock"
+    pwfile = base / "pw"
+    pwfile.write_text(PASSWORD + "\n")
+    sock.mkdir()
+    if user is not None:
+        for path in (pwfile, sock):
+            os.chown(path, _uid(user) or 0, -1)
+    try:
+        _run(
+            user,
+            bindir / "initdb",
+            "-D",
+            data,
+            "-U",
+            "postgres",
+            "--pwfile",
+            pwfile,
+            "--auth=scram-sha-256",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        )
+        options = (
+            f"-k {sock} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c shared_buffers=64MB"
+        )
+        _run(user, bindir / "pg_ctl", "-D", data, "-l", base / "log", "-o", options, "-w", "start")
+        found = Cluster(sock, "")
+        import psycopg
+
+        with psycopg.connect(found.url_for(db="postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE mdmem")
+        yield Cluster(sock, found.url_for())
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            _run(user, bindir / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run(user: str | None, *args: object) -> None:
+    subprocess.run(
+        [str(a) for a in args], check=True, capture_output=True, user=user, cwd="/", timeout=120
+    )
+
+
+def _pg_config(flag: str) -> str | None:
+    try:
+        out = subprocess.run(["pg_config", flag], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def _uid(user: str) -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None

@@ -1,0 +1,308 @@
+"""The index on PostgreSQL + pgvector, on a real throwaway cluster (tests/postgres_cluster.py):
+the same scores as SQLite, many machines on one server, one indexer, whole batches, and a
+clear line for each fault. The search tests of tests/test_search.py marked ``both_backends``
+run on both backends as well."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from postgres_cluster import Cluster
+from typer.testing import CliRunner
+
+from mdmem import Workspace
+from mdmem.cli import app
+from mdmem.config import IndexConfig, load_config
+from mdmem.index.embed import normalize
+from mdmem.index.postgres import db
+from mdmem.index.postgres.db import IndexServerError
+
+pytestmark = pytest.mark.slow
+
+
+def on_postgres(root: Path, url: str, embedder, name: str = "") -> Workspace:
+    config = load_config(root)
+    index = IndexConfig(backend="postgres", url=url, workspace=name)
+    return Workspace(root, replace(config, index=index), embedder=embedder)
+
+
+class HashEmbedder:
+    """Another model (feature hashing of words): a model change."""
+
+    model_id = "test/hash-64"
+
+    def embed(self, texts, progress=None):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, hash(word) % 64] += 1.0
+        return normalize(out + 1e-6)
+
+
+@pytest.fixture
+def pair(tmp_path: Path, indexed_template: Path, embedder, postgres: Cluster):
+    """The example workspace indexed on both backends (the SQLite index copied over)."""
+    root = tmp_path / "ws"
+    shutil.copytree(indexed_template, root)
+    lite = Workspace.open(root, embedder=embedder)
+    pg = on_postgres(root, postgres.url, embedder)
+    pg.copy_index_to_postgres()
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+QUERIES = [
+    "which port does the compose postgres use",
+    "deploying",  # stemmed: deploy, deploys, deployed
+    "数据库 备份",  # CJK, segmented as on the SQLite side
+    "Café naïve",  # diacritics removed
+    "o'brien's review",  # one word that is two tokens: a phrase
+    "the",  # nothing but a stopword
+    "alembic enum migration",
+]
+
+
+def _by_place(index, scored) -> dict[tuple[str, int, int], float]:
+    layout = index.layout()
+    n = len(layout.rowids)
+    dense, found = scored.dense(n), scored.found(n)
+    rows = index.chunk_rows([int(layout.rowids[i]) for i in np.flatnonzero(found)])
+    place = {r.rowid: (r.path, r.start_line, r.end_line) for r in rows.values()}
+    return {place[int(layout.rowids[i])]: float(dense[i]) for i in np.flatnonzero(found)}
+
+
+def test_bm25_scores_equal_fts5s_and_searches_agree(pair) -> None:
+    """ts_rank is not BM25: the PostgreSQL side computes FTS5's BM25 itself, from the
+    document frequencies sync keeps, and gives every candidate the same score."""
+    lite, pg = pair
+    (lite.root / "notes" / "extra.md").write_text(
+        "- 生产数据库每天凌晨三点备份\n- Café naïve O'Brien's review of deploys\n"
+    )
+    lite.sync()
+    pg.sync()
+    for query in QUERIES:
+        with lite.index.reading(), pg.index.reading():
+            want = _by_place(lite.index, lite.index.keyword_candidates(query, 1000))
+            got = _by_place(pg.index, pg.index.keyword_candidates(query, 1000))
+        assert want, query
+        assert got.keys() == want.keys(), query
+        for place, score in want.items():
+            assert got[place] == pytest.approx(score, rel=1e-9), (query, place)
+    for query, mode in [(q, "hybrid") for q in QUERIES[:4]] + [(QUERIES[0], "vector")]:
+        a = lite.search(query, k=5, mode=mode, track_access=False)
+        b = pg.search(query, k=5, mode=mode, track_access=False)
+        assert [h.citation for h in a] == [h.citation for h in b], (query, mode)
+        assert [h.score for h in b] == pytest.approx([h.score for h in a], rel=1e-6)
+
+
+def test_any_query_is_safe_in_sql(pair) -> None:
+    _, pg = pair
+    for query in ['"unbalanced', "AND", "a*", "'; DROP TABLE chunks; --", "(((", "x <-> y",
+                  "a & !b", "\\", "'", "🎉", "", "NEAR(a b)"]:  # fmt: skip
+        results = pg.search(query, k=3, mode="keyword")
+        assert results.problems == [], query
+    assert pg.search("alembic", k=1, mode="keyword")
+
+
+def test_copy_from_sqlite_through_the_cli_embeds_nothing(
+    tmp_path: Path, indexed_template: Path, embedder, postgres: Cluster
+) -> None:
+    root = tmp_path / "ws"
+    shutil.copytree(indexed_template, root)
+    out = CliRunner().invoke(
+        app, ["-w", str(root), "index", "--backend", "postgres", "--url", postgres.url]
+    )
+    assert out.exit_code == 0, out.output
+    assert "Copied 10 files" in out.output and "nothing embedded again" in out.output
+    assert 'index.backend = "postgres"' in out.output
+    pg = on_postgres(root, postgres.url, embedder)
+    status = pg.status()
+    assert status.files == 10 and status.embedded == status.chunks > 100
+    report = pg.sync()
+    assert (report.changed, report.embedded) == (0, 0)  # fresh, and nothing to embed
+    assert "schema mdmem_" in status.db_path and "password" not in status.db_path
+    pg.close()
+
+
+def test_the_indexer_lock_makes_a_second_writer_wait_then_answer_stale(
+    pair, postgres: Cluster
+) -> None:
+    _, pg = pair
+    key = db.lock_key("indexer", pg.index.schema)
+    with psycopg.connect(postgres.url, autocommit=True) as other:  # another machine's indexer
+        other.execute("SELECT pg_advisory_lock(%s)", (key,))
+        (pg.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
+        report = pg.index.sync(lock_timeout=0.2)
+        assert report.busy and report.stale == ["notes/late.md"]
+        other.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    results = pg.search("quarterly audit", k=3)
+    assert results.fresh and results[0].path == "notes/late.md"
+
+
+WRITER = """
+import sys, time
+from dataclasses import replace
+from pathlib import Path
+from mdmem import Workspace
+from mdmem.config import IndexConfig, load_config
+root, url = Path(sys.argv[1]), sys.argv[2]
+config = replace(load_config(root), index=IndexConfig(backend="postgres", url=url))
+ws = Workspace(root, config)
+for version in range(1, int(sys.argv[3]) + 1):
+    for n in range(0, 30, 3):  # ten files per sync batch, every line with the same version
+        lines = [f"- alpha item {n} {i} v{version}" for i in range(version % 7 + 3)]
+        (root / f"f{n}.md").write_text("# F\\n" + "\\n".join(lines) + "\\n")
+    ws.sync(embed=False)
+print(version)
+"""
+
+
+def test_a_reader_never_sees_half_a_sync(tmp_path: Path, postgres: Cluster) -> None:
+    """Each sync batch is one transaction: every search sees all the files of a batch at one
+    version (the writer writes them all with the same version word)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
+    for n in range(30):
+        (root / f"f{n}.md").write_text("# F\n- alpha item v0\n")
+    ws = on_postgres(root, postgres.url, None)
+    ws.sync()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), postgres.url, "6"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    seen: set[int] = set()
+    while writer.poll() is None:  # (the writer stops by itself)
+        with ws.index.searching(), ws.index.reading():
+            rows = ws.index.chunk_rows([int(r) for r in ws.index.layout().rowids])
+        versions = {
+            int(r.text.rsplit("v", 1)[1]) for r in rows.values() if r.path[1:-3].isdigit()
+            and int(r.path[1:-3]) % 3 == 0 and "alpha" in r.text
+        }  # fmt: skip
+        assert len(versions) == 1, versions  # never two versions in one view
+        seen |= versions
+        time.sleep(0.01)  # (two cores: leave the writer and the server some)
+    out, _ = writer.communicate(timeout=60)
+    assert writer.returncode == 0 and int(out) == 6 and len(seen) >= 2
+    ws.close()
+
+
+def test_a_reader_on_another_machine_searches_and_never_writes(
+    pair, tmp_path: Path, embedder
+) -> None:
+    """Another folder (as on another machine) naming the same workspace reads its index;
+    only the folder it was indexed from writes."""
+    _, pg = pair
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
+    (elsewhere / "notes" / "only-here.md").write_text("- Zanzibar is the codename\n")
+    reader = on_postgres(elsewhere, pg.index.url, embedder, name=pg.index.name)
+    results = reader.search("which port does the compose postgres use", k=3)
+    mine = pg.search("which port does the compose postgres use", k=3)
+    assert [h.citation for h in results] == [h.citation for h in mine]
+    assert "only reads it" in results.problems[0] and "notes/only-here.md" in results.stale
+    assert not reader.search("Zanzibar", k=3, mode="keyword")  # it wrote nothing
+    reader.close()
+
+
+def test_a_reader_with_another_model_gets_one_clear_line(pair, tmp_path: Path) -> None:
+    _, pg = pair
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
+    reader = on_postgres(elsewhere, pg.index.url, HashEmbedder(), name=pg.index.name)
+    with pytest.raises(IndexServerError, match=r"holds vectors of sentence-transformers/.*set"):
+        reader.search("alembic", k=3)
+    assert reader.search("alembic", k=3, mode="keyword")  # keyword search needs no vectors
+
+    class SameNameOtherSize(HashEmbedder):
+        model_id = pg.embedder().model_id
+
+    reader = on_postgres(elsewhere, pg.index.url, SameNameOtherSize(), name=pg.index.name)
+    with pytest.raises(IndexServerError, match=r"holds 384-d vectors .* gives 64-d ones: run"):
+        reader.search("alembic", k=3)
+
+
+def test_a_model_change_re_embeds_into_a_table_of_its_own(pair) -> None:
+    _, pg = pair
+    ws = on_postgres(pg.root, pg.index.url, HashEmbedder())
+    report = ws.sync()
+    assert report.embedded == ws.status().chunks  # everything, with the new model
+    tables = dict(ws.index.conn.execute("SELECT model, dim FROM vector_tables").fetchall())
+    assert tables == {"test/hash-64": 64, pg.embedder().model_id: 384}
+    assert ws.search("alembic enum type", k=3, mode="vector")
+    assert pg.sync().embedded == 0  # switching back costs nothing: both are kept
+    ws.close()
+
+
+def test_filters_fill_the_vector_candidates_by_iterative_scan(pair) -> None:
+    """The nearest chunks by HNSW that pass a filter: when the nearest ones fail it, the
+    iterative scan goes on to the next (without it, the filter empties the list)."""
+    from mdmem.index.filters import Filters
+    from mdmem.index.postgres import read
+
+    _, pg = pair
+    index = pg.index
+    conn = index.conn
+    conn.execute("SET enable_seqscan = off")  # the HNSW index, even on a small table
+    conn.execute("SET enable_sort = off")
+    conn.execute("SET hnsw.ef_search = 5")
+    table = db.vector_table(conn, pg.embedder().model_id, 384)
+    query = pg.embedder().embed(["database migrations"])[0]
+    reviewer = Filters(agent="reviewer")
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            f"EXPLAIN SELECT 1 FROM {table} v JOIN chunks c ON c.text_hash = v.text_hash "
+            "WHERE c.agent = 'reviewer' ORDER BY v.embedding <=> %s LIMIT 10",
+            (query,),
+        )
+    )
+    assert f"{table}_hnsw" in plan
+    found = read.nearest(conn, index.layout(), table, query, 10, reviewer)
+    assert len(found.scores) == 10
+    conn.execute("SET hnsw.iterative_scan = off")
+    assert len(read.nearest(conn, index.layout(), table, query, 10, reviewer).scores) < 10
+    index.close()
+
+
+def test_each_fault_is_one_line_that_says_what_to_do(pair, postgres: Cluster, tmp_path) -> None:
+    _, pg = pair
+    cases = [
+        (f"postgresql://postgres@/mdmem?host={tmp_path}/nothing-here", "cannot reach PostgreSQL"),
+        (postgres.url_for(password="wrong"), "refused the credentials"),
+        (postgres.url_for(db="no_such_db"), "has no such database"),
+        ("", "no server is named: set index.url"),
+    ]
+    with psycopg.connect(postgres.url_for(db="postgres"), autocommit=True) as conn:
+        conn.execute("CREATE ROLE reader LOGIN PASSWORD 'pw'")
+        conn.execute("CREATE DATABASE bare")  # no vector extension, and reader may not add it
+    cases.append((postgres.url_for(user="reader", password="pw", db="bare"), "CREATE EXTENSION"))
+    for url, what in cases:
+        ws = on_postgres(pg.root, url, pg.embedder())
+        with pytest.raises(IndexServerError, match=what) as caught:
+            ws.search("alembic", k=1)
+        assert "\n" not in str(caught.value) and "wrong" not in str(caught.value)
+    mdmem = Path(sys.executable).parent / "mdmem"
+    args = ["-w", str(pg.root), "index", "--backend", "postgres", "--url", cases[1][0]]
+    out = subprocess.run([mdmem, *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("mdmem: error: PostgreSQL at postgresql://postgres@/mdmem")
+    assert "refused the credentials" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_schema_from_a_newer_mdmem_is_refused(pair) -> None:
+    _, pg = pair
+    pg.index.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    pg.close()
+    with pytest.raises(IndexServerError, match="newer mdmem"):
+        pg.search("alembic", k=1)
