@@ -89,6 +89,15 @@ class WatchConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    auto: bool = True
+    """The first search that finds no warm server starts one (``mdmem watch --idle-exit``, in
+    the background). ``MDMEM_SERVER_AUTO=0`` turns it off too."""
+    idle_minutes: float = 15.0
+    """A server started that way exits after this many minutes without a search."""
+
+
+@dataclass(frozen=True)
 class WriteConfig:
     late_save_ms: int = 250
     """After each program write, how long a save that missed it (an editor writing into the
@@ -174,6 +183,7 @@ class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     context: ContextConfig = field(default_factory=ContextConfig)

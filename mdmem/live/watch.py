@@ -94,6 +94,18 @@ class WatcherLock:
         self._fd = fd
         return self
 
+    def in_place(self) -> bool:
+        """Whether the lock file at its path is still the one held: once it is removed (with
+        ``.mdmem/``, or the whole workspace), another watcher could lock a new one."""
+        if self._fd is None:
+            return False
+        try:
+            here = os.stat(self.path)
+        except OSError:
+            return False
+        held = os.fstat(self._fd)
+        return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
         if self._fd is None:
             return
@@ -123,6 +135,8 @@ class Watcher:
         self.heartbeat = heartbeat
         self.serve = serve
         self.syncs = 0
+        self.scanned = threading.Event()
+        """Set once the start-up scan has run (what changed while no watcher ran)."""
         self.last_report: SyncReport | None = None
         self.server: QueryServer | None = None
         self._cond = threading.Condition()
@@ -137,6 +151,7 @@ class Watcher:
         self._lock: WatcherLock | None = None
         self._started = 0.0
         self._readonly: str | None = None
+        self._root_id: tuple[int, int] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -147,13 +162,14 @@ class Watcher:
         self._lock = WatcherLock(self.ws.root).acquire()
         try:
             self._started = time.time()
+            self._root_id = _identity(self.ws.root)
             self._observer = Observer()
             self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
             self._observer.start()  # before the start-up scan, so no change falls in between
             if self.serve:
                 from mdmem.live.server import QueryServer
 
-                self.server = QueryServer(self.ws).start()
+                self.server = QueryServer(self.ws, scanned=self.scanned).start()
         except BaseException:
             self.stop()
             raise
@@ -193,6 +209,17 @@ class Watcher:
             self._lock.release()
             self._lock = None
         return ended
+
+    def orphaned(self) -> str | None:
+        """Why this watcher watches nothing any more, or None: its workspace folder was
+        deleted or replaced, or its lock file removed. A running process should then stop."""
+        if self._lock is None:
+            return None
+        if _identity(self.ws.root) != self._root_id:
+            return f"{self.ws.root} was deleted or replaced"
+        if not self._lock.in_place():
+            return f"{self._lock.path} was removed"
+        return None
 
     def __enter__(self) -> Watcher:
         return self if self._thread is not None else self.start()
@@ -256,6 +283,7 @@ class Watcher:
                 if not settled:
                     reason = "retry" if retry else "reconcile"
                 self._sync(reason)
+                self.scanned.set()
                 if reconcile:
                     next_reconcile = time.monotonic() + self.reconcile
                 with self._cond:
@@ -354,6 +382,14 @@ class _Handler:
         if not parts or parts[0] == ".." or IGNORED_DIRS.intersection(parts):
             return False
         return is_directory or path.endswith(".md")
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def _join(thread: Any, deadline: float | None) -> bool:
