@@ -41,6 +41,10 @@ class EmbeddingConfig:
     batch_size: int = 32
     device: str = "cpu"
     """sentence-transformers only."""
+    threads: int = 0
+    """sentence-transformers only: torch's CPU threads for embedding (queries and indexing),
+    for the whole process. 0: torch's default (one per core). Under CPU contention fewer
+    threads keep single query embeddings from spiking (``benchmarks/embed_threads.py``)."""
     api_base: str = ""
     """litellm only: the server to call (e.g. http://localhost:11434 for Ollama)."""
     api_key_env: str = ""
@@ -228,6 +232,11 @@ def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
     except InvalidNameError as exc:
         raise ConfigError(f"{source}: agent: {exc}") from None
     _check_redact(config.redact, source)
+    if config.embedding.threads < 0:
+        raise ConfigError(
+            f"{source}: embedding.threads must be 0 (torch's default) or more, "
+            f"got {config.embedding.threads}"
+        )
     return config
 
 

@@ -563,4 +563,4 @@ def _make_embedder(config: Config) -> Embedder:
         return LiteLLMEmbedder(cfg.model, cfg.batch_size, cfg.api_base, cfg.api_key_env)
     from mdmem.index.embed import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
+    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device, cfg.threads)
