@@ -193,9 +193,12 @@ class Workspace:
         """The passages that answer ``query``, best first, each citing ``path:start-end``.
 
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
-        read, the results say so in ``.stale``.
+        read, the results say so in ``.stale``. While a live watcher vouches that it has seen
+        no change since its last sync, the files are not checked (it indexes an edit within
+        about a tenth of a second).
         """
         from mdmem.index.search import Filters, check_k, fresh_search
+        from mdmem.live.watch import current_vouch
 
         k = self.config.search.k if k is None else check_k(k)
         return fresh_search(
@@ -209,6 +212,7 @@ class Workspace:
             lock_timeout=SEARCH_LOCK_WAIT_S,
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
+            vouched=lambda: current_vouch(self.root),
         )
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:

@@ -35,7 +35,7 @@ from mdmem.layout import (
 from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
-    from mdmem.index.sync import SyncReport
+    from mdmem.index.sync import SyncReport, Vouch
     from mdmem.live.protocol import Indexed
     from mdmem.live.server import QueryServer
 
@@ -45,6 +45,8 @@ IGNORED_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn", "node_modules", "__p
 STALE_RETRY_S = 1.0
 LOCK_RETRY_S = 1.0
 """How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
+VOUCH_BEATS = 3
+"""A watcher's word on freshness holds this many heartbeat intervals (a frozen one loses it)."""
 
 
 class WatcherRunningError(MdmemError):
@@ -152,6 +154,8 @@ class Watcher:
         self._started = 0.0
         self._readonly: str | None = None
         self._root_id: tuple[int, int] | None = None
+        self._vouched: tuple[int, list[dict[str, Any]]] | None = None
+        """(index generation, problems) of the last sync, while no change came after it."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -247,6 +251,9 @@ class Watcher:
                 self._first_event = now
             self._last_event = now
             self._cond.notify_all()
+            if self._vouched is not None:  # a change not indexed yet: searches check again
+                self._vouched = None
+                self._write_heartbeat()
 
     def _run(self) -> None:
         next_reconcile = time.monotonic() + self.reconcile
@@ -293,10 +300,10 @@ class Watcher:
     def _beat(self) -> None:
         """Heartbeats from their own thread, so a long sync never looks like a dead watcher."""
         while True:
-            with self._cond:
+            with self._cond:  # (every write under it: a change withdraws the vouch in order)
                 if self._cond.wait_for(lambda: self._stopping, self.heartbeat):
                     return
-            self._write_heartbeat()
+                self._write_heartbeat()
 
     def _sync(self, reason: str) -> None:
         try:
@@ -308,6 +315,7 @@ class Watcher:
             log.debug("sync failure", exc_info=True)
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
+            self._vouch(None)
             return
         self.syncs += 1
         self.last_report = report
@@ -326,6 +334,28 @@ class Watcher:
         if report.stale:  # unreadable right now: not deleted, try again soon
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
+        self._vouch(report)  # (after the log lines: what a reader of the log sees came first)
+
+    def _vouch(self, report: SyncReport | None) -> None:
+        """After a sync that left the index matching every file, with no change seen since:
+        say so in the heartbeat file, so searches skip their own check of every file. After
+        any other (or a failed one, None): take it back."""
+        complete = (
+            report is not None
+            and report.generation is not None
+            and not (report.stale or report.readonly or report.busy)
+        )
+        with self._cond:
+            if complete and self._first_event is None and not self._stopping:
+                problems = [
+                    {"path": p.path, "message": p.message, "line": p.line} for p in report.problems
+                ]
+                self._vouched = (report.generation, problems)  # type: ignore[assignment]
+            elif self._vouched is None:
+                return
+            else:
+                self._vouched = None
+            self._write_heartbeat()
 
     def _progress(self, _stage: str, _done: int, _total: int) -> None:
         """Between batches of a long sync: the place to give up when the watcher stops."""
@@ -352,6 +382,8 @@ class Watcher:
             "interval": self.heartbeat,
             "syncs": self.syncs,
             "socket": str(self.server.path) if self.server else None,
+            "vouched": self._vouched[0] if self._vouched else None,
+            "problems": self._vouched[1] if self._vouched else [],
         }
         path = self.ws.state_dir / WATCHER_FILE
         try:
@@ -395,6 +427,29 @@ def _identity(folder: Path) -> tuple[int, int] | None:
 def _join(thread: Any, deadline: float | None) -> bool:
     thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     return not thread.is_alive()
+
+
+def current_vouch(root: Path) -> Vouch | None:
+    """What the workspace's live watcher vouches for (see :class:`~mdmem.index.sync.Vouch`):
+    None unless it holds the lock, its heartbeat is recent, and it has seen no change since its
+    last complete sync. One small file read and one lock probe: no stat of every file."""
+    from mdmem.index.sync import Vouch
+    from mdmem.markdown.parse import Problem
+
+    try:
+        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
+        generation = info["vouched"]
+        if generation is None:
+            return None
+        age = time.time() - float(info["heartbeat"])
+        if not 0 <= age <= VOUCH_BEATS * float(info["interval"]):
+            return None
+        problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in info["problems"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if running_watcher(root) != info.get("pid"):
+        return None
+    return Vouch(int(generation), problems)
 
 
 def watcher_info(root: Path) -> dict[str, Any] | None:
