@@ -1,10 +1,11 @@
 """Query embedding latency and batch throughput against torch's thread count.
 
-For each setting of `embedding.threads` (0 = torch's default, one per core, then 1, 2 ...),
-in a fresh process each (torch's thread pool is process-wide): p50 / p95 of single-query
-embeddings (what every search pays), and texts/s embedding batches of 32 (what indexing pays).
-Run it on a busy machine too: under CPU contention, more threads than free cores make single
-queries wait for each other's threads. The load average is printed with the figures.
+For each setting of `embedding.threads` (0 = torch's default, one per core, then 1, 2 ...)
+and of OpenMP's wait policy (PASSIVE, mdmem's default, where idle threads sleep; ACTIVE, where
+they spin, the default of torch alone), in a fresh process each (both are process-wide): p50 /
+p95 of single-query embeddings (what every search pays), and texts/s embedding batches of 32
+(what indexing pays). Run it on a busy machine too: under CPU contention, spinning threads wait
+for each other. The load average is printed with the figures.
 
 Usage:  .venv/bin/python benchmarks/embed_threads.py [--threads 0 1 2] [--queries 200]
 """
@@ -56,22 +57,25 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     rows = []
-    for threads in args.threads:
-        out = subprocess.run(
-            [sys.executable, "-c", ONE_SETTING, str(ROOT), str(threads), str(args.queries)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        rows.append((threads, json.loads(out.strip().splitlines()[-1])))
+    for policy in ("PASSIVE", "ACTIVE"):
+        for threads in args.threads:
+            out = subprocess.run(
+                [sys.executable, "-c", ONE_SETTING, str(ROOT), str(threads), str(args.queries)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "OMP_WAIT_POLICY": policy},
+            ).stdout
+            rows.append((policy, threads, json.loads(out.strip().splitlines()[-1])))
     load_after = os.getloadavg()
     table = Table(title=f"query embedding vs embedding.threads ({os.cpu_count()} cores)")
-    for column in ("embedding.threads", "torch threads", "query p50 ms", "query p95 ms",
-                   "batches of 32: texts/s"):  # fmt: skip
+    columns = ("OMP_WAIT_POLICY", "embedding.threads", "torch threads", "query p50 ms",
+               "query p95 ms", "batches of 32: texts/s")  # fmt: skip
+    for column in columns:
         table.add_column(column, justify="right")
-    for threads, r in rows:
-        table.add_row(str(threads), str(r["torch_threads"]), f"{r['p50']:.1f}", f"{r['p95']:.1f}",
-                      f"{r['rate']:.0f}")  # fmt: skip
+    for policy, threads, r in rows:
+        table.add_row(policy, str(threads), str(r["torch_threads"]), f"{r['p50']:.1f}",
+                      f"{r['p95']:.1f}", f"{r['rate']:.0f}")  # fmt: skip
     Console(width=120).print(table)
     loads = [" / ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after)]
     print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")

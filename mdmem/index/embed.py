@@ -42,6 +42,14 @@ def offline_defaults() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+def cpu_defaults() -> None:
+    """torch's OpenMP threads sleep when they have nothing to do, instead of spinning: on a
+    busy machine spinning threads wait for each other, and one query embedding took 0.5 s
+    instead of 20-50 ms (``benchmarks/embed_threads.py``). Only before torch loads; a value
+    already in the environment wins."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 class SentenceTransformerEmbedder:
     def __init__(
         self,
@@ -71,6 +79,7 @@ class SentenceTransformerEmbedder:
     def _load_once(self) -> Any:
         if self._loaded is None:
             offline_defaults()
+            cpu_defaults()
             if self.threads:
                 import torch
 
