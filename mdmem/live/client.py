@@ -175,9 +175,13 @@ def wait_ready(root: Path, process: subprocess.Popen[bytes] | None, status: Stat
                 pid = reply.get("pid")
                 doing = "loading the model" if not reply.get("ready", True) else "indexing changes"
                 status.show(f"the search server (pid {pid}) is {doing}")
-            elif running_watcher(root) is None and (process is None or process.poll() is not None):
+            elif (pid := running_watcher(root)) is None and (
+                process is None or process.poll() is not None
+            ):
                 log = root / STATE_DIR / SERVER_LOG
                 return f"the search server did not start (see {log})"
+            elif pid and (beat := _heartbeat(root, pid)) is not None and not beat.get("socket"):
+                return f"the watcher (pid {pid}) that started serves no searches"
             else:
                 status.show("starting a search server for this workspace")
             time.sleep(POLL_S)
