@@ -389,7 +389,9 @@ class SqliteIndex:
                 store.bump_generation(self.conn)
 
     def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
-        missing = store.missing_vectors(self.conn, embedder.model_id)
+        # shortest first, across all files: a batch of similar lengths pads little (each
+        # batch is as long as its longest text), and a big sync commits many small ones early
+        missing = sorted(store.missing_vectors(self.conn, embedder.model_id), key=_text_length)
         done = 0
         for start in range(0, len(missing), neutral.EMBED_BATCH):
             part = missing[start : start + neutral.EMBED_BATCH]
@@ -497,3 +499,7 @@ class SqliteIndex:
                 store.bump_generation(self.conn)
             truncated = scrub(self.conn)
         return Forgotten(len(rows), vectors, truncated)
+
+
+def _text_length(item: tuple[str, str]) -> int:
+    return len(item[1])
