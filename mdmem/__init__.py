@@ -10,8 +10,7 @@ Names are imported lazily so that ``mdmem --help`` stays instant.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not typing's: `mdmem search` imports this package and not typing
 
 __version__ = "0.1.0"
 
@@ -81,6 +80,8 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from mdmem.context.pack import Context, SourceUsage
     from mdmem.distill.llm import LLMError
     from mdmem.errors import (
@@ -109,6 +110,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'mdmem' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -176,160 +176,39 @@ def search(
 ) -> None:
     """Search the workspace: ranked passages cited as path:start-end.
 
-    Uses the warm server of a running `mdmem watch` when there is one, else works in-process.
+    Asks the workspace's warm server, starting one in the background when none runs (see
+    server.auto), else works in-process.
     """
+    from mdmem.index.filters import SEARCH_PARAMS
+    from mdmem.live.output import print_results
+
     if mode is not None and mode not in ("hybrid", "keyword", "vector"):
         _fail(f"--mode must be hybrid, keyword or vector, got {mode!r}", 2)
     if k is not None and k < 1:
         _fail("-k must be at least 1", 2)
-    params = {
-        "k": k,
-        "mode": mode,
-        "type": type_,
-        "path": path,
-        "agent": agent,
-        "session": session,
-        "since": since,
-        "until": until,
-        "include_archived": archived,
-    }
+    values = dict(k=k, mode=mode, type=type_, path=path, agent=agent, session=session,
+                  since=since, until=until, include_archived=archived)  # fmt: skip
+    params = {name: values[name] for name in SEARCH_PARAMS}
     data = None if no_server else _ask_server(ctx, query, params, verbose)
     if data is None:
         _log_to_stderr()
         ws = _open(ctx)
         data = ws.search(query, **params).to_dict()  # type: ignore[arg-type]
-        if verbose:
-            _warn("no warm server running (start one with `mdmem watch`); searched in-process")
-    if as_json:
-        _print_json({"query": query, **data})
-    else:
-        against = _contradicted(ctx) if explain and data["hits"] else None
-        _print_hits(data["hits"], query, explain, against)
-    for problem in data.get("problems", []):
-        _warn(problem)
-    for path_ in data["stale"]:
-        _warn(
-            f"{path_} changed but is not re-indexed yet (unreadable, big enough to leave to "
-            "`mdmem index`, or the index is busy or cannot be written); its last indexed "
-            "version was searched"
-        )
+    against = _contradicted(ctx) if explain and not as_json and data["hits"] else None
+    print_results(data, query, explain=explain, as_json=as_json, against=against)
 
 
 def _ask_server(
     ctx: typer.Context, query: str, params: dict[str, Any], verbose: bool
 ) -> dict[str, Any] | None:
-    """The fast path: a running `mdmem watch` answers with its warm model and index."""
-    import time
+    """The fast path: the workspace's warm server answers with its loaded model and index."""
+    from mdmem.layout import find_root
+    from mdmem.live.client import ServerError, server_search
 
-    from mdmem.layout import find_root, socket_path
-    from mdmem.live.server import request
-
-    started = time.perf_counter()
-    root = find_root(ctx.obj.get("workspace"))
     try:
-        reply = request(socket_path(root), {"op": "search", "query": query, "params": params})
-    except (OSError, ValueError) as exc:
-        if verbose:
-            _warn(f"warm server did not answer ({exc}); searching in-process")
-        return None
-    if reply is None:
-        return None
-    if not reply.get("ok"):
-        _fail(str(reply.get("error")), 2 if reply.get("kind") == "ValueError" else 1)
-    if verbose:
-        ms = (time.perf_counter() - started) * 1000
-        _warn(f"answered by the warm server (pid {reply.get('pid')}) in {ms:.0f} ms")
-    return reply
-
-
-def _print_hits(
-    hits: list[dict[str, Any]],
-    query: str,
-    explain: bool,
-    against: dict[str, list[str]] | None = None,
-) -> None:
-    """Colours on a terminal (rich); plain text in a pipe, without importing rich at all."""
-    emit: Any = print
-    tag: Any = lambda text, _style: text  # noqa: E731
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.markup import escape
-
-        emit = Console(highlight=False, soft_wrap=True).print
-        tag = lambda text, style: f"[{style}]{escape(text)}[/]"  # noqa: E731
-    if not hits:
-        emit("No results.")
-        return
-    for n, hit in enumerate(hits, start=1):
-        where = f"{hit['path']}:{hit['start_line']}"
-        if hit["end_line"] > hit["start_line"]:
-            where += f"-{hit['end_line']}"
-        heading = "  " + tag(hit["heading"], "dim") if hit["heading"] else ""
-        number, score = f"{n:>2}.", f"{hit['score']:.3f}"
-        emit(
-            f"{tag(number, 'bold')} {tag(where, 'cyan')}  {tag(hit['type'], 'magenta')}"
-            f"{heading}  {tag(score, 'green')}"
-        )
-        text = _snippet(hit["text"], query)
-        out, last = [], 0
-        for start, end in _highlight(text, query):
-            out.append(tag(text[last:start], "default") + tag(text[start:end], "bold yellow"))
-            last = end
-        out.append(tag(text[last:], "default"))
-        emit("    " + "".join(out).replace("\n", "\n    "))
-        if explain:
-            s = hit["scores"]
-            kw = "-" if s["keyword"] is None else f"{s['keyword']:.3f}"
-            vec = "-" if s["vector"] is None else f"{s['vector']:.3f}"
-            parts = (
-                f"keyword(bm25)={kw} vector(cos)={vec} relevance={s['relevance']:.3f} "
-                f"recency={s['recency']:.3f} importance={s['importance']:.2f} "
-                f"frequency={s['frequency']:.3f}"
-            )
-            emit("    " + tag(parts, "dim"))
-            if "floor" in s:  # (an older watcher's reply has no floor)
-                emit("    " + tag(_why(s), "dim"))
-            if against and hit["id"] in against:
-                emit("    " + tag(f"contradicted by {', '.join(against[hit['id']])}", "red"))
-
-
-def _why(scores: dict[str, Any]) -> str:
-    """Why a hit made the cut: its relevance against the floor, and where it came from."""
-    sources = [
-        name
-        for name, on in (
-            ("words matched", scores["keyword"] is not None),
-            ("meaning close", scores["vector"] is not None and scores["vector"] > 0),
-            (f"context +{scores['context']:.3f}", scores["context"] > 0),
-        )
-        if on
-    ]
-    return (
-        f"made the cut: relevance {scores['relevance']:.3f} >= floor {scores['floor']:.2f} "
-        f"of the best ({', '.join(sources) or 'no signal'})"
-    )
-
-
-def _highlight(text: str, query: str) -> list[tuple[int, int]]:
-    """Spans of the query's terms in text: the terms the keyword index searched for."""
-    import re
-
-    from mdmem.index.fts import query_terms
-
-    words = [w for w in query_terms(query) if len(w) > 1]
-    if not words:
-        return []
-    pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.I)
-    return [(m.start(), m.end()) for m in pattern.finditer(text)]
-
-
-def _snippet(text: str, query: str, width: int = 300) -> str:
-    if len(text) <= width:
-        return text
-    spans = _highlight(text, query)
-    start = max(0, spans[0][0] - width // 3) if spans else 0
-    piece = text[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+        return server_search(find_root(ctx.obj.get("workspace")), query, params, verbose=verbose)
+    except ServerError as exc:
+        _fail(str(exc), 2 if exc.kind == "ValueError" else 1)
 
 
 @app.command()
@@ -400,10 +279,19 @@ def watch(
     serve: Annotated[
         bool, typer.Option(help="Also answer `mdmem search` over a local socket (warm model).")
     ] = True,
+    idle_exit: Annotated[
+        bool,
+        typer.Option(
+            "--idle-exit",
+            help="Exit after server.idle_minutes without a search (how a "
+            "server `mdmem search` started runs).",
+        ),
+    ] = False,
 ) -> None:
     """Watch the workspace and re-index every change as it happens, until Ctrl-C.
 
-    One watcher per workspace. SIGINT and SIGTERM stop it cleanly (exit 0) at any moment.
+    One watcher per workspace. SIGINT and SIGTERM stop it cleanly (exit 0) at any moment; it
+    also stops when its workspace is deleted.
     """
     import os
     import signal
@@ -417,9 +305,12 @@ def watch(
     watcher = ws.watch(serve=serve)  # one per workspace: a second one stops here, one line
     where = f"; answering searches on {watcher.server.path}" if watcher.server else ""
     typer.echo(f"mdmem: watching {ws.root}{where}. Ctrl-C stops.", err=True)
+    idle_s = ws.config.server.idle_minutes * 60 if idle_exit else None
     try:
         while not stop.wait(0.5):
-            pass
+            if reason := _watch_ends(watcher, idle_s):
+                typer.echo(f"mdmem: {reason}.", err=True)
+                break
     finally:
         if watcher.stop(timeout=STOP_WAIT_S):
             ws.close()
@@ -431,6 +322,16 @@ def watch(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _watch_ends(watcher: Any, idle_s: float | None) -> str | None:
+    """Why a running `mdmem watch` should stop on its own, or None."""
+    if gone := watcher.orphaned():
+        return f"{gone}; nothing left to watch"
+    server = watcher.server
+    if idle_s is not None and server is not None and server.idle_seconds() > idle_s:
+        return f"no search for {idle_s / 60:g} minutes; the server stops"
+    return None
 
 
 @app.command()

@@ -41,6 +41,10 @@ class EmbeddingConfig:
     batch_size: int = 32
     device: str = "cpu"
     """sentence-transformers only."""
+    threads: int = 0
+    """sentence-transformers only: torch's CPU threads for embedding (queries and indexing),
+    for the whole process. 0: torch's default (one per core). Under CPU contention fewer
+    threads keep single query embeddings from spiking (``benchmarks/embed_threads.py``)."""
     api_base: str = ""
     """litellm only: the server to call (e.g. http://localhost:11434 for Ollama)."""
     api_key_env: str = ""
@@ -86,6 +90,15 @@ class WatchConfig:
     reconcile_seconds: float = 30.0
     """Full cheap scan this often, to repair events the OS dropped."""
     heartbeat_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    auto: bool = True
+    """The first search that finds no warm server starts one (``mdmem watch --idle-exit``, in
+    the background). ``MDMEM_SERVER_AUTO=0`` turns it off too."""
+    idle_minutes: float = 15.0
+    """A server started that way exits after this many minutes without a search."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,7 @@ class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
@@ -253,6 +267,11 @@ def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
     except InvalidNameError as exc:
         raise ConfigError(f"{source}: agent: {exc}") from None
     _check_redact(config.redact, source)
+    if config.embedding.threads < 0:
+        raise ConfigError(
+            f"{source}: embedding.threads must be 0 (torch's default) or more, "
+            f"got {config.embedding.threads}"
+        )
     return config
 
 

@@ -5,9 +5,7 @@ the warm server) uses it without importing the rest of mdmem."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from mdmem.errors import WorkspaceNotFoundError
@@ -59,6 +57,9 @@ def socket_path(root: Path) -> Path:
     inside = root / STATE_DIR / SOCKET_NAME
     if len(os.fsencode(inside)) <= _MAX_SOCKET_PATH:
         return inside
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"mdmem-{os.getuid()}" / f"{digest}.sock"
 

@@ -216,10 +216,13 @@ class Workspace:
         """The passages that answer ``query``, best first, each citing ``path:start-end``.
 
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
-        read, the results say so in ``.stale``.
+        read, the results say so in ``.stale``. While a live watcher vouches that it has seen
+        no change since its last sync, the files are not checked (it indexes an edit within
+        about a tenth of a second).
         """
         from mdmem.index.latency import timed
         from mdmem.index.search import Filters, check_k, fresh_search
+        from mdmem.live.watch import current_vouch
 
         k = self.config.search.k if k is None else check_k(k)
         with timed(self.state_dir):
@@ -234,6 +237,7 @@ class Workspace:
                 lock_timeout=SEARCH_LOCK_WAIT_S,
                 defer_bytes=SEARCH_SYNC_MAX_BYTES,
                 mask=self.redactor.mask,
+                vouched=lambda: current_vouch(self.root),
             )
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
@@ -669,4 +673,4 @@ def _make_embedder(config: Config) -> Embedder:
         return LiteLLMEmbedder(cfg.model, cfg.batch_size, cfg.api_base, cfg.api_key_env)
     from mdmem.index.embed import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device)
+    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, cfg.device, cfg.threads)

@@ -5,6 +5,9 @@ import os
 # Tests never touch the network: set before anything imports litellm or transformers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A search that finds no warm server starts one in the background; no test leaves one behind
+# but the tests of that feature (tests/test_auto_server.py), which set it back for themselves.
+os.environ["MDMEM_SERVER_AUTO"] = "0"
 
 import contextlib
 import datetime as dt

@@ -4,11 +4,12 @@ what a backend does (backend.py), the shared part of syncing (sync.py), filters 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: `mdmem search` highlights with fts.py, and no more
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mdmem.config import FilesConfig, IndexConfig
     from mdmem.index.backend import IndexBackend
     from mdmem.index.embed import Embedder

@@ -7,6 +7,7 @@ any other sentence-transformers name or local path is a config value.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,17 +42,48 @@ def offline_defaults() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+def cpu_defaults() -> None:
+    """torch's OpenMP threads sleep when they have nothing to do, instead of spinning: on a
+    busy machine spinning threads wait for each other, and one query embedding took 0.5 s
+    instead of 20-50 ms (``benchmarks/embed_threads.py``). Only before torch loads; a value
+    already in the environment wins."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 class SentenceTransformerEmbedder:
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 32, device: str = "cpu"):
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        device: str = "cpu",
+        threads: int = 0,
+    ) -> None:
+        """``threads``: torch's CPU threads (process-wide), set when the model loads; 0 leaves
+        torch's default."""
+        if threads < 0:
+            raise ValueError(
+                f"embedding.threads must be 0 (torch's default) or more, got {threads}"
+            )
         self.model = model
         self.batch_size = batch_size
         self.device = device
+        self.threads = threads
         self.model_id = f"sentence-transformers/{model}"
         self._loaded: Any = None
+        self._loading = threading.Lock()
 
     def _load(self) -> Any:
+        with self._loading:  # a server's warm-up and its first search may both get here
+            return self._load_once()
+
+    def _load_once(self) -> Any:
         if self._loaded is None:
             offline_defaults()
+            cpu_defaults()
+            if self.threads:
+                import torch
+
+                torch.set_num_threads(self.threads)
             from sentence_transformers import SentenceTransformer
 
             source = _model_source(self.model)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Filters:
         return glob_spec((self.path,)).match_file(path) or fnmatch.fnmatch(path, self.path)
 
 
+SEARCH_PARAMS: tuple[str, ...] = ("k", "mode", *(f.name for f in fields(Filters)))
+"""What a search takes besides its query, by name: ``Workspace.search``'s keyword parameters,
+the warm server's request and the options of ``mdmem search`` (one list; tests compare them)."""
+
+
 def iso_date(value: str, name: str) -> str:
     try:
         return dt.date.fromisoformat(str(value)[:10]).isoformat()
@@ -55,4 +62,6 @@ def iso_date(value: str, name: str) -> str:
 @lru_cache(maxsize=64)
 def glob_spec(patterns: Sequence[str]) -> pathspec.PathSpec:
     """gitignore-style patterns, compiled once per set."""
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))

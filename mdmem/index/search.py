@@ -31,7 +31,7 @@ from mdmem.index.backend import ChunkRow, IndexBackend, Layout
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
-from mdmem.index.sync import SyncReport
+from mdmem.index.sync import SyncReport, Vouch
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
@@ -162,19 +162,25 @@ def fresh_search(
     lock_timeout: float,
     defer_bytes: int,
     mask: Callable[[str], str],
+    vouched: Callable[[], Vouch | None] | None = None,
 ) -> SearchResults:
     """Re-index what changed, then :func:`search`; a damaged index is rebuilt and the whole
     run retried. Readers never wait long for a writer: past ``lock_timeout`` (or when the
     index cannot be written) it is searched as it is, and the files not yet indexed are
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
-    older text."""
+    older text. ``vouched`` says what a live watcher vouches for: while the index is at that
+    generation, the files are not checked at all (no stat of every file)."""
     query = mask(query)
 
     def run() -> tuple[SyncReport, list[Hit]]:
-        report = index.sync(
-            embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
-        )
+        vouch = vouched() if vouched is not None else None
+        if vouch is not None and vouch.generation == index.generation():
+            report = SyncReport(problems=list(vouch.problems), generation=vouch.generation)
+        else:
+            report = index.sync(
+                embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
+            )
         embedder = index.embedder() if mode != "keyword" else None
         hits = search(
             index,

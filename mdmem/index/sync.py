@@ -49,10 +49,22 @@ class SyncReport:
     readonly: str | None = None
     """Why the index could not be written (read-only mount, full disk), or None. Nothing was
     synced: the index is searched as it is and ``stale`` lists the files it lags behind."""
+    generation: int | None = None
+    """The index's generation when the sync ended (None: it did not run to the end). What a
+    watcher vouches for: the index matched the files at this generation."""
 
     @property
     def changed(self) -> int:
         return self.added + self.updated + self.removed
+
+
+@dataclass(frozen=True)
+class Vouch:
+    """A live watcher's word that the index matched the files at ``generation`` (it has seen
+    no change since); ``problems``: what its last sync found wrong in them."""
+
+    generation: int
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True)

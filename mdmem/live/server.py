@@ -13,32 +13,49 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import socketserver
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdmem.index.filters import SEARCH_PARAMS
 from mdmem.layout import STATE_DIR, private_dir, running_watcher, socket_path
+from mdmem.live.client import ping, request
+
+__all__ = ["MAX_REQUEST", "SOCKET_MODE", "QueryServer", "ping", "request"]
 
 if TYPE_CHECKING:
     from mdmem.live.protocol import Indexed
 
 MAX_REQUEST = 1_000_000
-SEARCH_PARAMS = frozenset(
-    {"k", "mode", "type", "path", "agent", "session", "since", "until", "include_archived"}
-)
 SOCKET_MODE = 0o600
 
 
 class QueryServer:
-    def __init__(self, ws: Indexed, path: Path | None = None) -> None:
+    def __init__(
+        self, ws: Indexed, path: Path | None = None, scanned: threading.Event | None = None
+    ) -> None:
+        """``scanned``: set once the watcher's start-up scan is done (a first client shows
+        that it waits for it)."""
         self.ws = ws
         self.path = path or socket_path(ws.root)
+        self.scanned = scanned
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
         self._warming: threading.Thread | None = None
+        self.ready = threading.Event()
+        """Set once the model is loaded (or there is none): searches then take milliseconds."""
+        self._last_query = time.monotonic()
+
+    def touch(self) -> None:
+        """A request arrived: the server is in use."""
+        self._last_query = time.monotonic()
+
+    def idle_seconds(self) -> float:
+        """Seconds since the last request (or since the server started)."""
+        return time.monotonic() - self._last_query
 
     def start(self) -> QueryServer:
         """Listen on the socket. The caller holds the workspace's watcher lock."""
@@ -50,7 +67,7 @@ class QueryServer:
         _private_folder(self.path.parent, self.ws.root)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left behind by a watcher that died: no live one has the lock
-        handler = type("Handler", (_Handler,), {"ws": self.ws})
+        handler = type("Handler", (_Handler,), {"ws": self.ws, "owner": self})
         server = socketserver.ThreadingUnixStreamServer(
             str(self.path), handler, bind_and_activate=False
         )
@@ -73,10 +90,13 @@ class QueryServer:
 
     def _warm_up(self) -> None:
         """Load the model now, not on the first query (that would cost the user seconds)."""
-        embedder = self.ws.embedder()
-        if embedder is not None:
-            with contextlib.suppress(Exception):
-                embedder.embed(["warm up"])
+        try:
+            embedder = self.ws.embedder()
+            if embedder is not None:
+                with contextlib.suppress(Exception):
+                    embedder.embed(["warm up"])
+        finally:
+            self.ready.set()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop answering and remove the socket, then wait (up to ``timeout``) for the model
@@ -114,6 +134,7 @@ def _private_folder(folder: Path, root: Path) -> None:
 
 class _Handler(socketserver.StreamRequestHandler):
     ws: Indexed
+    owner: QueryServer
 
     def handle(self) -> None:
         line = self.rfile.readline(MAX_REQUEST)
@@ -125,39 +146,18 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
+        self.owner.touch()  # a ping too: a first search waiting for the model to load
         if op == "ping":
-            return {"ok": True, "pid": os.getpid(), "root": str(self.ws.root)}
+            owner = self.owner
+            return {
+                "ok": True,
+                "pid": os.getpid(),
+                "root": str(self.ws.root),
+                "ready": owner.ready.is_set(),
+                "scanned": owner.scanned is None or owner.scanned.is_set(),
+            }
         if op != "search":
             raise ValueError(f"unknown op {op!r}")
         params = {k: v for k, v in request.get("params", {}).items() if k in SEARCH_PARAMS}
         results = self.ws.search(str(request["query"]), **params)
         return {"ok": True, "pid": os.getpid(), **results.to_dict()}
-
-
-def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
-    """Send one request; None when no server listens there (the caller works in-process)."""
-    if not path.exists():
-        return None
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return None
-        sock.sendall(json.dumps(payload).encode() + b"\n")
-        chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    data = b"".join(chunks)
-    return json.loads(data) if data else None
-
-
-def ping(path: Path) -> bool:
-    try:
-        reply = request(path, {"op": "ping"}, timeout=2.0)
-    except (OSError, ValueError):
-        return False
-    return bool(reply and reply.get("ok"))

@@ -37,7 +37,7 @@ from mdmem.memory.files import atomic_write
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mdmem.index.sync import SyncReport
+    from mdmem.index.sync import SyncReport, Vouch
     from mdmem.live.protocol import Indexed
     from mdmem.live.server import QueryServer
 
@@ -47,6 +47,8 @@ IGNORED_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn", "node_modules", "__p
 STALE_RETRY_S = 1.0
 LOCK_RETRY_S = 1.0
 """How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
+VOUCH_BEATS = 3
+"""A watcher's word on freshness holds this many heartbeat intervals (a frozen one loses it)."""
 
 
 class WatcherRunningError(MdmemError):
@@ -96,6 +98,18 @@ class WatcherLock:
         self._fd = fd
         return self
 
+    def in_place(self) -> bool:
+        """Whether the lock file at its path is still the one held: once it is removed (with
+        ``.mdmem/``, or the whole workspace), another watcher could lock a new one."""
+        if self._fd is None:
+            return False
+        try:
+            here = os.stat(self.path)
+        except OSError:
+            return False
+        held = os.fstat(self._fd)
+        return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
         if self._fd is None:
             return
@@ -127,6 +141,8 @@ class Watcher:
         self.heartbeat = heartbeat
         self.serve = serve
         self.syncs = 0
+        self.scanned = threading.Event()
+        """Set once the start-up scan has run (what changed while no watcher ran)."""
         self.last_report: SyncReport | None = None
         self.server: QueryServer | None = None
         self._cond = threading.Condition()
@@ -141,6 +157,9 @@ class Watcher:
         self._lock: WatcherLock | None = None
         self._started = 0.0
         self._readonly: str | None = None
+        self._root_id: tuple[int, int] | None = None
+        self._vouched: tuple[int, list[dict[str, Any]]] | None = None
+        """(index generation, problems) of the last sync, while no change came after it."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -151,13 +170,14 @@ class Watcher:
         self._lock = WatcherLock(self.ws.root).acquire()
         try:
             self._started = time.time()
+            self._root_id = _identity(self.ws.root)
             self._observer = Observer()
             self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
             self._observer.start()  # before the start-up scan, so no change falls in between
             if self.serve:
                 from mdmem.live.server import QueryServer
 
-                self.server = QueryServer(self.ws).start()
+                self.server = QueryServer(self.ws, scanned=self.scanned).start()
         except BaseException:
             self.stop()
             raise
@@ -198,6 +218,17 @@ class Watcher:
             self._lock = None
         return ended
 
+    def orphaned(self) -> str | None:
+        """Why this watcher watches nothing any more, or None: its workspace folder was
+        deleted or replaced, or its lock file removed. A running process should then stop."""
+        if self._lock is None:
+            return None
+        if _identity(self.ws.root) != self._root_id:
+            return f"{self.ws.root} was deleted or replaced"
+        if not self._lock.in_place():
+            return f"{self._lock.path} was removed"
+        return None
+
     def __enter__(self) -> Watcher:
         return self if self._thread is not None else self.start()
 
@@ -224,6 +255,9 @@ class Watcher:
                 self._first_event = now
             self._last_event = now
             self._cond.notify_all()
+            if self._vouched is not None:  # a change not indexed yet: searches check again
+                self._vouched = None
+                self._write_heartbeat()
 
     def _run(self) -> None:
         next_reconcile = time.monotonic() + self.reconcile
@@ -260,6 +294,7 @@ class Watcher:
                 if not settled:
                     reason = "retry" if retry else "reconcile"
                 self._sync(reason)
+                self.scanned.set()
                 if reconcile:
                     next_reconcile = time.monotonic() + self.reconcile
                 with self._cond:
@@ -269,10 +304,10 @@ class Watcher:
     def _beat(self) -> None:
         """Heartbeats from their own thread, so a long sync never looks like a dead watcher."""
         while True:
-            with self._cond:
+            with self._cond:  # (every write under it: a change withdraws the vouch in order)
                 if self._cond.wait_for(lambda: self._stopping, self.heartbeat):
                     return
-            self._write_heartbeat()
+                self._write_heartbeat()
 
     def _sync(self, reason: str) -> None:
         try:
@@ -284,6 +319,7 @@ class Watcher:
             log.debug("sync failure", exc_info=True)
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
+            self._vouch(None)
             return
         self.syncs += 1
         self.last_report = report
@@ -302,6 +338,28 @@ class Watcher:
         if report.stale:  # unreadable right now: not deleted, try again soon
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
+        self._vouch(report)  # (after the log lines: what a reader of the log sees came first)
+
+    def _vouch(self, report: SyncReport | None) -> None:
+        """After a sync that left the index matching every file, with no change seen since:
+        say so in the heartbeat file, so searches skip their own check of every file. After
+        any other (or a failed one, None): take it back."""
+        complete = (
+            report is not None
+            and report.generation is not None
+            and not (report.stale or report.readonly or report.busy)
+        )
+        with self._cond:
+            if complete and self._first_event is None and not self._stopping:
+                problems = [
+                    {"path": p.path, "message": p.message, "line": p.line} for p in report.problems
+                ]
+                self._vouched = (report.generation, problems)  # type: ignore[assignment]
+            elif self._vouched is None:
+                return
+            else:
+                self._vouched = None
+            self._write_heartbeat()
 
     def _progress(self, _stage: str, _done: int, _total: int) -> None:
         """Between batches of a long sync: the place to give up when the watcher stops."""
@@ -328,6 +386,8 @@ class Watcher:
             "interval": self.heartbeat,
             "syncs": self.syncs,
             "socket": str(self.server.path) if self.server else None,
+            "vouched": self._vouched[0] if self._vouched else None,
+            "problems": self._vouched[1] if self._vouched else [],
         }
         path = self.ws.state_dir / WATCHER_FILE
         try:
@@ -365,9 +425,40 @@ def _markdown(rel: str) -> bool:
     return rel.endswith(".md")
 
 
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
 def _join(thread: Any, deadline: float | None) -> bool:
     thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     return not thread.is_alive()
+
+
+def current_vouch(root: Path) -> Vouch | None:
+    """What the workspace's live watcher vouches for (see :class:`~mdmem.index.sync.Vouch`):
+    None unless it holds the lock, its heartbeat is recent, and it has seen no change since its
+    last complete sync. One small file read and one lock probe: no stat of every file."""
+    from mdmem.index.sync import Vouch
+    from mdmem.markdown.parse import Problem
+
+    try:
+        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
+        generation = info["vouched"]
+        if generation is None:
+            return None
+        age = time.time() - float(info["heartbeat"])
+        if not 0 <= age <= VOUCH_BEATS * float(info["interval"]):
+            return None
+        problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in info["problems"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if running_watcher(root) != info.get("pid"):
+        return None
+    return Vouch(int(generation), problems)
 
 
 def watcher_info(root: Path) -> dict[str, Any] | None:

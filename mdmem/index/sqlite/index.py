@@ -36,6 +36,7 @@ from mdmem.index.sqlite.db import (
     unwritable,
 )
 from mdmem.index.sqlite.store import transaction
+from mdmem.index.sqlite.vector_cache import VectorCache
 from mdmem.index.sync import Freshness, Progress, SyncReport
 from mdmem.markdown.parse import Problem
 from mdmem.memory.scan import FileStat
@@ -72,8 +73,10 @@ class SqliteIndex:
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._layout: tuple[int, Layout] | None = None
-        self._vectors: tuple[tuple[str, int], np.ndarray] | None = None
+        self._layout: tuple[int, Layout, list[str]] | None = None
+        self._vectors: VectorCache | None = None
+        self._vectors_at: int | None = None
+        """The layout generation ``_vectors`` is in step with."""
         self._lock = threading.RLock()
         self._recovering = False
 
@@ -99,6 +102,7 @@ class SqliteIndex:
             self._conn = None
         self._layout = None
         self._vectors = None
+        self._vectors_at = None
 
     # ---- healing ---------------------------------------------------------------------------
 
@@ -306,6 +310,7 @@ class SqliteIndex:
             # a search that finds nothing to do writes nothing
             self._mark_synced(embedder)
         self._finish_scrub(built_with, report.stale)
+        report.generation = self.generation()
 
     def _mark_synced(self, embedder: Embedder | None) -> None:
         with transaction(self.conn):
@@ -384,7 +389,9 @@ class SqliteIndex:
                 store.bump_generation(self.conn)
 
     def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
-        missing = store.missing_vectors(self.conn, embedder.model_id)
+        # shortest first, across all files: a batch of similar lengths pads little (each
+        # batch is as long as its longest text), and a big sync commits many small ones early
+        missing = sorted(store.missing_vectors(self.conn, embedder.model_id), key=_text_length)
         done = 0
         for start in range(0, len(missing), neutral.EMBED_BATCH):
             part = missing[start : start + neutral.EMBED_BATCH]
@@ -410,16 +417,25 @@ class SqliteIndex:
         """The chunk layout, cached in memory until the index changes."""
         key = self.generation()
         if self._layout is None or self._layout[0] != key:
-            self._layout = (key, read.layout(self.conn))
+            self._layout = (key, *read.layout_and_texts(self.conn))
         return self._layout[1]
 
+    def vector_cache(self, model_id: str) -> VectorCache:
+        """The vectors of ``model_id``, in memory, in step with the layout: after a change
+        only the texts it has not seen are read (see :mod:`.vector_cache`)."""
+        self.layout()
+        assert self._layout is not None
+        generation, _, texts = self._layout
+        if self._vectors is None or self._vectors.model_id != model_id:
+            self._vectors, self._vectors_at = VectorCache(model_id), None
+        if self._vectors_at != generation:
+            self._vectors.update(self.conn, texts)
+            self._vectors_at = generation
+        return self._vectors
+
     def vectors(self, model_id: str) -> np.ndarray:
-        """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none),
-        cached in memory until the index changes."""
-        key = (model_id, self.generation())
-        if self._vectors is None or self._vectors[0] != key:
-            self._vectors = (key, read.vectors(self.conn, self.layout(), model_id))
-        return self._vectors[1]
+        """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none)."""
+        return self.vector_cache(model_id).layout_matrix()
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         return read.keyword(self.conn, self.layout(), query, limit)
@@ -429,10 +445,8 @@ class SqliteIndex:
     ) -> Scored | None:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
         ``filters`` to all of them."""
-        matrix = self.vectors(model_id)
-        if matrix.shape[1] != query.shape[0]:
-            return None
-        return Scored(None, matrix @ query)
+        scores = self.vector_cache(model_id).scores(query)
+        return None if scores is None else Scored(None, scores)
 
     def filtered(self, filters: Filters) -> np.ndarray:
         return read.filtered(self.conn, self.layout(), filters)
@@ -488,3 +502,7 @@ class SqliteIndex:
                 store.bump_generation(self.conn)
             truncated = scrub(self.conn)
         return Forgotten(len(rows), vectors, truncated)
+
+
+def _text_length(item: tuple[str, str]) -> int:
+    return len(item[1])

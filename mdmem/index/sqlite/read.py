@@ -38,15 +38,44 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def layout(conn: sqlite3.Connection) -> Layout:
+    return layout_and_texts(conn)[0]
+
+
+def layout_and_texts(conn: sqlite3.Connection) -> tuple[Layout, list[str]]:
+    """The layout, and the ``text_hash`` of each of its positions (what vectors are keyed by)."""
     rows = conn.execute(
-        "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived "
-        "FROM chunks ORDER BY path, start_line, end_line, rowid"
+        "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, "
+        "text_hash FROM chunks ORDER BY path, start_line, end_line, rowid"
     ).fetchall()
-    return Layout.build(rows)
+    return Layout.build(rows), [r[4] for r in rows]
+
+
+def vectors_of(
+    conn: sqlite3.Connection, model_id: str, hashes: Sequence[str]
+) -> list[tuple[str, bytes]]:
+    """(text_hash, vector bytes) of those of ``hashes`` that ``model_id`` has embedded."""
+    found: list[tuple[str, bytes]] = []
+    for start in range(0, len(hashes), ROWS_PER_QUERY):
+        part = hashes[start : start + ROWS_PER_QUERY]
+        found.extend(
+            conn.execute(
+                "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN "
+                f"({', '.join('?' * len(part))})",
+                (model_id, *part),
+            ).fetchall()
+        )
+    return found
+
+
+def all_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, bytes]]:
+    return conn.execute(
+        "SELECT text_hash, vector FROM embeddings WHERE model = ?", (model_id,)
+    ).fetchall()
 
 
 def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarray:
-    """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none)."""
+    """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none), read
+    at once: what the in-memory cache (``vector_cache.py``) must always equal."""
     rows = conn.execute(
         "SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
         "ON e.model = ? AND e.text_hash = c.text_hash",

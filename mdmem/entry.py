@@ -1,0 +1,155 @@
+"""The ``mdmem`` console entry point: ``mdmem search`` without typer, everything else with it.
+
+An agent shelling out to ``mdmem search`` pays Python's start-up, then typer's (it builds
+pydantic validators for every option of every command), then a socket round trip to the warm
+server. This module skips the middle part: it reads the options of ``search`` itself — exactly
+the typer command's (a test compares them) — and asks the server through
+:mod:`mdmem.live.client`, importing only the standard library and a few light modules. Anything
+it does not recognise (``--help``, a usage error, another command) and every in-process search
+goes to :func:`mdmem.cli.main`, so behaviour and messages are the typer command's.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import namedtuple
+
+TYPE_CHECKING = False  # neither typing nor dataclasses: each costs this path milliseconds
+if TYPE_CHECKING:
+    from typing import Any
+
+VALUE_OPTIONS = {
+    "-k": "k",
+    "--mode": "mode",
+    "--type": "type",
+    "-t": "type",
+    "--path": "path",
+    "--agent": "agent",
+    "--session": "session",
+    "--since": "since",
+    "--until": "until",
+}
+"""Options of ``mdmem search`` that take a value, and the search parameter each sets."""
+FLAG_OPTIONS = {
+    "--archived": ("include_archived", True),
+    "--no-archived": ("include_archived", False),
+    "--explain": ("explain", True),
+    "--no-explain": ("explain", False),
+    "--no-server": ("no_server", True),
+    "--verbose": ("verbose", True),
+    "-v": ("verbose", True),
+    "--json": ("as_json", True),
+}
+"""Flags of ``mdmem search``: the setting each changes, and to what."""
+WORKSPACE_OPTIONS = ("-w", "--workspace")
+MODES = ("hybrid", "keyword", "vector")
+
+
+SearchArgs = namedtuple("SearchArgs", "query workspace command_at params flags")
+"""``mdmem search`` as read: the query, ``-w`` (or None), where ``search`` stands in the
+arguments, the search parameters given, and the other flags (explain, no_server, verbose,
+as_json) given."""
+
+
+def main() -> None:
+    """``mdmem``: a search through the warm server here; the typer CLI for the rest."""
+    args = parse_search(sys.argv[1:])
+    if args is None or args.flags.get("no_server"):
+        _typer_cli()
+        return
+    code = _search(args)
+    if code is None:  # in-process, and not asking a server again
+        sys.argv[args.command_at + 2 : args.command_at + 2] = ["--no-server"]
+        _typer_cli()
+    sys.exit(code)
+
+
+def parse_search(argv: list[str]) -> SearchArgs | None:
+    """``[-w PATH] search QUERY [options]`` read as typer would, or None for anything else
+    (typer then handles it, including every usage error)."""
+    workspace = None
+    rest = list(argv)
+    while rest and (rest[0] in WORKSPACE_OPTIONS or rest[0].startswith("--workspace=")):
+        if "=" in rest[0]:
+            workspace = rest.pop(0).split("=", 1)[1]
+        elif len(rest) >= 2:
+            workspace = rest[1]
+            del rest[:2]
+        else:
+            return None
+    if not rest or rest.pop(0) != "search":
+        return None
+    command_at = len(argv) - len(rest) - 1
+    query: str | None = None
+    params: dict[str, Any] = {}
+    flags: dict[str, bool] = {}
+    while rest:
+        token = rest.pop(0)
+        name, eq, inline = token.partition("=")
+        if token == "--":
+            if query is not None or len(rest) != 1:
+                return None
+            query = rest.pop()
+        elif token in FLAG_OPTIONS:
+            key, value = FLAG_OPTIONS[token]
+            (params if key == "include_archived" else flags)[key] = value
+        elif token in VALUE_OPTIONS or (eq and name.startswith("--") and name in VALUE_OPTIONS):
+            value = inline if eq else (rest.pop(0) if rest else None)
+            if value is None or (not eq and value.startswith("-")):
+                return None
+            params[VALUE_OPTIONS[name if eq else token]] = value
+        elif token.startswith("-") and token != "-":
+            return None
+        elif query is None:
+            query = token
+        else:
+            return None
+    if query is None or not _valid(params):
+        return None
+    return SearchArgs(query, workspace, command_at, params, flags)
+
+
+def _valid(params: dict[str, Any]) -> bool:
+    """Converts ``-k``; False for what typer reports as a usage error."""
+    if "k" in params:
+        try:
+            params["k"] = int(params["k"])
+        except ValueError:
+            return False
+        if params["k"] < 1:
+            return False
+    return params.get("mode", "hybrid") in MODES
+
+
+def _search(args: SearchArgs) -> int | None:
+    """The exit code once the server answered, or None to search in-process."""
+    if args.flags.get("explain"):
+        return None  # --explain also names open contradictions: that reads the files (typer's)
+    from mdmem.errors import MdmemError
+    from mdmem.layout import find_root
+    from mdmem.live.client import ServerError, server_search
+    from mdmem.live.output import print_results
+
+    params = {"include_archived": False, **args.params}  # the server's defaults for the rest
+    verbose = args.flags.get("verbose", False)
+    try:
+        root = find_root(args.workspace)
+        data = server_search(root, args.query, params, verbose=verbose)
+    except (MdmemError, OSError):  # no workspace, a bad mdmem.toml: typer's command says so
+        return None
+    except ServerError as exc:
+        print(f"mdmem: error: {exc}", file=sys.stderr)
+        return 2 if exc.kind == "ValueError" else 1
+    if data is None:
+        return None
+    flags = args.flags
+    print_results(
+        data, args.query, explain=flags.get("explain", False), as_json=flags.get("as_json", False)
+    )
+    return 0
+
+
+def _typer_cli() -> None:
+    from mdmem.cli import main as cli_main
+
+    cli_main()

@@ -1,0 +1,295 @@
+"""The warm server a search starts by itself: real `mdmem` processes, a real detached server,
+its real lock, socket and idle timer; and the light `mdmem search` path, option for option."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mdmem.entry import FLAG_OPTIONS, VALUE_OPTIONS, parse_search
+from mdmem.index.filters import SEARCH_PARAMS
+from mdmem.layout import running_watcher, socket_path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "example_workspace"
+BIN = Path(sys.executable).parent / "mdmem"
+KEYWORD_ONLY = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
+AUTO = {"MDMEM_SERVER_AUTO": "1"}
+
+
+def mdmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **AUTO, **(env or {})}
+    full.pop("MDMEM_WORKSPACE", None)
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, env=full, timeout=180, cwd="/"
+    )
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie nobody has reaped yet (the server is no child of ours)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def answered_by(result: subprocess.CompletedProcess[str]) -> int:
+    found = re.search(r"answered by the warm server \(pid (\d+)\)", result.stderr)
+    assert found, result.stderr
+    return int(found.group(1))
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """Pids of servers the test started; each still running at the end is stopped."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        wait_until(lambda pid=pid: not alive(pid), f"server {pid} never stopped", 30)
+
+
+def workspace(tmp_path: Path, config: str = KEYWORD_ONLY) -> Path:
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root)
+    (root / "mdmem.toml").write_text(config)
+    return root
+
+
+# ---- the light path reads exactly the options of the typer command ---------------------------
+
+
+def _typer_search():  # type: ignore[no-untyped-def]
+    import typer
+
+    from mdmem.cli import app
+
+    return typer.main.get_command(app).commands["search"]  # type: ignore[attr-defined]
+
+
+def test_the_light_path_has_exactly_the_options_of_the_typer_command() -> None:
+    command = _typer_search()
+    typer_flags = {
+        opt
+        for param in command.params
+        if param.param_type_name == "option"
+        for opt in [*param.opts, *param.secondary_opts]
+    }
+    assert typer_flags - {"--help"} == set(VALUE_OPTIONS) | set(FLAG_OPTIONS)
+    # one list of search parameters: the library's, the server's and the CLI's
+    from mdmem.workspace import Workspace
+
+    library = [
+        name
+        for name, p in inspect.signature(Workspace.search).parameters.items()
+        if p.kind is p.KEYWORD_ONLY or name == "k"
+    ]
+    assert library == [*SEARCH_PARAMS, "track_access"]
+    flag_params = {key for key, _ in FLAG_OPTIONS.values()}
+    assert set(VALUE_OPTIONS.values()) | (flag_params & set(SEARCH_PARAMS)) == set(SEARCH_PARAMS)
+
+
+TYPER_NAMES = {"type_": "type", "archived": "include_archived"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "invoice numbering"],
+        ["-w", "/x", "search", "q", "-k", "3", "--mode", "keyword", "--json"],
+        ["--workspace=/x", "search", "--type=fact", "q", "--archived", "--explain", "-v"],
+        ["search", "-t", "note", "--path", "notes/*.md", "--agent", "coder", "--", "-q-"],
+        ["search", "q", "--session", "s1", "--since", "2026-01-01", "--until", "2026-12-31"],
+        ["search", "q", "--archived", "--no-archived", "--no-explain", "--verbose"],
+    ],
+)
+def test_the_light_path_reads_what_typer_reads(argv: list[str]) -> None:
+    args = parse_search(argv)
+    assert args is not None
+    at = argv.index("search")
+    ctx = _typer_search().make_context("search", argv[at + 1 :])
+    theirs = {TYPER_NAMES.get(name, name): value for name, value in ctx.params.items()}
+    ours = {**dict.fromkeys(SEARCH_PARAMS), "include_archived": False, "explain": False,
+            "no_server": False, "verbose": False, "as_json": False, **args.params, **args.flags,
+            "query": args.query}  # fmt: skip
+    assert ours == theirs
+    assert args.workspace == (None if at == 0 else "/x")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search"],  # no query: typer's usage error
+        ["search", "a", "b"],
+        ["search", "q", "-k", "0"],
+        ["search", "q", "-k", "x"],
+        ["search", "q", "--mode", "fuzzy"],
+        ["search", "q", "--bogus"],
+        ["search", "q", "-vk", "3"],
+        ["search", "--help"],
+        ["status"],
+        ["-w"],
+    ],
+)
+def test_anything_else_goes_to_typer(argv: list[str]) -> None:
+    assert parse_search(argv) is None
+
+
+def test_a_search_through_the_server_imports_nothing_heavy(indexed, tmp_path: Path) -> None:
+    code = (
+        "import sys, atexit\n"
+        "from mdmem.entry import main\n"
+        "heavy = {'typer', 'click', 'pydantic', 'torch', 'sentence_transformers', 'litellm',\n"
+        "         'numpy', 'sqlite3', 'rich', 'typing', 'dataclasses'}\n"
+        "atexit.register(lambda: print('loaded', sorted(heavy & set(sys.modules)),"
+        " file=sys.stderr))\n"
+        "sys.argv = ['mdmem', '-w', sys.argv[1], 'search', 'invoice numbering', '-v']\n"
+        "main()\n"
+    )
+    with indexed.watch(serve=True) as watcher:
+        watcher.wait_idle(timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-c", code, str(indexed.root)], capture_output=True, text=True
+        )
+    assert result.returncode == 0, result.stderr
+    assert answered_by(result) == os.getpid()
+    assert "loaded []" in result.stderr
+    assert "invoice" in result.stdout.lower()
+
+
+# ---- the server a search starts ---------------------------------------------------------------
+
+
+def test_first_searches_start_one_server_that_later_searches_reuse(
+    tmp_path: Path, started: list[int]
+) -> None:
+    root = workspace(tmp_path)
+    env = {**os.environ, **AUTO}
+    argv = [str(BIN), "-w", str(root), "search", "invoice numbering", "-v", "--json"]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]  # two at once: the lock lets one server run
+    outs = [p.communicate(timeout=180) for p in procs]
+    firsts = [
+        subprocess.CompletedProcess(p.args, p.returncode, *o)
+        for p, o in zip(procs, outs, strict=True)
+    ]
+    assert [r.returncode for r in firsts] == [0, 0], [r.stderr for r in firsts]
+    pids = {answered_by(r) for r in firsts}
+    started.extend(pids)
+    assert len(pids) == 1 and running_watcher(root) in pids
+    pid = pids.pop()
+    assert any("starting a search server for this workspace" in r.stderr for r in firsts)
+    assert os.getsid(pid) != os.getsid(0)  # detached: its own session
+    assert socket_path(root).stat().st_mode & 0o777 == 0o600
+    again = mdmem("-w", str(root), "search", "invoice numbering", "-v", "--json")
+    assert answered_by(again) == pid and "starting" not in again.stderr
+    hits = [json.loads(r.stdout)["hits"] for r in (firsts[0], again)]
+    assert [[(h["path"], h["start_line"]) for h in found] for found in hits] == [
+        [(h["path"], h["start_line"]) for h in hits[0]]
+    ] * 2  # (scores move: each search counts as an access)
+
+    os.kill(pid, signal.SIGSTOP)  # frozen: it holds its lock and socket, and answers nothing
+    try:
+        frozen = mdmem("-w", str(root), "search", "invoice", "--json",
+                       env={"MDMEM_SERVER_TIMEOUT": "1"})  # fmt: skip
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert frozen.returncode == 0, frozen.stderr
+    assert json.loads(frozen.stdout)["hits"]  # searched in-process
+    notes = [line for line in frozen.stderr.splitlines() if line.startswith("mdmem: note:")]
+    assert notes == ["mdmem: note: the warm server did not answer (timed out); searched in-process"]
+
+    # a server killed outright leaves its socket behind: the next search starts a new one
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: running_watcher(root) is None, "the lock outlived its process")
+    assert socket_path(root).exists()
+    third = mdmem("-w", str(root), "search", "invoice numbering", "-v")
+    assert third.returncode == 0, third.stderr
+    started.append(answered_by(third))
+    assert answered_by(third) != pid
+
+
+def test_an_idle_server_exits(tmp_path: Path, started: list[int]) -> None:
+    root = workspace(tmp_path, KEYWORD_ONLY + "[server]\nidle_minutes = 0.03\n")
+    result = mdmem("-w", str(root), "search", "invoice", "-v")
+    pid = answered_by(result)
+    started.append(pid)
+    wait_until(lambda: not alive(pid), "the idle server never exited", 60)
+    assert running_watcher(root) is None and not socket_path(root).exists()
+    assert "no search for 0.03 minutes" in (root / ".mdmem" / "server.log").read_text()
+
+
+def test_a_server_never_outlives_its_workspace(tmp_path: Path, started: list[int]) -> None:
+    root = workspace(tmp_path)
+    pid = answered_by(mdmem("-w", str(root), "search", "invoice", "-v"))
+    started.append(pid)
+    shutil.rmtree(root)
+    wait_until(lambda: not alive(pid), "the server outlived its deleted workspace", 30)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "config"),
+    [
+        (["--no-server"], {}, ""),
+        ([], {"MDMEM_SERVER_AUTO": "0"}, ""),
+        ([], {"MDMEM_SERVER_AUTO": "1"}, "[server]\nauto = false\n"),
+    ],
+)
+def test_opting_out_starts_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    env: dict[str, str],
+    config: str,
+) -> None:
+    """`mdmem search` run in this process (the console entry point itself)."""
+    from mdmem.entry import main
+
+    root = workspace(tmp_path, KEYWORD_ONLY + config)
+    for name, value in {**AUTO, **env}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(
+        sys, "argv", ["mdmem", "-w", str(root), "search", "invoice", "--json", *args]
+    )
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 0
+    assert json.loads(capsys.readouterr().out)["hits"]
+    assert running_watcher(root) is None and not socket_path(root).exists()
+
+
+@pytest.mark.slow
+def test_the_first_search_shows_the_model_loading(indexed, started: list[int]) -> None:
+    """The real model: the first search says what it waits for, then answers like the rest.
+    (The index is built already: the server's start-up scan has nothing to embed.)"""
+    root = indexed.root
+    first = mdmem("-w", str(root), "search", "which port does the test database use", "-v")
+    assert first.returncode == 0, first.stderr
+    pid = answered_by(first)
+    started.append(pid)
+    assert f"the search server (pid {pid}) is loading the model" in first.stderr
+    assert "world_state.md" in first.stdout
