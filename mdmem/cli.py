@@ -1,7 +1,8 @@
 """The ``mdmem`` command: a thin typer layer over the library.
 
 Only typer is imported at start-up; each command imports what it needs, so ``--help`` is
-instant. Exit codes: 0 done, 1 an mdmem error (message on stderr), 2 bad usage.
+instant. Exit codes: 0 done, 1 an mdmem error (message on stderr), 2 bad usage; `mdmem pool`
+adds 3 (a version conflict) and 4 (no such key).
 """
 
 from __future__ import annotations
