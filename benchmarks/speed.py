@@ -1,6 +1,7 @@
 """Speed and memory of mdmem on synthetic workspaces: indexing, no-op re-index, search.
 
 Usage:  .venv/bin/python benchmarks/speed.py [--sizes 1000,10000,100000] [--quick] [--threads N]
+                                           [--search-only]
 
 ``--quick`` measures search at 1,000 and 10,000 chunks only; ``--threads`` sets torch's thread
 count for the model (default: torch's own, one per core). A full run takes about 4 minutes on
@@ -38,7 +39,7 @@ What each figure means:
        search checks no file.
    "cache ms" is the one-off cost of loading the chunk layout and the vector matrix into
    memory; "1 file ms" what the first search pays, layout + vectors, to bring them in step
-   after one file gained an entry (indexed, its vector stored; embedding excluded).
+   after one file gained an entry (indexed, its vector stored; embedding excluded), median of 7.
    The index is built with ``sync(embed=False)`` from the real text (real FTS5), then the
    ``embeddings`` table is filled directly with random unit float32 vectors (384-d) for every
    distinct text hash, under the real model's id: embedding 100k chunks for real would take
@@ -410,11 +411,20 @@ def vouched(ws: Workspace, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def one_change(ws: Workspace, n: int, model_id: str, query: np.ndarray) -> str:
+def one_change(ws: Workspace, model_id: str, query: np.ndarray, runs: int = 7) -> str:
     """After one file gains an entry (indexed, its vector stored): the ms the next search pays
-    to bring the in-memory layout and vectors in step, each (embedding excluded)."""
+    to bring the in-memory layout and vectors in step, each (embedding excluded); medians of
+    ``runs`` changes, each to another file."""
+    notes = sorted((ws.root / "notes").rglob("*.md"))
+    times = [_one_change(ws, notes[n], n, model_id, query) for n in range(runs)]
+    layout, vectors = (statistics.median(t[i] for t in times) * 1000 for i in (0, 1))
+    return f"{layout:.0f} + {vectors:.0f}"
+
+
+def _one_change(
+    ws: Workspace, note: Path, n: int, model_id: str, query: np.ndarray
+) -> tuple[float, float]:
     index = ws.index
-    note = next(iter(sorted((ws.root / "notes").rglob("*.md"))))
     note.write_text(note.read_text() + f"\n- A new entry, number {n}, about the ledger export\n")
     ws.sync(embed=False)
     (text_hash,) = index.conn.execute(
@@ -430,9 +440,7 @@ def one_change(ws: Workspace, n: int, model_id: str, query: np.ndarray) -> str:
         )
         index.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                            "WHERE key = 'generation'")  # fmt: skip
-    t_layout = timed(index.layout)
-    t_vectors = timed(lambda: index.vector_candidates(model_id, query))
-    return f"{t_layout * 1000:.0f} + {t_vectors * 1000:.0f}"
+    return timed(index.layout), timed(lambda: index.vector_candidates(model_id, query))
 
 
 def search_at(
@@ -489,9 +497,7 @@ def search_at(
                     for q in queries
                 ]
             cache = f"{(t_layout + t_vectors) * 1000:.0f}" if n == 0 else ""
-            absorb = (
-                one_change(ws, n, embedder.model_id, query_vectors[queries[0]]) if n == 0 else ""
-            )
+            absorb = one_change(ws, embedder.model_id, query_vectors[queries[0]]) if n == 0 else ""
             latency_rows.append(
                 [f"{chunks:,}" if n == 0 else "", mode, ms(a), ms(b), ms(c), ms(d), cache, absorb]
             )
@@ -521,6 +527,9 @@ def main() -> None:
         help="index sizes (chunks) for the search benchmark, comma-separated",
     )
     parser.add_argument("--quick", action="store_true", help="search at 1,000 and 10,000 only")
+    parser.add_argument(
+        "--search-only", action="store_true", help="skip cold indexing and the no-op re-index"
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -552,10 +561,9 @@ def main() -> None:
     query_vectors = dict(zip(all_queries, embedder.embed(all_queries), strict=True))
     baseline_rss = peak_rss_mb()
 
-    cold = cold_indexing(corpus, embedder, log)
-    console.print(cold)
-    noop = noop_reindex(corpus, log)
-    console.print(noop)
+    if not args.search_only:
+        console.print(cold_indexing(corpus, embedder, log))
+        console.print(noop_reindex(corpus, log))
 
     latency = Table(title=f"3. Search latency, p50 / p95 ms over {QUERIES} queries")
     for name in ("chunks", "mode", "(a) ranking", "(b) + embed query", "(c) ws.search",
