@@ -2,7 +2,8 @@
 
 Two workspaces: one LoCoMo conversation recorded through ``ws.session`` (session files: one
 event per turn; the data is read from ../shared/bench/locomo/locomo10.json), and synthetic
-knowledge files (``benchmarks/speed.py``'s corpus: 200 files of 10 entries). For each:
+knowledge files (``benchmarks/speed.py``'s corpus: 200 files of 10 entries, or ``--files``).
+For each:
   sync        ``Workspace.sync()`` on a fresh copy: scan, parse, chunk, write, embed
   raw, sync's batches    the same model on the exact ``embed_text`` strings, in the batches a
               sync sends them (shortest first, 64 at a time): what a sync could reach at best
@@ -12,7 +13,7 @@ knowledge files (``benchmarks/speed.py``'s corpus: 200 files of 10 entries). For
               batches: the difference is the cost of the context tokens
 Best of 2 alternated rounds (a busy neighbour hits each alike). The load average is printed.
 
-Usage:  .venv/bin/python benchmarks/index_rate.py [--conversation 0]
+Usage:  .venv/bin/python benchmarks/index_rate.py [--conversation 0] [--files 200]
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def measure(name: str, source: Path, model: SentenceTransformerEmbedder) -> list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversation", type=int, default=0)
+    parser.add_argument("--files", type=int, default=200, help="knowledge files (10 entries)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -107,7 +109,7 @@ def main() -> None:
     sessions_src = WORK / "sessions-source"
     locomo.fresh_root(sessions_src)
     locomo.render_session_api(sample, sessions_src)
-    knowledge_src = speed.Corpus().workspace(WORK / "knowledge-source", 200, lambda _: 10)
+    knowledge_src = speed.Corpus().workspace(WORK / "knowledge-source", args.files, lambda _: 10)
 
     table = Table(title="Indexing with embedding against the raw model (texts/s)")
     for column in ("workspace", "texts", "words: embedded / text", "sync()",
@@ -115,7 +117,7 @@ def main() -> None:
                    "sync / raw (sync's batches)"):  # fmt: skip
         table.add_column(column, justify="left" if column == "workspace" else "right")
     table.add_row(*measure(f"sessions ({sample['sample_id']})", sessions_src, model))
-    table.add_row(*measure("knowledge (200 files)", knowledge_src, model))
+    table.add_row(*measure(f"knowledge ({args.files} files)", knowledge_src, model))
     console = Console(width=140)
     console.print(table)
     loads = [" / ".join(f"{x:.2f}" for x in v) for v in (load_before, os.getloadavg())]
