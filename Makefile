@@ -74,7 +74,8 @@ test: $(STAMP) pgvector
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 -m 'not serial' --durations=25
+	$(BIN)/python -m pytest -q -m serial --durations=5
 
 # The property tests only, with many random examples (the `deep` profile in tests/conftest.py).
 # Pin what it finds with @example so every run checks it from then on.

@@ -246,7 +246,8 @@ def test_a_server_never_outlives_its_workspace(tmp_path: Path, started: list[int
     root = workspace(tmp_path)
     pid = answered_by(mdmem("-w", str(root), "search", "invoice", "-v"))
     started.append(pid)
-    shutil.rmtree(root)
+    # as `rm -rf` does while the server still writes its heartbeat: remove until it is gone
+    wait_until(lambda: shutil.rmtree(root, ignore_errors=True) or not root.exists(), "rm -rf", 30)
     wait_until(lambda: not alive(pid), "the server outlived its deleted workspace", 30)
 
 

@@ -301,6 +301,7 @@ def test_mdmem_recover_lists_shows_and_restores(ws: Workspace) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the late-save window is 250 ms of wall-clock time
 @pytest.mark.parametrize("pattern", ["inplace", "rename", "vim", "jetbrains"])
 def test_a_thousand_racing_saves_lose_nothing(pattern: str) -> None:
     out = subprocess.run(

@@ -404,11 +404,13 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
         (root / f"f{n}.md").write_text("# F\n" + "\n".join(f"- alpha {n} {i}" for i in range(20)))
     ws = Workspace.open(root)
     ws.sync(embed=False)
-    writer = subprocess.Popen([sys.executable, "-c", WRITER_LOOP, str(root), "6"])
+    # the writer syncs for up to 120 s; the reader searches for at least 6 s and 100 searches
+    # (on a loaded machine a search can take 100 ms), then stops it
+    writer = subprocess.Popen([sys.executable, "-c", WRITER_LOOP, str(root), "120"])
     errors: list[str] = []
     runs = 0
     end = time.time() + 6
-    while time.time() < end:
+    while writer.poll() is None and (time.time() < end or runs < 100):
         try:
             search(
                 ws.index,
@@ -422,5 +424,7 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
         except Exception as exc:  # any error here is a torn read
             errors.append(f"{type(exc).__name__}: {exc}")
         runs += 1
+    assert writer.poll() is None, "the writer stopped before the searches were done"
+    writer.terminate()
     writer.wait(30)
-    assert runs > 100 and errors == []
+    assert runs >= 100 and errors == []

@@ -319,6 +319,7 @@ print(json.dumps({"seconds": seconds, "hits": hits}))
 """
 
 
+@pytest.mark.serial
 def test_readers_never_block_while_the_watcher_writes(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     shutil.copytree(EXAMPLE, root)
