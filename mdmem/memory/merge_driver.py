@@ -524,6 +524,9 @@ def run_driver(
         result = merge_file(path, *texts)
     except Unmergeable as exc:
         return _line_merge(base, ours, theirs, marker_size, str(exc))
+    except Exception as exc:  # a defect here must not lose a side: git's merge takes over
+        why = f"{path}: the entry merge failed ({type(exc).__name__}: {exc})"
+        return _line_merge(base, ours, theirs, marker_size, why)
     ours.write_bytes(result.text.encode("utf-8", "surrogateescape"))
     messages = [f"{path}: {note}" for note in result.notes]
     messages += [
