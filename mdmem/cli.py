@@ -84,7 +84,19 @@ def init(
     for name in TEMPLATES.values():
         state = "kept" if name in existed else "created"
         typer.echo(f"  {state:8} {name}")
+    _init_git(ws.root)
     typer.echo(f"Workspace ready at {ws.root} (mode={ws.mode}, agent={ws.agent}).")
+
+
+def _init_git(root: Path) -> None:
+    """.gitattributes lines for the merge driver; inside a git repository, its config too."""
+    from mdmem.memory.git_sync import configure_driver, install_gitattributes, repo_root
+
+    added = install_gitattributes(root)
+    typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
+    if repo_root(root) is not None:
+        command = configure_driver(root)
+        typer.echo(f'  git config merge.mdmem.driver "{command}" (this repository)')
 
 
 @app.command()
@@ -1513,3 +1525,65 @@ def _copy_index(ws: Any, backend: str | None, url: str | None, as_json: bool) ->
         'To search it, set index.backend = "postgres" in mdmem.toml, with the server in '
         f'index.url or $MDMEM_INDEX_URL; elsewhere, index.workspace = "{copied.name}".'
     )
+
+
+# ---- sharing a workspace through git ---------------------------------------------------------
+
+
+@app.command("merge-driver")
+def merge_driver(
+    base: Annotated[Path, typer.Argument(help="%O: the common ancestor's version.")],
+    ours: Annotated[Path, typer.Argument(help="%A: our version; the result is written here.")],
+    theirs: Annotated[Path, typer.Argument(help="%B: their version.")],
+    path: Annotated[str, typer.Argument(help="%P: the file's path in the repository.")],
+    marker_size: Annotated[int, typer.Option(help="%L: conflict marker length.")] = 7,
+) -> None:
+    """git's merge driver for memory files: merged entry by entry (set up by `mdmem init`).
+
+    Exit 0 when merged cleanly; 1 when conflict markers were left for a person."""
+    from mdmem.memory.merge_driver import run_driver
+
+    outcome = run_driver(base, ours, theirs, path, marker_size)
+    for message in outcome.messages:
+        typer.echo(f"mdmem merge-driver: {message}", err=True)
+    raise typer.Exit(1 if outcome.conflicts else 0)
+
+
+@app.command("sync")
+def git_sync(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Fetch and say what would happen; change nothing.")
+    ] = False,
+    rebase: Annotated[
+        bool, typer.Option("--rebase/--merge", help="Pull with a rebase (default) or a merge.")
+    ] = True,
+    message: Annotated[str | None, typer.Option("--message", "-m", help="Commit message.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Share the workspace through git: commit its files, pull, re-index, push.
+
+    Commits only the workspace's files and refuses when other files are dirty; never
+    force-pushes. Exit codes: 0 done, 1 error, 3 refused, 4 pull left conflicts, 5 push
+    rejected."""
+    from mdmem.memory.git_sync import SyncError
+
+    _log_to_stderr()
+    ws = _open(ctx)
+    try:
+        report = ws.git_sync(dry_run=dry_run, rebase=rebase, message=message)
+    except SyncError as exc:
+        if as_json:
+            _print_json({"error": str(exc), "code": exc.code})
+        _fail(str(exc), exc.code)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    verb = "would commit" if dry_run else "committed"
+    typer.echo(f"{verb} {len(report.committed)} workspace file(s)")
+    for path in report.committed:
+        typer.echo(f"  {path}")
+    if dry_run:
+        typer.echo(f"{report.behind} commit(s) to pull, {report.ahead} to push (dry run)")
+    else:
+        typer.echo(f"pulled {report.behind} commit(s), re-indexed, pushed {report.ahead}")

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from mdmem.index.sync import Progress, SyncReport
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
+    from mdmem.memory.git_sync import SyncReport as GitSyncReport
     from mdmem.memory.journal import JournalEntry
     from mdmem.memory.pool import Pool
     from mdmem.memory.relations import Relation
@@ -493,6 +494,15 @@ class Workspace:
         from mdmem.memory.pool import pool_names
 
         return pool_names(self.root)
+
+    def git_sync(
+        self, *, dry_run: bool = False, rebase: bool = True, message: str | None = None
+    ) -> GitSyncReport:
+        """Share the workspace through its git repository: commit its files (only them),
+        pull (rebase, or merge), re-index, push; never forced (``mdmem sync``)."""
+        from mdmem.memory.git_sync import sync
+
+        return sync(self.root, self.sync, dry_run=dry_run, rebase=rebase, message=message)
 
     def _require_full(self, what: str) -> None:
         if self.mode != "full":

@@ -21,6 +21,7 @@ from frontmatter.default_handlers import YAMLHandler
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from mdmem.markdown.conflicts import conflict_line, conflict_message
 from mdmem.markdown.entries import (
     ARCHIVE_TITLE,
     DEFAULT_IMPORTANCE,
@@ -211,6 +212,8 @@ def _parse(path: str, text: str, *, cut: bool = True) -> Document:
     problem = view.nesting_problem(path, tokens)
     if problem is not None:
         problems.append(problem)
+    if (marked := conflict_line(text)) is not None:
+        problems.append(Problem(path, conflict_message(marked), marked))
     return Document(
         path=path,
         text=text,

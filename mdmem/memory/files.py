@@ -35,6 +35,7 @@ from pathlib import Path
 
 from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
 from mdmem.layout import PRIVATE_FILE_MODE, private_dir
+from mdmem.markdown.conflicts import conflict_line, conflict_message
 from mdmem.memory.file_state import (
     BOM,
     EMPTY_QUIET_S,
@@ -276,6 +277,8 @@ class SafeWriter:
             if base is None and not create:
                 raise FileProblem(display, "no such file: it was deleted or moved; nothing written")
             text = initial if base is None else decode_markdown(display, base, target.max_bytes)
+            if (marked := conflict_line(text)) is not None:
+                raise FileProblem(display, conflict_message(marked), marked)
             if restoring:
                 new_text = text
             else:

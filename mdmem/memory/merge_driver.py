@@ -1,0 +1,547 @@
+"""git's merge driver for a workspace's files: merged entry by entry, not line by line.
+
+``mdmem merge-driver %O %A %B %P`` runs this on memory.md, learnings.md, ``.notes/``
+knowledge, task_process.md, world_state.md and ``shared/*.md`` when both sides of a merge (or
+a rebase) changed one. Each version is read with the file's own parser into *entries*, each
+with an identity (an entry's id, a world fact's key, a task item's text or field, a pool key),
+and the *frame* around them (headings, blank lines, prose). Then, per entry:
+
+- added on one side, or on both alike: kept once; changed on one side only: that change;
+- removed (or archived) on one side and edited on the other: the edit is kept;
+- changed on both sides: the newer ``updated`` (``updated_at`` in a pool) wins and the other
+  version goes to ``## Archive``; when the two are equal, one is missing, or one lies in the
+  future (a skewed clock), neither can win: both entries stay (the second under a new id,
+  ``variant_of=`` the first); where one value per key is all a file can hold (a world fact, a
+  task item or field, a pool key) the two versions are left between git's conflict markers.
+
+A frame changed on both sides, a file that holds conflict markers already, or one that is not
+a workspace file, gets git's own line merge (``git merge-file``): clean when the changes do not
+touch, else conflict markers. Conflict markers always mean a non-zero exit, so git stops and a
+person decides; the safe writes refuse to write such a file until then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from difflib import SequenceMatcher
+from pathlib import Path, PurePosixPath
+
+from mdmem.layout import LEARNINGS_FILE, MEMORY_FILE, TASK_FILE, WORLD_FILE
+from mdmem.markdown.conflicts import conflict_line
+from mdmem.markdown.entries import ARCHIVE_TITLE, find_meta, format_meta, new_id, parse_meta
+from mdmem.markdown.parse import Document, parse_document, split_lines
+from mdmem.memory import pool_format as fmt
+from mdmem.memory.pool import POOL_DIR
+from mdmem.memory.task import STATE, TODO, sync_pointer
+from mdmem.memory.world import parse_world
+
+SKEW = dt.timedelta(minutes=5)
+"""An ``updated`` this far past the merge's clock is a skewed clock's, and cannot win."""
+MERGED_BY = "mdmem-merge"
+KNOWLEDGE_FILES = (MEMORY_FILE, LEARNINGS_FILE)
+NOTES_DIR = ".notes"
+GIT_ATTRIBUTES = (
+    MEMORY_FILE,
+    LEARNINGS_FILE,
+    TASK_FILE,
+    WORLD_FILE,
+    f"{POOL_DIR}/*.md",
+    f"{NOTES_DIR}/**/*.md",
+)
+"""The paths (relative to the workspace) ``mdmem init`` gives ``merge=mdmem`` in .gitattributes."""
+_POINTER = "field:pointer"
+
+
+class Unmergeable(Exception):
+    """Entry by entry cannot decide this file: git's line merge does."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """An entry with its lines, or one line of the frame (``key`` None)."""
+
+    key: str | None
+    section: tuple[str, ...]
+    """The headings it stands under (for an entry of a pool: ``live`` or ``Archive``)."""
+    text: str
+    archived: bool = False
+    updated: str | None = None
+    slot: bool = False
+    """One value per key: two versions cannot stand side by side in the file."""
+    meta: Mapping[str, str] = field(default_factory=dict, compare=False)
+    body: str = ""
+    """A pool section's value lines (pool files only)."""
+
+    @property
+    def blank(self) -> bool:
+        return self.key is None and not self.text.strip()
+
+    @property
+    def key_name(self) -> str:
+        """A pool section's key, as its heading shows it."""
+        return (self.key or "").split("\0")[1]
+
+
+@dataclass(frozen=True)
+class Side:
+    blocks: tuple[Block, ...]
+
+    def entries(self) -> dict[str, Block]:
+        return {b.key: b for b in self.blocks if b.key is not None}
+
+    def frame(self) -> tuple[str, ...]:
+        return tuple(b.text.rstrip("\r\n") for b in self.blocks if b.key is None and not b.blank)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    text: str
+    conflicts: tuple[str, ...] = ()
+    """Entries left between conflict markers, by identity."""
+    notes: tuple[str, ...] = ()
+    """Decisions a person may want to know of (a version archived, both versions kept)."""
+
+    @property
+    def clean(self) -> bool:
+        return not self.conflicts
+
+
+def file_kind(path: str) -> str | None:
+    """What a repository path is to the driver: knowledge, task, world, pool, or None."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    if not name.endswith(".md"):
+        return None
+    if name in KNOWLEDGE_FILES or NOTES_DIR in parts[:-1]:
+        return "knowledge"
+    if name == TASK_FILE:
+        return "task"
+    if name == WORLD_FILE:
+        return "world"
+    if len(parts) >= 2 and parts[-2] == POOL_DIR:
+        return "pool"
+    return None
+
+
+# ---- merging -------------------------------------------------------------------------------
+
+
+def merge_file(
+    path: str, base: str, ours: str, theirs: str, *, now: dt.datetime | None = None
+) -> MergeResult:
+    """Merge ``theirs``' changes to ``base`` into ``ours``, entry by entry. Unmergeable when
+    the rules cannot read the file (the caller falls back to git's line merge)."""
+    kind = file_kind(path)
+    if kind is None:
+        raise Unmergeable(f"{path} is not a workspace file the driver merges")
+    for text in (base, ours, theirs):
+        if (line := conflict_line(text)) is not None:
+            raise Unmergeable(f"{path}:{line} holds conflict markers already")
+    if ours == theirs or theirs == base:
+        return MergeResult(ours)
+    if ours == base:
+        return MergeResult(theirs)
+    read = _READERS[kind]
+    o, a, b = read(path, base), read(path, ours), read(path, theirs)
+    frame = _frame_side(o, a, b)
+    if frame is None:
+        raise Unmergeable(f"{path}: the text between entries changed on both sides")
+    merger = _Merger(kind, now or dt.datetime.now(dt.UTC), _newline(ours))
+    text = merger.render(frame, o, a, b)
+    if kind == "task" and not merger.conflicts:
+        text = sync_pointer(text, path)
+    return MergeResult(text, tuple(merger.conflicts), tuple(merger.notes))
+
+
+def _frame_side(o: Side, a: Side, b: Side) -> Side | None:
+    """The side whose frame the result takes: the one that changed it (blank lines aside), or
+    the other when one side only added headings (the entries under them bring them back)."""
+    if a.frame() == o.frame() and b.frame() != o.frame():
+        return b
+    if b.frame() in (o.frame(), a.frame()) or _headings_added(o, b):
+        return a
+    if _headings_added(o, a):
+        return b
+    return None
+
+
+def _headings_added(o: Side, x: Side) -> bool:
+    ops = SequenceMatcher(None, o.frame(), x.frame(), autojunk=False).get_opcodes()
+    return all(
+        tag == "equal"
+        or (tag == "insert" and all(line.startswith("#") for line in x.frame()[j0:j1]))
+        for tag, _, _, j0, j1 in ops
+    )
+
+
+class _Merger:
+    def __init__(self, kind: str, now: dt.datetime, newline: str) -> None:
+        self.kind = kind
+        self.now = now
+        self.newline = newline
+        self.conflicts: list[str] = []
+        self.notes: list[str] = []
+
+    def render(self, frame: Side, o: Side, a: Side, b: Side) -> str:
+        oe, ae, be = o.entries(), a.entries(), b.entries()
+        keys = list(dict.fromkeys([*frame.entries(), *ae, *be]))
+        decided = {k: self.decide(k, oe.get(k), ae.get(k), be.get(k)) for k in keys}
+        out: list[Block] = []
+        placed: set[int] = set()
+        for block in frame.blocks:
+            if block.key is None:
+                out.append(block)
+                continue
+            for item in decided[block.key]:
+                if item.archived == block.archived:
+                    out.append(item)
+                    placed.add(id(item))
+        for key in keys:
+            for item in decided[key]:
+                if id(item) not in placed:
+                    self.insert(out, item)
+        return "".join(_ending(out[n].text, n + 1 == len(out)) for n in range(len(out)))
+
+    def decide(self, key: str, o: Block | None, a: Block | None, b: Block | None) -> list[Block]:
+        if a is not None and b is not None and a.text == b.text:
+            return [a]
+        if key == _POINTER:  # derived from the boxes: recomputed after the merge
+            return [x for x in (a or b,) if x is not None]
+        if o is None:  # added on one side, or on both
+            if a is None or b is None:
+                return [x for x in (a, b) if x is not None]
+            return self.both_changed(key, a, b)
+        if a is None or b is None:  # removed on one side: kept if edited on the other
+            other = a if b is None else b
+            return [] if other is None or other.text == o.text else [other]
+        if a.text == o.text:
+            return [b]
+        if b.text == o.text:
+            return [a]
+        if a.archived != b.archived and (a.archived or b.archived):
+            kept = b if a.archived else a
+            self.notes.append(f"{key}: archived on one side, edited on the other: the edit kept")
+            return [kept]
+        return self.both_changed(key, a, b)
+
+    def both_changed(self, key: str, a: Block, b: Block) -> list[Block]:
+        winner = newer(a.updated, b.updated, self.now)
+        if winner is not None:
+            won, lost = (a, b) if winner == "a" else (b, a)
+            self.notes.append(f"{key}: changed on both sides; the newer kept, the other archived")
+            return [self.won(won, lost), self.archived(lost)]
+        if a.slot or b.slot:
+            self.conflicts.append(key)
+            return [self.conflict(a, b)]
+        if self.kind == "pool":  # two archived versions: both stay as they are
+            return [a, b]
+        self.notes.append(f"{key}: changed on both sides at the same time: both versions kept")
+        return [a, _with_meta(b, {"id": new_id(), "variant_of": _entry_id(b)})]
+
+    def won(self, won: Block, lost: Block) -> Block:
+        if self.kind != "pool":
+            return won
+        version = max(_int(won.meta.get("version")), _int(lost.meta.get("version"))) + 1
+        meta = {**won.meta, "version": version}
+        text = fmt.render_section(won.key_name, meta, won.body, self.newline, fmt.SECTION_LEVEL)
+        return replace(won, text=text, meta=meta)
+
+    def archived(self, lost: Block) -> Block:
+        stamp = self.now.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        if self.kind == "pool":
+            meta = {**lost.meta, "deleted_at": stamp, "deleted_by": MERGED_BY}
+            text = fmt.render_section(lost.key_name, meta, lost.body, self.newline, 3)
+            return Block(
+                f"{lost.key}\0lost", ("Archive",), text, True, None, False, meta, lost.body
+            )
+        meta = {"id": new_id(), "variant_of": _entry_id(lost), "archived": stamp[:10]}
+        return replace(_with_meta(lost, meta), archived=True, section=(ARCHIVE_TITLE,))
+
+    def conflict(self, a: Block, b: Block) -> Block:
+        text = (
+            "<<<<<<< ours\n"
+            + _ending(a.text, False)
+            + "=======\n"
+            + _ending(b.text, False)
+            + ">>>>>>> theirs\n"
+        )
+        return replace(a, text=text)
+
+    def insert(self, out: list[Block], item: Block) -> None:
+        """At the end of ``item``'s section (after its last line that is not blank); a
+        section the file lacks is made, before ``## Archive`` (or at the end)."""
+        section = _archive_of(out) if item.archived else None
+        where = _section_end(out, section or item.section)
+        if where is None:
+            where = self.new_section(out, item)
+        text = item.text
+        if self.kind == "pool":
+            text = _ending(text.rstrip("\r\n"), False) + "\n"
+            before = out[where - 1].text if where else ""
+            if before.strip() and not before.endswith("\n\n"):
+                text = "\n" + text
+        out.insert(where, replace(item, text=text))
+
+    def new_section(self, out: list[Block], item: Block) -> int:
+        """Add the heading of ``item``'s section; where its entries go."""
+        title = item.section[-1] if item.section and not item.archived else ARCHIVE_TITLE
+        level = max(fmt.SECTION_LEVEL, len(item.section))
+        heading = Block(None, item.section, "#" * level + " " + title + self.newline)
+        blank = Block(None, item.section, self.newline)
+        archive = _archive_of(out)
+        if archive is not None and not item.archived:
+            at = next(n for n, b in enumerate(out) if b.section == archive)
+            out[at:at] = [heading, blank]
+            return at + 1
+        if out and out[-1].text.strip():
+            out.append(Block(None, item.section, self.newline))
+        out += [heading, blank] if self.kind == "pool" else [heading]
+        return len(out) - (1 if self.kind == "pool" else 0)
+
+
+def _archive_of(out: list[Block]) -> tuple[str, ...] | None:
+    """The path of the archive section the file has, if any."""
+    return next(
+        (b.section for b in out if b.key is None and b.section[-1:] in _ARCHIVE_TITLES), None
+    )
+
+
+_ARCHIVE_TITLES = {(ARCHIVE_TITLE,), (ARCHIVE_TITLE.lower(),), (ARCHIVE_TITLE.upper(),)}
+
+
+def _section_end(out: list[Block], section: tuple[str, ...]) -> int | None:
+    found = None
+    for n, block in enumerate(out):
+        if block.section[: len(section)] == section and not block.blank:
+            found = n + 1
+    return found
+
+
+def newer(a: str | None, b: str | None, now: dt.datetime) -> str | None:
+    """ "a" or "b", whichever ``updated`` is newer; None when that cannot be told: one is
+    missing or unreadable, they are equal (to the day, when one is a date), or one is later
+    than ``now`` plus :data:`SKEW`."""
+    ta, tb = _when(a), _when(b)
+    if ta is None or tb is None or max(ta, tb) > now + SKEW:
+        return None
+    assert a is not None and b is not None
+    if len(a) == 10 or len(b) == 10:  # a date: only days compare
+        ta, tb = (
+            ta.replace(hour=0, minute=0, second=0, microsecond=0),
+            tb.replace(hour=0, minute=0, second=0, microsecond=0),
+        )
+    if ta == tb:
+        return None
+    return "a" if ta > tb else "b"
+
+
+def _when(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+# ---- reading the three versions ---------------------------------------------------------------
+
+
+def _read_document(path: str, text: str, key_of: Callable[[Document], dict[int, tuple]]) -> Side:
+    """Top-level entries keyed by ``key_of`` (line → (key, slot)), the rest frame lines."""
+    doc = parse_document(path, text)
+    lines = split_lines(text)
+    keys = key_of(doc)
+    entries = {e.start_line: e for e in doc.entries}
+    headings = {h.line: h for h in doc.headings}
+    stack: list[tuple[int, str]] = []
+    blocks: list[Block] = []
+    seen: dict[str, int] = {}
+    n = 1
+    while n <= len(lines):
+        if (heading := headings.get(n)) is not None:
+            while stack and stack[-1][0] >= heading.level:
+                stack.pop()
+            stack.append((heading.level, heading.title))
+        section = tuple(title for _, title in stack)
+        entry = entries.get(n) if n >= doc.body_start else None
+        if entry is None:
+            blocks.append(Block(None, section, lines[n - 1]))
+            n += 1
+            continue
+        key, slot = keys.get(n, (f"id:{entry.id}", False))
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            key = f"{key}#{seen[key]}"
+        text_ = "".join(lines[n - 1 : entry.end_line])
+        blocks.append(
+            Block(key, section, text_, entry.archived, entry.meta.get("updated"), slot, entry.meta)
+        )
+        n = entry.end_line + 1
+    return Side(tuple(blocks))
+
+
+def _knowledge(path: str, text: str) -> Side:
+    return _read_document(path, text, lambda doc: {})
+
+
+def _world(path: str, text: str) -> Side:
+    return _read_document(
+        path,
+        text,
+        lambda doc: {f.line: (f"fact:{f.key.casefold()}", True) for f in parse_world(doc)},
+    )
+
+
+def _task(path: str, text: str) -> Side:
+    def keys(doc: Document) -> dict[int, tuple]:
+        out: dict[int, tuple] = {}
+        for entry in doc.entries:
+            if entry.archived or entry.kind != "item":
+                continue
+            first = entry.text.split("\n", 1)[0].strip()
+            if STATE in entry.heading_path and ":" in first:
+                out[entry.start_line] = (f"field:{first.split(':', 1)[0].strip().casefold()}", True)
+            elif TODO in entry.heading_path:
+                out[entry.start_line] = (f"item:{first}", True)
+        return out
+
+    return _read_document(path, text, keys)
+
+
+def _pool(path: str, text: str) -> Side:
+    try:
+        pool = fmt.parse_pool(path, text)
+    except ValueError as exc:
+        raise Unmergeable(f"{path}: {exc}") from None
+    lines = pool.lines
+    starts = {s.line: s for s in (*pool.live, *pool.archived)}
+    blocks: list[Block] = []
+    section: tuple[str, ...] = ("live",)
+    n = 1
+    while n <= len(lines):
+        row = lines[n - 1].rstrip("\r\n")
+        if row.strip().lower() == f"## {ARCHIVE_TITLE}".lower():
+            section = ("Archive",)
+        sec = starts.get(n)
+        if sec is None:
+            blocks.append(Block(None, section, lines[n - 1]))
+            n += 1
+            continue
+        if sec.archived:
+            key = "\0".join(
+                ("arch", sec.key, str(sec.version), sec.hash, sec.meta.get("deleted_at", ""))
+            )
+        else:
+            key = f"live\0{sec.key}"
+        blocks.append(
+            Block(
+                key,
+                section,
+                "".join(lines[n - 1 : sec.end - 1]),
+                sec.archived,
+                sec.meta.get("updated_at"),
+                not sec.archived,
+                sec.meta,
+                sec.body,
+            )
+        )
+        n = sec.end
+    return Side(tuple(blocks))
+
+
+_READERS: dict[str, Callable[[str, str], Side]] = {
+    "knowledge": _knowledge,
+    "world": _world,
+    "task": _task,
+    "pool": _pool,
+}
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+
+def _with_meta(block: Block, changes: Mapping[str, object]) -> Block:
+    """``block`` with keys set in its first line's mdmem comment (one added if it has none)."""
+    first, nl, rest = block.text.partition("\n")
+    ending = "\r" if first.endswith("\r") else ""
+    first = first.removesuffix("\r")
+    meta: dict[str, object] = {}
+    match = find_meta(first)
+    if match is not None:
+        meta = dict(parse_meta(match.group("body")))
+        first = first[: match.start()] + first[match.end() :]
+    meta.update(changes)
+    line = first.rstrip() + " " + format_meta(meta) + ending
+    text = line + nl + rest
+    return replace(block, text=text, meta={k: str(v) for k, v in meta.items()})
+
+
+def _entry_id(block: Block) -> str:
+    return str(block.meta.get("id") or (block.key or "").removeprefix("id:"))
+
+
+def _int(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _newline(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def _ending(text: str, last: bool) -> str:
+    if last or text.endswith(("\n", "\r")):
+        return text
+    return text + "\n"
+
+
+# ---- the driver git runs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverOutcome:
+    conflicts: int
+    how: str
+    """``entries`` (merged by the rules above) or ``lines`` (git's line merge)."""
+    messages: tuple[str, ...] = ()
+
+
+def run_driver(
+    base: Path, ours: Path, theirs: Path, path: str, marker_size: int = 7
+) -> DriverOutcome:
+    """What git asks of a merge driver: write the result into ``ours``; say how many conflicts
+    it holds (0: clean)."""
+    texts = [p.read_bytes().decode("utf-8", "surrogateescape") for p in (base, ours, theirs)]
+    try:
+        result = merge_file(path, *texts)
+    except Unmergeable as exc:
+        return _line_merge(base, ours, theirs, marker_size, str(exc))
+    except Exception as exc:  # a defect here must not lose a side: git's merge takes over
+        why = f"{path}: the entry merge failed ({type(exc).__name__}: {exc})"
+        return _line_merge(base, ours, theirs, marker_size, why)
+    ours.write_bytes(result.text.encode("utf-8", "surrogateescape"))
+    messages = [f"{path}: {note}" for note in result.notes]
+    messages += [
+        f"{path}: {key} changed on both sides, left between conflict markers"
+        for key in result.conflicts
+    ]
+    return DriverOutcome(len(result.conflicts), "entries", tuple(messages))
+
+
+def _line_merge(base: Path, ours: Path, theirs: Path, marker_size: int, why: str) -> DriverOutcome:
+    """git's own merge of the lines: what git does for any file without a driver."""
+    command = ["git", "merge-file", f"--marker-size={marker_size}"]
+    command += ["-L", "ours", "-L", "base", "-L", "theirs", str(ours), str(base), str(theirs)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode < 0 or done.returncode > 127:
+        print(done.stderr, file=sys.stderr, end="")
+        return DriverOutcome(1, "lines", (f"{why}; git merge-file failed",))
+    return DriverOutcome(done.returncode, "lines", (f"{why}: merged line by line",))
