@@ -8,6 +8,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A search that finds no warm server starts one in the background; no test leaves one behind
 # but the tests of that feature (tests/test_auto_server.py), which set it back for themselves.
 os.environ["MDMEM_SERVER_AUTO"] = "0"
+# The user's GLOBAL workspace is read by every search: the tests get their own, empty one (a
+# folder that does not exist until a test creates it), never the real user's.
+os.environ["MDMEM_GLOBAL"] = os.path.join(
+    __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
+)
 
 import contextlib
 import datetime as dt
