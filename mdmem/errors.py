@@ -72,7 +72,7 @@ class VersionConflict(ConflictError):
         )
 
 
-class ScopeError(MdmemError, PermissionError):
+class ScopeError(MdmemError):
     """A write the scope policy refuses (README: Scopes): names the agent, scope and rule."""
 
 
