@@ -235,7 +235,7 @@ class Workspace:
         k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
         filters = Filters(type, path, agent, session, since, until, include_archived)
-        own = lambda n, track: fresh_search(  # noqa: E731
+        own = lambda n, track, model: fresh_search(  # noqa: E731
             self.index,
             query,
             k=n,
@@ -247,6 +247,7 @@ class Workspace:
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
             vouched=lambda: current_vouch(self.root),
+            embedder=model,
         )
         with timed(self.state_dir):
             return search_all(

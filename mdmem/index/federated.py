@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from mdmem.config import Config, SearchConfig, load_config
 from mdmem.errors import MdmemError
 from mdmem.index.backend import IndexBackend
@@ -113,8 +115,8 @@ def _stale(member: Member) -> list[str]:
     vouch = member.vouched() if member.vouched is not None else None
     if vouch is not None and vouch.generation == member.index.generation():
         return []
-    status = member.index.status(None)
-    return [*status.stale, *status.removed]
+    fresh = member.index.freshness()
+    return [*(f.path for f in fresh.changed), *fresh.removed]
 
 
 def one_scale(groups: Sequence[Sequence[Hit]], config: SearchConfig, mode: str) -> list[Hit]:
@@ -239,6 +241,9 @@ class Federation:
             )
         return self._indexes[root]
 
+    def embedder(self) -> Embedder | None:
+        return self._embedder()
+
     def _vouched(self, root: Path) -> Callable[[], Vouch | None] | None:
         vouch = self._vouch
         return None if vouch is None else lambda: vouch(root)
@@ -249,8 +254,8 @@ class Federation:
         self._indexes.clear()
 
 
-OwnSearch = Callable[[int, bool], SearchResults]
-"""(k, track_access) → the workspace's own results, fresh."""
+OwnSearch = Callable[[int, bool, Embedder | None], SearchResults]
+"""(k, track_access, model or None for its own) → the workspace's own results, fresh."""
 
 
 def search_all(
@@ -272,10 +277,11 @@ def search_all(
     root = federation.root
     members = federation.members(scopes)
     if not members and scopes is None:
-        return labelled(own(k, track_access), root)
+        return labelled(own(k, track_access, None), root)
     wide = max(k * WIDEN, k + 10)
-    mine = labelled(own(wide, False), root) if _own_wanted(scopes) else None
-    embedder = federation._embedder() if mode != "keyword" and members else None
+    model = federation.embedder() if mode != "keyword" else None
+    embedder = _OneQuery(model) if model is not None else None
+    mine = labelled(own(wide, False, embedder), root) if _own_wanted(scopes) else None
     masked = mask(query)
     found = [
         search_member(m, embedder, masked, k=wide, mode=mode, config=config, filters=filters)
@@ -288,6 +294,25 @@ def search_all(
         if keys:
             bump(keys)
     return results
+
+
+class _OneQuery:
+    """The model, keeping the vector of the last single text it embedded: every other
+    workspace of one search embeds the same query, once."""
+
+    def __init__(self, model: Embedder) -> None:
+        self.model = model
+        self.model_id = model.model_id
+        self._last: tuple[str, np.ndarray] | None = None
+
+    def embed(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        if len(texts) != 1:
+            return self.model.embed(texts, progress)
+        if self._last is None or self._last[0] != texts[0]:
+            self._last = (texts[0], self.model.embed(texts, progress))
+        return self._last[1]
 
 
 def _own_wanted(scopes: tuple[str, ...] | None) -> bool:

@@ -169,6 +169,7 @@ def fresh_search(
     defer_bytes: int,
     mask: Callable[[str], str],
     vouched: Callable[[], Vouch | None] | None = None,
+    embedder: Embedder | None = None,
 ) -> SearchResults:
     """Re-index what changed, then :func:`search`; a damaged index is rebuilt and the whole
     run retried. Readers never wait long for a writer: past ``lock_timeout`` (or when the
@@ -176,7 +177,8 @@ def fresh_search(
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
     older text. ``vouched`` says what a live watcher vouches for: while the index is at that
-    generation, the files are not checked at all (no stat of every file)."""
+    generation, the files are not checked at all (no stat of every file). ``embedder``
+    replaces the index's model (one that keeps the query's vector for other workspaces)."""
     query = mask(query)
 
     def run() -> tuple[SyncReport, list[Hit]]:
@@ -187,10 +189,10 @@ def fresh_search(
             report = index.sync(
                 embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
             )
-        embedder = index.embedder() if mode != "keyword" else None
+        model = (embedder or index.embedder()) if mode != "keyword" else None
         hits = search(
             index,
-            embedder,
+            model,
             query,
             k=k,
             mode=mode,
