@@ -302,3 +302,27 @@ def test_one_scale_does_not_lift_a_workspaces_weak_best() -> None:
     assert 0.5 < ranked[1].scores.relevance < 0.8
     parent = [_hit("better", keyword=20.0, vector=0.9)]
     assert one_scale([child, parent], SearchConfig(), "hybrid")[0].text == "better"
+
+
+def test_the_team_example_runs(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/team.py (run by `make demo`): two agents, a child with a parent, GLOBAL."""
+    import importlib.util
+
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
+    spec = importlib.util.spec_from_file_location(
+        "team", Path(__file__).parent.parent / "examples" / "team.py"
+    )
+    assert spec is not None and spec.loader is not None
+    team = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(team)
+    team.main(tmp_path / "demo", embedder)
+    out = capsys.readouterr().out
+    assert "writer: conflict on 'market' (expected v1, found v2); reads again" in out
+    assert "sync_from_parent: plan/draft merged" in out
+    assert "published to the parent: plan/summary v1 by summariser" in out
+    assert "refused: agent 'intern' may not write INHERITED knowledge" in out
+    assert "GLOBAL    The user wants British spelling" in out
+    summary = Workspace.open(tmp_path / "demo" / "team").pool("plan").read("summary")
+    assert summary is not None and summary.updated_by == "summariser"
