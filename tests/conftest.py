@@ -8,8 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A search that finds no warm server starts one in the background; no test leaves one behind
 # but the tests of that feature (tests/test_auto_server.py), which set it back for themselves.
 os.environ["MDMEM_SERVER_AUTO"] = "0"
-# The user's GLOBAL workspace is read by every search: the tests get their own, empty one (a
-# folder that does not exist until a test creates it), never the real user's.
+# The user's GLOBAL workspace is read by every search: never the real user's in a test (each
+# test gets its own below; this covers session fixtures).
 os.environ["MDMEM_GLOBAL"] = os.path.join(
     __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
 )
@@ -59,6 +59,15 @@ settings.load_profile(
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "example_workspace"
+
+
+@pytest.fixture(autouse=True)
+def _own_global_workspace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Each test its own GLOBAL workspace folder ($MDMEM_GLOBAL, not created until used): one
+    test's global preferences never show up in another's searches."""
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path_factory.mktemp("user-data") / "global"))
 
 
 @pytest.fixture
