@@ -202,6 +202,8 @@ def test_global_preferences_are_seen_from_two_workspaces(
         hit = ws.search("British or American spelling", k=1)[0]
         assert (hit.scope, hit.path) == ("GLOBAL", "shared/default.md")
         assert "metric units" in ws.build_context("units for answers", budget_tokens=500).text
+    (home / "mdmem.toml").write_text("mode = [\n")  # broken: no workspace's search breaks
+    assert one.search("which units should answers use", k=1)[0].scope == "GLOBAL"
     off = two.root / "mdmem.toml"
     off.write_text(off.read_text() + "\n[scopes]\nread_global = false\n")
     assert Workspace.open(two.root).search("metric units", mode="keyword") == []

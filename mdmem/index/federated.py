@@ -11,6 +11,7 @@ files changed since its index was built is searched as it is and reported stale.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mdmem.config import Config, SearchConfig, load_config
-from mdmem.errors import MdmemError
+from mdmem.errors import ConfigError, MdmemError
 from mdmem.index.backend import IndexBackend
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
@@ -37,6 +38,7 @@ from mdmem.memory.scopes import (
 )
 from mdmem.redact import Redactor
 
+log = logging.getLogger("mdmem")
 WIDEN = 3
 """Each workspace is asked for this many times ``k`` hits: the merge and the scope filter pick
 the ``k`` best of them."""
@@ -218,7 +220,7 @@ class Federation:
         if self.config.scopes.read_global:
             home = global_root()
             if home.is_dir() and home.resolve() not in roots:
-                found.append((home.resolve(), load_config(home), GLOBAL))
+                found.append((home.resolve(), _global_config(home), GLOBAL))
         return [
             Member(root, scope, self._index(root, config), self._vouched(root))
             for root, config, scope in found
@@ -252,6 +254,16 @@ class Federation:
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()
+
+
+def _global_config(home: Path) -> Config:
+    """GLOBAL's mdmem.toml; a broken one must not break every workspace's search: it is
+    logged and the defaults are used to read its index."""
+    try:
+        return load_config(home)
+    except ConfigError as exc:
+        log.warning("GLOBAL workspace: %s; its index is read with the default settings", exc)
+        return Config()
 
 
 OwnSearch = Callable[[int, bool, Embedder | None], SearchResults]
