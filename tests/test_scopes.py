@@ -138,6 +138,17 @@ def test_a_parent_cycle_is_an_error_naming_it(tmp_path: Path) -> None:
     assert "parent workspaces form a cycle:" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_parent_without_an_index_is_reported_not_fatal(tmp_path: Path) -> None:
+    parent = _make(tmp_path / "p")
+    parent.remember("Llamas hum when they are curious", type="fact")
+    child = _make(tmp_path / "c", parent="../p")
+    child.remember("Llamas are calm animals", type="fact")
+    results = child.search("llamas", mode="keyword")
+    assert [h.scope for h in results] == ["SHARED"]
+    assert any("no index yet" in p for p in results.problems)
+    assert not (tmp_path / "p" / ".mdmem" / "index.db").exists()  # nothing made for it
+
+
 def test_the_scope_policy_refuses_and_allows_publishing(
     tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,6 @@ files changed since its index was built is searched as it is and reported stale.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -94,7 +93,10 @@ def search_member(
                 filters=filters,
                 track_access=False,
             )
-    except (MdmemError, sqlite3.Error, OSError) as exc:
+    except Exception as exc:  # another workspace's index, broken in any way: reported, and
+        # this workspace's search goes on (a bug shows in the log with its traceback)
+        if not isinstance(exc, MdmemError | OSError):
+            log.warning("searching %s failed", member.root, exc_info=True)
         return Found(
             [], [], [f"{member.scope.lower()} workspace {member.root}: not searched: {exc}"]
         )
