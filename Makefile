@@ -69,6 +69,9 @@ demo: $(STAMP)
 	$(BIN)/mdmem -w $(DEMO) sessions show enum-ci
 	@echo "--- an agent runs the rest of the task through the library (examples/agent_loop.py)"
 	$(BIN)/python examples/agent_loop.py $(DEMO)
+	@echo "--- a team: a researcher and a writer in one workspace, a child agent with a parent, GLOBAL (examples/team.py)"
+	rm -rf .demo/team
+	MDMEM_GLOBAL=$(CURDIR)/.demo/team/global $(BIN)/python examples/team.py .demo/team
 
 test: $(STAMP) pgvector
 	$(BIN)/ruff check .

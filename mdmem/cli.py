@@ -178,6 +178,10 @@ def search(
     since: Annotated[str | None, typer.Option(help="Created on or after (YYYY-MM-DD).")] = None,
     until: Annotated[str | None, typer.Option(help="Created on or before (YYYY-MM-DD).")] = None,
     archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
+    scopes: Annotated[
+        str | None,
+        typer.Option("--scope", help="Only these scopes: local,shared,inherited,global."),
+    ] = None,
     explain: Annotated[bool, typer.Option(help="Show every part of each score.")] = False,
     no_server: Annotated[
         bool, typer.Option("--no-server", help="Search in-process even if a server runs.")
@@ -200,7 +204,7 @@ def search(
     if k is not None and k < 1:
         _fail("-k must be at least 1", 2)
     values = dict(k=k, mode=mode, type=type_, path=path, agent=agent, session=session,
-                  since=since, until=until, include_archived=archived)  # fmt: skip
+                  since=since, until=until, include_archived=archived, scopes=scopes)  # fmt: skip
     params = {name: values[name] for name in SEARCH_PARAMS}
     data = None if no_server else _ask_server(ctx, query, params, verbose)
     if data is None:

@@ -210,6 +210,27 @@ class IndexConfig:
     set to at least this). SQLite scores every vector exactly."""
 
 
+RESOLVER_NAMES = ("parent-wins", "child-wins", "merge")
+
+
+@dataclass(frozen=True)
+class ScopesConfig:
+    """Who may write which scope (README: Scopes), and how a parent's pool entries come in."""
+
+    read_global: bool = True
+    """Search and context read the GLOBAL workspace ($MDMEM_GLOBAL) when it exists."""
+    publish: tuple[str, ...] = ("*",)
+    """Agents of this workspace that may publish to its parent ("*": every agent)."""
+    accept: tuple[str, ...] = ("*",)
+    """Agents of child workspaces whose publishes this workspace accepts ("*": all, []:
+    none)."""
+    global_writers: tuple[str, ...] = ("*",)
+    """Agents of this workspace that may write the GLOBAL workspace."""
+    resolvers: dict[str, str] = field(default_factory=dict)
+    """Pool name → parent-wins, child-wins or merge, for ``sync_from_parent``; "*" sets the
+    rest (default child-wins)."""
+
+
 @dataclass(frozen=True)
 class Config:
     mode: Mode = "full"
@@ -228,6 +249,10 @@ class Config:
     consolidate: ConsolidateConfig = field(default_factory=ConsolidateConfig)
     redact: RedactConfig = field(default_factory=RedactConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
+    parent: str = ""
+    """The parent workspace (a folder, relative to this one): its SHARED and GLOBAL knowledge
+    is read, never written, except through ``publish``."""
+    scopes: ScopesConfig = field(default_factory=ScopesConfig)
 
     @property
     def max_file_bytes(self) -> int:
@@ -267,6 +292,12 @@ def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
     except InvalidNameError as exc:
         raise ConfigError(f"{source}: agent: {exc}") from None
     _check_redact(config.redact, source)
+    bad = {k: v for k, v in config.scopes.resolvers.items() if v not in RESOLVER_NAMES}
+    if bad:
+        raise ConfigError(
+            f"{source}: scopes.resolvers: each pool's resolver is {', '.join(RESOLVER_NAMES)}; "
+            f"got {bad!r}"
+        )
     if config.embedding.threads < 0:
         raise ConfigError(
             f"{source}: embedding.threads must be 0 (torch's default) or more, "

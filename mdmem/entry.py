@@ -28,6 +28,7 @@ VALUE_OPTIONS = {
     "--session": "session",
     "--since": "since",
     "--until": "until",
+    "--scope": "scopes",
 }
 """Options of ``mdmem search`` that take a value, and the search parameter each sets."""
 FLAG_OPTIONS = {

@@ -70,3 +70,11 @@ class VersionConflict(ConflictError):
             f"{where}pool key {key!r}: expected version {expected}, found {found}; nothing "
             "was written (read it again and retry)"
         )
+
+
+class ScopeError(MdmemError):
+    """A write the scope policy refuses (README: Scopes): names the agent, scope and rule."""
+
+
+class ParentCycleError(ConfigError):
+    """Workspaces whose ``parent`` settings lead back to themselves; names every step."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
-from mdmem.errors import ModeError, WorkspaceNotFoundError
+from mdmem.errors import ConfigError, ModeError, WorkspaceNotFoundError
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
     from mdmem.index.embed import Embedder
+    from mdmem.index.federated import Federation
     from mdmem.index.postgres.copy import Copied
     from mdmem.index.search import SearchResults
     from mdmem.index.sync import Progress, SyncReport
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.git_sync import SyncReport as GitSyncReport
     from mdmem.memory.journal import JournalEntry
-    from mdmem.memory.pool import Pool
+    from mdmem.memory.pool import Pool, PoolEntry
     from mdmem.memory.relations import Relation
+    from mdmem.memory.resolvers import ParentSync
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
@@ -75,6 +77,7 @@ class Workspace:
         self._sessions: SessionFiles | None = None
         self._redactor: tuple[RedactConfig, Redactor] | None = None
         self._pools: dict[str, Pool] = {}
+        self._federation: Federation | None = None
         self.documents = Documents(
             self.root, self.config.files, self.config.max_file_bytes, self._written_before
         )
@@ -212,6 +215,7 @@ class Workspace:
         since: str | None = None,
         until: str | None = None,
         include_archived: bool = False,
+        scopes: str | Sequence[str] | None = None,
         track_access: bool = True,
     ) -> SearchResults:
         """The passages that answer ``query``, best first, each citing ``path:start-end``.
@@ -219,27 +223,60 @@ class Workspace:
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``. While a live watcher vouches that it has seen
         no change since its last sync, the files are not checked (it indexes an edit within
-        about a tenth of a second).
+        about a tenth of a second). The parents' SHARED and the GLOBAL workspace's knowledge
+        are searched too, their indexes as they are, all ranked on one scale; each hit says its
+        ``scope`` and ``workspace``. ``scopes`` keeps some of LOCAL, SHARED, INHERITED, GLOBAL.
         """
+        from mdmem.index.federated import search_all
         from mdmem.index.latency import timed
         from mdmem.index.search import Filters, check_k, fresh_search
         from mdmem.live.watch import current_vouch
+        from mdmem.memory.scopes import check_scopes
 
         k = self.config.search.k if k is None else check_k(k)
+        mode = mode or self.config.search.mode
+        filters = Filters(type, path, agent, session, since, until, include_archived)
+        own = lambda n, track, model: fresh_search(  # noqa: E731
+            self.index,
+            query,
+            k=n,
+            mode=mode,
+            config=self.config.search,
+            filters=filters,
+            track_access=track,
+            lock_timeout=SEARCH_LOCK_WAIT_S,
+            defer_bytes=SEARCH_SYNC_MAX_BYTES,
+            mask=self.redactor.mask,
+            vouched=lambda: current_vouch(self.root),
+            embedder=model,
+        )
         with timed(self.state_dir):
-            return fresh_search(
-                self.index,
+            return search_all(
+                own,
+                self.federation,
                 query,
                 k=k,
-                mode=mode or self.config.search.mode,
+                mode=mode,
                 config=self.config.search,
-                filters=Filters(type, path, agent, session, since, until, include_archived),
+                filters=filters,
+                scopes=check_scopes(scopes),
                 track_access=track_access,
-                lock_timeout=SEARCH_LOCK_WAIT_S,
-                defer_bytes=SEARCH_SYNC_MAX_BYTES,
                 mask=self.redactor.mask,
-                vouched=lambda: current_vouch(self.root),
+                bump=self.index.bump_access,
             )
+
+    @property
+    def federation(self) -> Federation:
+        """The workspaces this one reads besides itself: its parents and GLOBAL (README:
+        Scopes), their indexes opened read-only."""
+        from mdmem.index.federated import Federation
+        from mdmem.live.watch import current_vouch
+
+        if self._federation is None or self._federation.config is not self.config:
+            self._federation = Federation(
+                self.root, self.config, self.embedder, self.redactor, current_vouch
+            )
+        return self._federation
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
@@ -334,6 +371,8 @@ class Workspace:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
         if self._index is not None:
             self._index.close()
+        if self._federation is not None:
+            self._federation.close()
 
     def __enter__(self) -> Workspace:
         return self
@@ -503,6 +542,65 @@ class Workspace:
         from mdmem.memory.git_sync import sync
 
         return sync(self.root, self.sync, dry_run=dry_run, rebase=rebase, message=message)
+
+    # ---- scopes: parents and GLOBAL ---------------------------------------------------------
+
+    @classmethod
+    def open_global(cls, *, embedder: Embedder | None = None) -> Workspace:
+        """The user's GLOBAL workspace (``$MDMEM_GLOBAL``, default under the user's data
+        folder), created (minimal mode) on first use; every workspace of the user reads it."""
+        from mdmem.memory.scopes import global_root
+
+        root = global_root()
+        if not (root / CONFIG_NAME).exists():
+            init_files(root, "minimal", "default")
+        return cls(root, embedder=embedder)
+
+    def parent(self) -> Workspace | None:
+        """The parent workspace (``parent = "..."`` in mdmem.toml), or None. ConfigError for
+        a missing folder; ParentCycleError, naming it, for a chain that loops."""
+        from mdmem.memory.scopes import parent_chain
+
+        chain = parent_chain(self.root, self.config)
+        return Workspace(chain[0].root, chain[0].config, embedder=self._embedder) if chain else None
+
+    def publish(
+        self,
+        key: str,
+        content: Any,
+        to: str = "parent",
+        *,
+        pool: str = "default",
+        writer: str | None = None,
+    ) -> PoolEntry:
+        """Hand a result up: write ``key`` in the parent's (``to="parent"``) or the GLOBAL
+        (``to="global"``) pool through that workspace's own safe writes, then bring its index
+        up to date. ScopeError when the write policy refuses it (README: Scopes)."""
+        from mdmem.memory.scopes import publish_target
+
+        who = check_name(writer or self.agent, "writer")
+        root = publish_target(to, who, self.root, self.config)
+        model = self.embedder()
+        target = (
+            self.open_global(embedder=model) if to == "global" else Workspace(root, embedder=model)
+        )
+        with target:
+            entry = target.pool(pool).write(key, content, who, metadata={"from": str(self.root)})
+            target.sync()
+        return entry
+
+    def sync_from_parent(self) -> ParentSync:
+        """Pull the parent's pool entries that are newer than those this workspace took, each
+        through the resolver mdmem.toml names for its pool (``[scopes] resolvers``); reports
+        what changed, key by key."""
+        from mdmem.memory.resolvers import sync_pools
+
+        parent = self.parent()
+        if parent is None:
+            raise ConfigError(f"{self.root / CONFIG_NAME}: no parent to sync from")
+        resolvers = self.config.scopes.resolvers
+        origin = str(parent.root)
+        return sync_pools(parent.pools(), parent.pool, self.pool, resolvers, self.agent, origin)
 
     def _require_full(self, what: str) -> None:
         if self.mode != "full":

@@ -8,6 +8,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A search that finds no warm server starts one in the background; no test leaves one behind
 # but the tests of that feature (tests/test_auto_server.py), which set it back for themselves.
 os.environ["MDMEM_SERVER_AUTO"] = "0"
+# The user's GLOBAL workspace is read by every search: never the real user's in a test (each
+# test gets its own below; this covers session fixtures).
+os.environ["MDMEM_GLOBAL"] = os.path.join(
+    __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
+)
 
 import contextlib
 import datetime as dt
@@ -61,6 +66,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "example_workspace"
+
+
+@pytest.fixture(autouse=True)
+def _own_global_workspace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Each test its own GLOBAL workspace folder ($MDMEM_GLOBAL, not created until used): one
+    test's global preferences never show up in another's searches."""
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path_factory.mktemp("user-data") / "global"))
 
 
 @pytest.fixture

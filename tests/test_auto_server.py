@@ -122,6 +122,7 @@ TYPER_NAMES = {"type_": "type", "archived": "include_archived"}
         ["search", "-t", "note", "--path", "notes/*.md", "--agent", "coder", "--", "-q-"],
         ["search", "q", "--session", "s1", "--since", "2026-01-01", "--until", "2026-12-31"],
         ["search", "q", "--archived", "--no-archived", "--no-explain", "--verbose"],
+        ["search", "q", "--scope", "inherited,global", "--json"],
     ],
 )
 def test_the_light_path_reads_what_typer_reads(argv: list[str]) -> None:

@@ -117,10 +117,13 @@ def _found(
     for problem in results.problems:
         log.warning("context: %s", problem)
     for hit in results:
-        if hit.id in known:
+        scope = getattr(hit, "scope", None)
+        foreign = scope in ("INHERITED", "GLOBAL")  # a parent's or GLOBAL's: shown nowhere else
+        if hit.id in known and not foreign:
             ranked.append(hit.id or "")
-        elif hit.path not in shown and len(related) < retrieved:
-            related.append((hit.citation, hit.text))
+        elif (foreign or hit.path not in shown) and len(related) < retrieved:
+            where = f"{str(scope).lower()} {getattr(hit, 'workspace', '')}/{hit.citation}"
+            related.append((where if foreign else hit.citation, hit.text))
     return ranked, related
 
 

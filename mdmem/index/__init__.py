@@ -25,9 +25,11 @@ def open_index(
     redactor: Redactor,
     on_message: Callable[[str], None] | None = None,
     config: IndexConfig | None = None,
+    read_only: bool = False,
 ) -> IndexBackend:
     """The index of the workspace at ``root``: SQLite in ``state_dir``, or PostgreSQL when
-    ``config`` says so (nothing is opened until first use)."""
+    ``config`` says so (nothing is opened until first use). ``read_only``: another
+    workspace's index, searched as it is (never synced, healed or written)."""
     import contextlib
     import os
 
@@ -48,8 +50,15 @@ def open_index(
     from mdmem.index.sqlite.index import SqliteIndex
     from mdmem.layout import private_file
 
-    with contextlib.suppress(OSError):  # (a read-only mount: searched as it is)
-        private_file(state_dir / "index.lock")  # owner-only, like all of .mdmem/
+    if not read_only:
+        with contextlib.suppress(OSError):  # (a read-only mount: searched as it is)
+            private_file(state_dir / "index.lock")  # owner-only, like all of .mdmem/
     return SqliteIndex(
-        root, state_dir / "index.db", files, embedder, on_message=on_message, redactor=redactor
+        root,
+        state_dir / "index.db",
+        files,
+        embedder,
+        on_message=on_message,
+        redactor=redactor,
+        read_only=read_only,
     )

@@ -19,7 +19,7 @@ import numpy as np
 if TYPE_CHECKING:
     from mdmem.index.embed import Embedder
     from mdmem.index.filters import Filters
-    from mdmem.index.sync import Progress, SyncReport
+    from mdmem.index.sync import Freshness, Progress, SyncReport
 
 T = TypeVar("T")
 
@@ -189,6 +189,10 @@ class IndexBackend(Protocol):
         ...
 
     def status(self, model_id: str | None) -> IndexStatus: ...
+
+    def freshness(self) -> Freshness:
+        """The cheap check: every file's mtime and size against what the index holds."""
+        ...
 
     def forget(self, entry_ids: Collection[str], texts: Sequence[str]) -> Forgotten:
         """Re-sync, then remove every row, vector, access count and first-seen date of these

@@ -47,7 +47,7 @@ class Filters:
         return glob_spec((self.path,)).match_file(path) or fnmatch.fnmatch(path, self.path)
 
 
-SEARCH_PARAMS: tuple[str, ...] = ("k", "mode", *(f.name for f in fields(Filters)))
+SEARCH_PARAMS: tuple[str, ...] = ("k", "mode", *(f.name for f in fields(Filters)), "scopes")
 """What a search takes besides its query, by name: ``Workspace.search``'s keyword parameters,
 the warm server's request and the options of ``mdmem search`` (one list; tests compare them)."""
 

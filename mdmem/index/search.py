@@ -84,6 +84,10 @@ class Hit:
     kind: str
     session: str | None = None
     agent: str | None = None
+    scope: str | None = None
+    """LOCAL, SHARED, INHERITED or GLOBAL (README: Scopes)."""
+    workspace: str | None = None
+    """The folder of the workspace the passage is in (its ``path`` is relative to it)."""
 
     @property
     def citation(self) -> str:
@@ -107,6 +111,8 @@ class Hit:
             "kind": self.kind,
             "session": self.session,
             "agent": self.agent,
+            "scope": self.scope,
+            "workspace": self.workspace,
         }
 
 
@@ -163,6 +169,7 @@ def fresh_search(
     defer_bytes: int,
     mask: Callable[[str], str],
     vouched: Callable[[], Vouch | None] | None = None,
+    embedder: Embedder | None = None,
 ) -> SearchResults:
     """Re-index what changed, then :func:`search`; a damaged index is rebuilt and the whole
     run retried. Readers never wait long for a writer: past ``lock_timeout`` (or when the
@@ -170,7 +177,8 @@ def fresh_search(
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
     older text. ``vouched`` says what a live watcher vouches for: while the index is at that
-    generation, the files are not checked at all (no stat of every file)."""
+    generation, the files are not checked at all (no stat of every file). ``embedder``
+    replaces the index's model (one that keeps the query's vector for other workspaces)."""
     query = mask(query)
 
     def run() -> tuple[SyncReport, list[Hit]]:
@@ -181,10 +189,10 @@ def fresh_search(
             report = index.sync(
                 embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
             )
-        embedder = index.embedder() if mode != "keyword" else None
+        model = (embedder or index.embedder()) if mode != "keyword" else None
         hits = search(
             index,
-            embedder,
+            model,
             query,
             k=k,
             mode=mode,
@@ -287,15 +295,7 @@ class _Reranker:
         evergreen = glob_spec(config.evergreen).match_file(row.path)
         recency = 1.0 if evergreen else _recency(row.created, self.today, config)
         frequency = min(1.0, math.log1p(hits) / math.log1p(FREQUENCY_SATURATION))
-        rest = (
-            config.recency_weight * recency
-            + config.importance_weight * row.importance
-            + config.frequency_weight * frequency
-        )
-        if config.rerank == "scale":
-            score = relevance * (config.relevance_weight + rest)
-        else:
-            score = config.relevance_weight * relevance + rest
+        score = final_score(config, relevance, recency, row.importance, frequency)
         return Hit(
             path=row.path,
             start_line=row.start_line,
@@ -321,6 +321,20 @@ class _Reranker:
             session=row.session,
             agent=row.agent,
         )
+
+
+def final_score(
+    config: SearchConfig, relevance: float, recency: float, importance: float, frequency: float
+) -> float:
+    """Relevance with recency, importance and frequency (see the module's docstring)."""
+    rest = (
+        config.recency_weight * recency
+        + config.importance_weight * importance
+        + config.frequency_weight * frequency
+    )
+    if config.rerank == "scale":
+        return relevance * (config.relevance_weight + rest)
+    return config.relevance_weight * relevance + rest
 
 
 def _candidates(fused: np.ndarray, pool: int, min_relevance: float) -> np.ndarray:

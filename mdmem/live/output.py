@@ -64,6 +64,8 @@ def print_hits(
         where = f"{hit['path']}:{hit['start_line']}"
         if hit["end_line"] > hit["start_line"]:
             where += f"-{hit['end_line']}"
+        if hit.get("scope") in ("INHERITED", "GLOBAL"):  # another workspace's: where it is
+            where = f"{hit['workspace']}/{where} ({hit['scope'].lower()})"
         heading = "  " + tag(hit["heading"], "dim") if hit["heading"] else ""
         number, score = f"{n:>2}.", f"{hit['score']:.3f}"
         emit(

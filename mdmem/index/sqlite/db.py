@@ -231,6 +231,34 @@ def open_unwritable(path: Path, error: sqlite3.DatabaseError) -> sqlite3.Connect
     return conn
 
 
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """Another workspace's index (a parent's), read and never written: ``mode=ro`` and
+    ``query_only``. IndexUnavailableError when there is none, or one of another schema."""
+    if not path.is_file():
+        raise IndexUnavailableError(f"{path}: no index yet (`mdmem index` in that workspace)")
+    try:
+        conn = sqlite3.connect(
+            path.absolute().as_uri() + "?mode=ro",
+            uri=True,
+            timeout=30,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise IndexUnavailableError(f"cannot read the index {path}: {exc}") from exc
+    if app_id != APP_ID or version != SCHEMA_VERSION:
+        conn.close()
+        raise IndexUnavailableError(
+            f"{path}: not an index of this mdmem's schema ({version}, not {SCHEMA_VERSION}); "
+            "`mdmem index` in that workspace rebuilds it"
+        )
+    return conn
+
+
 def read_only(conn: sqlite3.Connection) -> bool:
     """True for a connection :func:`open_unwritable` made (to be retried once writable)."""
     try:

@@ -31,6 +31,7 @@ from mdmem.index.sqlite.db import (
     damaged,
     healthy,
     identity,
+    open_read_only,
     read_only,
     remove,
     unwritable,
@@ -58,9 +59,11 @@ class SqliteIndex:
         on_message: Callable[[str], None] | None = None,
         lock_path: Path | None = None,
         redactor: Redactor = DEFAULT,
+        read_only: bool = False,
     ) -> None:
         """``redactor`` masks secrets in the chunks the index stores (the files stay as they
-        are); changing what it masks rebuilds the index once."""
+        are); changing what it masks rebuilds the index once. ``read_only``: another
+        workspace's index (a parent's), opened read-only and never healed or synced here."""
         self.root = root
         self.redactor = redactor
         self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
@@ -79,6 +82,7 @@ class SqliteIndex:
         """The layout generation ``_vectors`` is in step with."""
         self._lock = threading.RLock()
         self._recovering = False
+        self._pinned = read_only
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -90,6 +94,11 @@ class SqliteIndex:
         return self._conn
 
     def _open(self, on_message: Callable[[str], None] | None) -> None:
+        if self._pinned:
+            self._conn = open_read_only(self.db_path)
+            self._identity = identity(self.db_path)
+            self._read_only = True
+            return
         self._conn = connect(self.db_path, on_message)
         self._identity = identity(self.db_path)
         self._read_only = read_only(self._conn)
@@ -122,6 +131,8 @@ class SqliteIndex:
                 try:
                     return op()
                 except sqlite3.DatabaseError as exc:
+                    if self._pinned:  # not ours to heal: its own workspace does that
+                        raise
                     # any error once the file is gone or replaced (a deleted file gives I/O
                     # errors); otherwise only those that say the file is damaged
                     if not (damaged(exc) or identity(self.db_path) != self._identity):
@@ -138,7 +149,7 @@ class SqliteIndex:
             self.close()
             self._open(self._on_message)
             self._say("was deleted or replaced by another process; reopened it")
-        elif self._read_only:
+        elif self._read_only and not self._pinned:
             self.close()  # opened as it was while unwritable: try a normal open again
 
     def _heal(self, error: sqlite3.DatabaseError) -> None:

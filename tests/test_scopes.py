@@ -1,0 +1,341 @@
+"""Scopes, parents, GLOBAL, the write policy and resolvers (issue 13 §1, §3): real workspaces,
+real indexes, the real model, a real second process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mdmem import ConfigError, ParentCycleError, ScopeError, Workspace
+from mdmem.index.federated import one_scale
+from mdmem.index.search import Hit, Scores
+
+BIN = Path(sys.executable).parent / "mdmem"
+
+
+def _make(root: Path, parent: str = "", agent: str = "default", extra: str = "") -> Workspace:
+    Workspace.init(root, mode="full", agent=agent)
+    if parent or extra:
+        text = (root / "mdmem.toml").read_text()
+        # top-level keys go before the first table
+        top = f'parent = "{parent}"\n' if parent else ""
+        (root / "mdmem.toml").write_text(top + text + extra)
+    return Workspace.open(root)
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """The hash of a workspace's index and its write-ahead log: the index untouched or not."""
+    state = root / ".mdmem"
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (state / "index.db", state / "index.db-wal")
+        if p.exists() and p.stat().st_size  # (a reader may create an empty log)
+    }
+
+
+@pytest.fixture
+def chain(tmp_path: Path, embedder) -> tuple[Workspace, Workspace, Workspace]:
+    """team (grandparent) ← project (parent) ← child, each indexed by its own workspace."""
+    team = _make(tmp_path / "team")
+    team.remember("Releases ship on Thursdays after the changelog is reviewed", type="fact")
+    with team.session("private musings", agent="lead") as s:
+        s.event("note", "The lead privately thinks Thursday releases are risky")
+    project = _make(tmp_path / "project", parent="../team")
+    project.remember("Invoice numbers look like INV-2026-0042", type="fact")
+    child = _make(tmp_path / "child", parent="../project", agent="writer")
+    child.remember("The writer drafts the weekly customer newsletter", type="fact")
+    for ws in (team, project):
+        with Workspace.open(ws.root, embedder=embedder) as own:
+            own.sync()
+    return (
+        Workspace.open(team.root, embedder=embedder),
+        Workspace.open(project.root, embedder=embedder),
+        Workspace.open(child.root, embedder=embedder),
+    )
+
+
+def test_a_child_searches_its_parent_chain_on_one_scale_without_touching_their_indexes(
+    chain: tuple[Workspace, Workspace, Workspace],
+) -> None:
+    team, project, child = chain
+    before = {ws.root: _digest(ws.root) for ws in (team, project)}
+    results = child.search("when do releases ship")
+    top = results[0]
+    assert top.text.startswith("Releases ship on Thursdays")
+    assert (top.scope, top.workspace, top.path) == ("INHERITED", str(team.root), "memory.md")
+    data = results.to_dict()["hits"][0]
+    assert (data["scope"], data["workspace"]) == ("INHERITED", str(team.root))
+    # a parent's LOCAL memory (its sessions) is never inherited
+    assert not any("privately" in h.text for h in child.search("Thursday releases risky", k=20))
+    hit = child.search("invoice number format", k=1)[0]
+    assert (hit.scope, hit.workspace) == ("INHERITED", str(project.root))
+    # one scale: the child's own answer outranks the parents' best-of-their-own passages
+    ranked = child.search("weekly newsletter", k=10, track_access=False)
+    own = ranked[0]
+    assert (own.scope, own.workspace) == ("SHARED", str(child.root))
+    assert own.scores.relevance == 1.0
+    assert all(h.scores.relevance < 1.0 for h in ranked[1:])
+    assert results.fresh and not results.problems
+    assert {ws.root: _digest(ws.root) for ws in (team, project)} == before  # read-only
+    # the scope filter
+    only = child.search("releases invoices newsletter", k=10, scopes=["shared"])
+    assert only and {h.scope for h in only} == {"SHARED"}
+    inherited = child.search("releases invoices newsletter", k=10, scopes="inherited")
+    assert inherited and {h.workspace for h in inherited} <= {str(team.root), str(project.root)}
+    with pytest.raises(ValueError, match="scopes are local, shared, inherited, global"):
+        child.search("x", scopes=["parents"])
+
+
+def test_a_stale_parent_is_searched_as_it_is_and_reported(
+    chain: tuple[Workspace, Workspace, Workspace],
+) -> None:
+    team, _, child = chain
+    before = _digest(team.root)
+    memory = team.root / "memory.md"
+    memory.write_text(memory.read_text() + "- Hotfixes may ship any day\n")
+    results = child.search("when do releases ship")
+    assert results[0].scope == "INHERITED"
+    assert str(memory) in results.stale
+    assert any(f"{team.root} is stale" in p for p in results.problems)
+    assert _digest(team.root) == before  # the child never re-indexes its parent
+
+
+def test_context_includes_the_parents_knowledge_labelled(
+    chain: tuple[Workspace, Workspace, Workspace],
+) -> None:
+    team, _, child = chain
+    text = child.build_context("when do releases ship", budget_tokens=800).text
+    assert "Releases ship on Thursdays" in text
+    assert f"inherited {team.root}/memory.md:" in text
+    assert "The writer drafts the weekly customer newsletter" in text
+
+
+def test_a_parent_cycle_is_an_error_naming_it(tmp_path: Path) -> None:
+    _make(tmp_path / "a", parent="../b")
+    _make(tmp_path / "b", parent="../c")
+    c = _make(tmp_path / "c", parent="../a")
+    with pytest.raises(ParentCycleError) as caught:
+        c.search("anything", mode="keyword")
+    a, b, cc = (str((tmp_path / n).resolve()) for n in "abc")
+    assert str(caught.value) == f"parent workspaces form a cycle: {cc} -> {a} -> {b} -> {cc}"
+    lone = _make(tmp_path / "lone", parent="../nowhere")
+    with pytest.raises(ConfigError, match=r"mdmem.toml: parent = '../nowhere': no folder at"):
+        lone.parent()
+    result = subprocess.run(
+        [str(BIN), "-w", str(tmp_path / "c"), "search", "x", "--no-server", "--mode", "keyword"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "parent workspaces form a cycle:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_parent_without_an_index_is_reported_not_fatal(tmp_path: Path) -> None:
+    parent = _make(tmp_path / "p")
+    parent.remember("Llamas hum when they are curious", type="fact")
+    child = _make(tmp_path / "c", parent="../p")
+    child.remember("Llamas are calm animals", type="fact")
+    results = child.search("llamas", mode="keyword")
+    assert [h.scope for h in results] == ["SHARED"]
+    assert any("no index yet" in p for p in results.problems)
+    assert not (tmp_path / "p" / ".mdmem" / "index.db").exists()  # nothing made for it
+
+
+def test_the_scope_policy_refuses_and_allows_publishing(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
+    team = _make(tmp_path / "team", extra='\n[scopes]\naccept = ["researcher"]\n')
+    child = _make(
+        tmp_path / "child",
+        parent="../team",
+        agent="writer",
+        extra='\n[scopes]\npublish = ["researcher", "writer"]\nglobal_writers = []\n',
+    )
+    child = Workspace.open(child.root, embedder=embedder)
+    with pytest.raises(ScopeError, match=r"agent 'writer' may not write INHERITED knowledge: .*"):
+        child.publish("draft", "a first draft")
+    assert "scopes.accept = ['researcher']" in str(_refusal(child, "draft", writer="writer"))
+    with pytest.raises(ScopeError, match=r"may not write INHERITED.*scopes.publish is"):
+        child.publish("x", "y", writer="intern")
+    with pytest.raises(ScopeError, match=r"may not write GLOBAL knowledge.*global_writers = \[\]"):
+        child.publish("pref", "tabs", to="global")
+    assert not (team.root / "shared").exists()  # nothing written anywhere
+    assert not Path(os.environ["MDMEM_GLOBAL"]).exists()  # a refused publish creates nothing
+    entry = child.publish("finding", {"market": "EU", "size": 3}, writer="researcher")
+    assert (entry.version, entry.created_by, entry.metadata["from"]) == (
+        1,
+        "researcher",
+        str(child.root),
+    )
+    assert team.pool().read("finding").content == {"market": "EU", "size": 3}
+    hit = child.search("finding market EU", k=1)[0]  # the parent's index took it in
+    assert (hit.scope, hit.path) == ("INHERITED", "shared/default.md")
+    with pytest.raises(ValueError, match='publish to "parent" or "global"'):
+        child.publish("x", "y", to="sibling", writer="researcher")
+
+
+def _refusal(ws: Workspace, key: str, writer: str) -> ScopeError:
+    try:
+        ws.publish(key, "text", writer=writer)
+    except ScopeError as exc:
+        return exc
+    raise AssertionError("not refused")
+
+
+def test_global_preferences_are_seen_from_two_workspaces(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "user-data" / "global"
+    monkeypatch.setenv("MDMEM_GLOBAL", str(home))
+    one = _make(tmp_path / "one")
+    two = _make(tmp_path / "two", extra="")
+    assert one.search("spelling", mode="keyword") == []  # no GLOBAL yet: nothing, no error
+    assert not home.exists()
+    one = Workspace.open(one.root, embedder=embedder)
+    one.publish("spelling", "Always write British English (colour, organise)", to="global")
+    assert (home / "mdmem.toml").exists()  # created on first use
+    g = Workspace.open_global(embedder=embedder)
+    g.remember("The user prefers metric units in every answer", type="preference")
+    g.sync()
+    for ws in (one, Workspace.open(two.root, embedder=embedder)):
+        hit = ws.search("which units should answers use", k=1)[0]
+        assert (hit.scope, hit.workspace) == ("GLOBAL", str(home.resolve()))
+        assert "metric units" in hit.text
+        hit = ws.search("British or American spelling", k=1)[0]
+        assert (hit.scope, hit.path) == ("GLOBAL", "shared/default.md")
+        assert "metric units" in ws.build_context("units for answers", budget_tokens=500).text
+    (home / "mdmem.toml").write_text("mode = [\n")  # broken: no workspace's search breaks
+    assert one.search("which units should answers use", k=1)[0].scope == "GLOBAL"
+    off = two.root / "mdmem.toml"
+    off.write_text(off.read_text() + "\n[scopes]\nread_global = false\n")
+    assert Workspace.open(two.root).search("metric units", mode="keyword") == []
+
+
+GRANDPARENT_WRITES = textwrap.dedent(
+    """
+    import sys
+    from mdmem import Workspace
+    pool = Workspace(sys.argv[1]).pool("plan")
+    for key, value in [
+        ("budget", {"currency": "EUR", "limits": {"travel": 100, "food": 30}}),
+        ("tone", "Formal, short sentences"),
+        ("deadline", "2026-12-01"),
+    ]:
+        pool.write(key, value, writer="lead")
+    """
+)
+
+
+def test_resolvers_down_a_three_level_chain(tmp_path: Path) -> None:
+    team = _make(tmp_path / "team")
+    project = _make(
+        tmp_path / "project", parent="../team", extra='\n[scopes.resolvers]\nplan = "parent-wins"\n'
+    )
+    child = _make(
+        tmp_path / "child",
+        parent="../project",
+        agent="writer",
+        extra='\n[scopes.resolvers]\nplan = "merge"\n"*" = "child-wins"\n',
+    )
+    # another process (the team's lead agent) writes the team's plan
+    subprocess.run(
+        [sys.executable, "-c", GRANDPARENT_WRITES, str(team.root)], check=True, timeout=60
+    )
+    project.pool("plan").write("deadline", "2026-11-15", writer="pm")  # to be overruled
+    first = project.sync_from_parent()
+    assert {(p.key, p.action) for p in first.pulled} == {
+        ("budget", "added"),
+        ("tone", "added"),
+        ("deadline", "replaced"),
+    }
+    assert project.pool("plan").read("deadline").content == "2026-12-01"
+    assert project.sync_from_parent().changed == []  # nothing newer: nothing written
+
+    child.pool("plan").write("budget", {"limits": {"food": 45}, "owner": "writer"})
+    child.pool("plan").write("tone", "Friendly")
+    child.pool("notes").write("n1", "the child's own")
+    report = child.sync_from_parent()
+    assert {(p.key, p.action) for p in report.changed} == {
+        ("budget", "merged"),
+        ("tone", "merged"),
+        ("deadline", "added"),
+    }
+    plan = child.pool("plan")
+    assert plan.read("budget").content == {
+        "currency": "EUR",
+        "limits": {"travel": 100, "food": 45},
+        "owner": "writer",
+    }
+    tone = plan.read("tone")
+    assert tone.content == "Friendly"  # text: the child's value wins …
+    assert tone.metadata["parent_note"] == "Formal, short sentences"  # … the parent's is kept
+    assert tone.metadata["parent_version"] == 1
+    assert child.sync_from_parent().changed == []
+
+    # the team changes its tone: it reaches the project (parent wins), then the child (merge)
+    Workspace.open(team.root).pool("plan").write("tone", "Formal, no jargon", writer="lead")
+    assert [(p.key, p.action) for p in project.sync_from_parent().changed] == [("tone", "replaced")]
+    again = child.sync_from_parent()
+    assert [(p.key, p.action, p.parent_version) for p in again.changed] == [("tone", "merged", 2)]
+    assert plan.read("tone").metadata["parent_note"] == "Formal, no jargon"
+    assert json.loads(json.dumps(again.to_dict()))["parent"] == str(project.root)
+    with pytest.raises(ConfigError, match="no parent to sync from"):
+        team.sync_from_parent()
+
+
+def test_a_bad_resolver_name_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"scopes.resolvers: .*parent-wins, child-wins, merge"):
+        _make(tmp_path / "ws", extra='\n[scopes.resolvers]\nplan = "newest"\n')
+
+
+def _hit(text: str, keyword: float | None, vector: float, relevance: float = 1.0) -> Hit:
+    scores = Scores(keyword, vector, relevance, recency=1.0, importance=0.5, frequency=0.0)
+    return Hit("memory.md", 1, 1, "", text, 0.0, scores, "fact", 0.5, None, text, "fact")
+
+
+def test_one_scale_does_not_lift_a_workspaces_weak_best() -> None:
+    """Each workspace scaled alone gives its best hit relevance 1; on one scale a parent whose
+    best passage is a weak match stays below the child's strong one (and under the floor)."""
+    from mdmem.config import SearchConfig
+
+    child = [_hit("strong", keyword=12.0, vector=0.82), _hit("ok", keyword=6.0, vector=0.6)]
+    parent = [_hit("weak", keyword=1.0, vector=0.2)]
+    ranked = one_scale([child, parent], SearchConfig(), "hybrid")
+    assert [h.text for h in ranked] == ["strong", "ok"]
+    assert ranked[0].scores.relevance == 1.0
+    assert 0.5 < ranked[1].scores.relevance < 0.8
+    parent = [_hit("better", keyword=20.0, vector=0.9)]
+    assert one_scale([child, parent], SearchConfig(), "hybrid")[0].text == "better"
+
+
+def test_the_team_example_runs(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/team.py (run by `make demo`): two agents, a child with a parent, GLOBAL."""
+    import importlib.util
+
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
+    spec = importlib.util.spec_from_file_location(
+        "team", Path(__file__).parent.parent / "examples" / "team.py"
+    )
+    assert spec is not None and spec.loader is not None
+    team = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(team)
+    team.main(tmp_path / "demo", embedder)
+    out = capsys.readouterr().out
+    assert "writer: conflict on 'market' (expected v1, found v2); reads again" in out
+    assert "sync_from_parent: plan/draft merged" in out
+    assert "published to the parent: plan/summary v1 by summariser" in out
+    assert "refused: agent 'intern' may not write INHERITED knowledge" in out
+    assert "GLOBAL    The user wants British spelling" in out
+    summary = Workspace.open(tmp_path / "demo" / "team").pool("plan").read("summary")
+    assert summary is not None and summary.updated_by == "summariser"
