@@ -334,8 +334,9 @@ class Workspace:
 
     @property
     def files(self) -> FileWriter:
-        """Program writes to workspace files: safe, and never adding a secret."""
-        return FileWriter(self.documents, self.writer, self.redactor)
+        """Program writes to workspace files: safe, never adding a secret, never into another
+        agent's private notes (``.notes/<agent>/``, the LOCAL scope)."""
+        return FileWriter(self.documents, self.writer, self.redactor, self.agent)
 
     @property
     def store(self) -> KnowledgeStore:

@@ -3,6 +3,7 @@ real indexes, the real model, a real second process."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -189,6 +190,22 @@ def _refusal(ws: Workspace, key: str, writer: str) -> ScopeError:
     except ScopeError as exc:
         return exc
     raise AssertionError("not refused")
+
+
+def test_an_agent_may_not_write_another_agents_private_notes(tmp_path: Path) -> None:
+    """LOCAL: .notes/<agent>/ is that agent's; the refusal writes nothing."""
+    own = Workspace.init(tmp_path / "w", agent="writer")
+    own.remember("Drafts go through two reviews", file=".notes/writer/habits.md")
+    other = Workspace(own.root, dataclasses.replace(own.config, agent="researcher"))
+    before = (tmp_path / "w" / ".notes" / "writer" / "habits.md").read_bytes()
+    with pytest.raises(ScopeError, match=r"'researcher' may not write \.notes/writer/habits\.md"):
+        other.remember("Drafts need no review", file=".notes/writer/habits.md")
+    with pytest.raises(ScopeError, match="LOCAL memory of agent 'writer'"):
+        other.edit_file(".notes/writer/new.md", "- a note")
+    assert (tmp_path / "w" / ".notes" / "writer" / "habits.md").read_bytes() == before
+    assert not (tmp_path / "w" / ".notes" / "writer" / "new.md").exists()
+    other.remember("Sources go in the footnotes", file=".notes/researcher/habits.md")
+    other.remember("Shared: the style guide is in docs/", file="memory.md")  # SHARED: anyone
 
 
 def test_global_preferences_are_seen_from_two_workspaces(

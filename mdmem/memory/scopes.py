@@ -50,7 +50,8 @@ POLICY = (
     ),
 )
 """The write policy (README: Scopes). Nothing writes INHERITED or GLOBAL knowledge but
-``publish``, which checks it; LOCAL and SHARED files are the workspace's own."""
+``publish``, which checks it; a program write to another agent's ``.notes/<agent>/`` is
+refused (:func:`check_local`); SHARED files are every agent's."""
 
 
 def scope_of(path: str) -> str:
@@ -113,6 +114,17 @@ def parent_chain(root: Path, config: Config) -> list[Ancestor]:
         chain.append(Ancestor(there, cfg, len(chain) + 1))
         here = there
     return chain
+
+
+def check_local(rel: str, agent: str | None) -> None:
+    """LOCAL: an agent's private notes, ``.notes/<agent>/``, are written by that agent only.
+    ``agent`` None: a writer that speaks for no agent (a person's tool), not checked."""
+    parts = rel.split("/")
+    if agent is not None and len(parts) > 2 and parts[0] == NOTES_DIR and parts[1] != agent:
+        raise ScopeError(
+            f"agent {agent!r} may not write {rel}: {NOTES_DIR}/{parts[1]}/ is the LOCAL memory "
+            f"of agent {parts[1]!r} (write your own in {NOTES_DIR}/{agent}/, or a SHARED file)"
+        )
 
 
 def allowed(names: Sequence[str], agent: str) -> bool:

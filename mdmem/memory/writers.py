@@ -11,6 +11,7 @@ from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
 from mdmem.memory.file_state import Target
 from mdmem.memory.files import EditFile, SafeWriter
+from mdmem.memory.scopes import check_local
 from mdmem.redact import Redactor
 from mdmem.reports import unified_diff
 
@@ -29,15 +30,20 @@ class Writer(Protocol):
 
 
 class FileWriter:
-    """Writes to disk through the safe writes; never adds a secret the file did not hold."""
+    """Writes to disk through the safe writes; never adds a secret the file did not hold, and
+    never writes another agent's private notes (the LOCAL scope)."""
 
-    def __init__(self, documents: Documents, safe: SafeWriter, redactor: Redactor) -> None:
+    def __init__(
+        self, documents: Documents, safe: SafeWriter, redactor: Redactor, agent: str | None = None
+    ) -> None:
         self.documents = documents
         self.safe = safe
         self.redactor = redactor
+        self.agent = agent
 
     def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
-        _, absolute = self.documents.resolve(rel)
+        where, absolute = self.documents.resolve(rel)
+        check_local(where, self.agent)
         if not exact:
             edit = no_new_secrets(self.redactor, edit)
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
