@@ -57,7 +57,8 @@ def unavailable() -> str | None:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
+def cluster(shared_buffers: str = "64MB") -> Iterator[Cluster]:
+    """``shared_buffers``: the server's cache (a benchmark at scale wants more than a test)."""
     bindir = Path(_pg_config("--bindir") or "")
     base = Path(tempfile.mkdtemp(prefix="mdmem-pg-"))  # short: a socket path has 107 bytes
     user = "postgres" if os.geteuid() == 0 else None
@@ -88,7 +89,7 @@ def cluster() -> Iterator[Cluster]:
         )
         options = (
             f"-k {sock} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c shared_buffers=64MB"
+            f"-c full_page_writes=off -c shared_buffers={shared_buffers}"
         )
         _run(user, bindir / "pg_ctl", "-D", data, "-l", base / "log", "-o", options, "-w", "start")
         found = Cluster(sock, "")

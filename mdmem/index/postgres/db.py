@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
+from mdmem.index.sqlite.db import BM25_WEIGHTS
 
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT_S = 10
 URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
 
@@ -173,7 +174,34 @@ def _v1(conn: psycopg.Connection[Any]) -> None:
         conn.execute(statement)  # type: ignore[call-overload]
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1]
+def _v2(conn: psycopg.Connection[Any]) -> None:
+    """Postings: each (term, chunk) with the term's column-weighted frequency, its places
+    (``position * 4 + column``, for phrases) and the chunk's length, so BM25 reads an index
+    of the query's terms instead of unnesting the ``tsvector`` of every matching chunk
+    (seconds at 100k chunks). Existing chunks get theirs from their ``tsvector``."""
+    conn.execute(
+        'CREATE TABLE postings (term text COLLATE "C" NOT NULL, rowid bigint NOT NULL, '
+        "f double precision NOT NULL, length integer NOT NULL, places integer[] NOT NULL)"
+    )
+    text_w, heading_w, context_w = (float(w) for w in BM25_WEIGHTS)
+    conn.execute(
+        "INSERT INTO postings (term, rowid, f, length, places) "
+        "SELECT u.lexeme, c.rowid, sum(CASE w WHEN 'A' THEN %s WHEN 'B' THEN %s "
+        "WHEN 'C' THEN %s ELSE 0 END), c.length, "
+        "array_agg(p * 4 + CASE w WHEN 'A' THEN 0 WHEN 'B' THEN 1 ELSE 2 END ORDER BY p) "
+        "FROM chunks c CROSS JOIN LATERAL unnest(c.terms) u "
+        "CROSS JOIN LATERAL unnest(u.positions, u.weights) pw(p, w) "
+        "GROUP BY u.lexeme, c.rowid, c.length",
+        (text_w, heading_w, context_w),
+    )
+    # (term, rowid): a phrase's tokens merge-join by chunk; all columns: index-only scans
+    conn.execute(
+        "CREATE INDEX postings_term ON postings (term, rowid) INCLUDE (f, length, places)"
+    )
+    conn.execute("CREATE INDEX postings_rowid ON postings (rowid)")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2]
 """MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
 
 
