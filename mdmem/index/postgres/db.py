@@ -58,11 +58,16 @@ def where(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{dbname}"
 
 
-def connect(url: str, schema: str) -> psycopg.Connection[Any]:
-    """An autocommit connection with the schema migrated, pgvector registered and the search
-    path set to the workspace's schema (then the extension's)."""
+CONNECT_KWARGS: dict[str, Any] = {
+    "autocommit": True,
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "application_name": "mdmem",
+}
+
+
+def open_connection(url: str) -> psycopg.Connection[Any]:
+    """A plain autocommit connection; a server that cannot be used is a one-line error."""
     import psycopg
-    from pgvector.psycopg import register_vector
 
     if not url:
         raise IndexServerError(
@@ -70,13 +75,19 @@ def connect(url: str, schema: str) -> psycopg.Connection[Any]:
             "(postgresql://user:password@host:5432/dbname)"
         )
     try:
-        conn = psycopg.connect(
-            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="mdmem"
-        )
+        return psycopg.connect(url, **CONNECT_KWARGS)
     except psycopg.OperationalError as exc:
         raise IndexServerError(connect_error(exc, url)) from None
     except psycopg.ProgrammingError as exc:  # an unparsable URL
         raise IndexServerError(f"{URL_HELP} is not a PostgreSQL URL ({exc})") from None
+
+
+def connect(url: str, schema: str) -> psycopg.Connection[Any]:
+    """An autocommit connection with the schema migrated, pgvector registered and the search
+    path set to the workspace's schema (then the extension's)."""
+    from pgvector.psycopg import register_vector
+
+    conn = open_connection(url)
     try:
         extension_schema = ensure_vector(conn, url)
         migrate(conn, schema)
@@ -195,9 +206,7 @@ def _v2(conn: psycopg.Connection[Any]) -> None:
         (text_w, heading_w, context_w),
     )
     # (term, rowid): a phrase's tokens merge-join by chunk; all columns: index-only scans
-    conn.execute(
-        "CREATE INDEX postings_term ON postings (term, rowid) INCLUDE (f, length, places)"
-    )
+    conn.execute("CREATE INDEX postings_term ON postings (term, rowid) INCLUDE (f, length, places)")
     conn.execute("CREATE INDEX postings_rowid ON postings (rowid)")
 
 
@@ -207,13 +216,13 @@ MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2]
 
 def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create or upgrade the workspace's schema (one process at a time)."""
-    if _version(conn, schema) == SCHEMA_VERSION:
+    if schema_version(conn, schema) == SCHEMA_VERSION:
         return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema),))
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}")
         conn.execute(f"SET LOCAL search_path = {ident(schema)}")
-        version = _version(conn, schema)  # again, under the lock
+        version = schema_version(conn, schema)  # again, under the lock
         if version > SCHEMA_VERSION:
             raise IndexServerError(
                 f"schema {schema} was made by a newer mdmem (version {version}): upgrade mdmem"
@@ -227,7 +236,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
         )
 
 
-def _version(conn: psycopg.Connection[Any], schema: str) -> int:
+def schema_version(conn: psycopg.Connection[Any], schema: str) -> int:
+    """The version of a workspace's schema (0: there is none)."""
     exists = conn.execute("SELECT to_regclass(%s)", (f"{ident(schema)}.meta",)).fetchone()
     if not exists or exists[0] is None:
         return 0
