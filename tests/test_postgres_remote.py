@@ -170,3 +170,17 @@ def test_remote_faults_are_one_line(postgres: Cluster, tmp_path: Path) -> None:
         assert "\n" not in str(caught.value)
     with pytest.raises(IndexServerError, match=r"needs the workspace's name"):
         RemoteIndex(postgres.url, "")
+
+
+def test_a_server_without_pgvector_says_to_install_it(shared: Workspace, embedder) -> None:
+    """A real server to which pgvector was never installed (the local PostgreSQL relocated
+    without it: tests/postgres_cluster.py), for the writer and for a remote reader."""
+    from postgres_cluster import cluster
+
+    with cluster(pgvector=False) as bare:
+        config = replace(shared.config, index=IndexConfig("postgres", bare.url, "shared"))
+        writer = Workspace(shared.root, config, embedder=embedder)
+        for attempt in (lambda: writer.search("alembic", k=1), RemoteIndex(bare.url, "x").status):
+            with pytest.raises(IndexServerError, match="has no pgvector extension: install it"):
+                attempt()
+        writer.close()

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from mdmem.index.postgres.remote import RemoteIndex
+from mdmem import RemoteIndex
 from mdmem.integrations.mcp_server import READ_ONLY, Query, _as_tool_error, _citation
 
 __all__ = ["build_remote_server"]
