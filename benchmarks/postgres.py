@@ -60,7 +60,7 @@ SEED = 11
 
 
 @contextlib.contextmanager
-def server(url: str | None) -> Iterator[str]:
+def server(url: str | None, shared_buffers: str) -> Iterator[str]:
     if url:
         yield url
         return
@@ -69,7 +69,7 @@ def server(url: str | None) -> Iterator[str]:
     reason = postgres_cluster.unavailable()
     if reason:
         raise SystemExit(f"no PostgreSQL to run on: {reason} (or pass --url)")
-    with postgres_cluster.cluster() as cluster:
+    with postgres_cluster.cluster(shared_buffers) as cluster:
         yield cluster.url
 
 
@@ -192,7 +192,7 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
     with conn.transaction():
         for (table,) in conn.execute("SELECT name FROM vector_tables").fetchall():
             conn.execute(f"DROP TABLE {table}")
-        conn.execute("TRUNCATE chunks, files, df, vector_tables, access, first_seen")
+        conn.execute("TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen")
         conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
     started = time.perf_counter()
     batch: list[tuple[str, Chunk]] = []
@@ -230,8 +230,8 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
     started = time.perf_counter()
     conn.execute(f"SET maintenance_work_mem = '{maintenance_mem}'")
     db.create_hnsw(conn, table)
-    conn.execute("ANALYZE")
     hnsw_s = time.perf_counter() - started
+    conn.execute("VACUUM ANALYZE")  # (what autovacuum does: index-only scans of postings)
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     index.close()
     console.log(f"{n} chunks loaded")
@@ -249,8 +249,8 @@ def query_texts(n: int) -> list[str]:
     return [" ".join(texts[int(i)].split()[:8]) for i in rng.integers(0, len(texts), n)]
 
 
-def client(args: tuple[str, str, list[str]]) -> list[float]:
-    url, name, texts = args
+def client(args: tuple[str, str, list[str], str]) -> list[float]:
+    url, name, texts, mode = args
     index = open_index(url, name)
     vectors = QueryVectors()
     config = Config().search
@@ -258,16 +258,16 @@ def client(args: tuple[str, str, list[str]]) -> list[float]:
     for i, text in enumerate(texts):
         started = time.perf_counter()
         with index.searching():
-            search(index, vectors, text, k=10, mode="hybrid", config=config, filters=Filters())
+            search(index, vectors, text, k=10, mode=mode, config=config, filters=Filters())
         if i:  # the first one loads the layout
             timings.append((time.perf_counter() - started) * 1000)
     index.close()
     return timings
 
 
-def latency(url: str, n: int, clients: int) -> tuple[float, float]:
+def latency(url: str, n: int, clients: int, mode: str = "hybrid") -> tuple[float, float]:
     texts = query_texts(CLIENT_QUERIES * clients)
-    parts = [(url, f"scale_{n}", texts[i::clients]) for i in range(clients)]
+    parts = [(url, f"scale_{n}", texts[i::clients], mode) for i in range(clients)]
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
         timings = [t for part in pool.map(client, parts) for t in part]
     return pct(timings, 50), pct(timings, 95)
@@ -301,6 +301,7 @@ def run_scale(url: str, n: int, maintenance_mem: str, console: Console) -> dict:
     loaded = load(url, n, maintenance_mem, console)
     one = latency(url, n, 1)
     eight = latency(url, n, 8)
+    words = latency(url, n, 1, "keyword")
     rec = recall(url, n, (40, 100, 400))
     table = Table(title=f"{n} chunks (real text, random {DIM}-d vectors), 2 cores")
     table.add_column("measure")
@@ -311,6 +312,7 @@ def run_scale(url: str, n: int, maintenance_mem: str, console: Console) -> dict:
         ("HNSW build (m=16, ef_construction=64)", f"{loaded['hnsw_build_s']:.1f} s"),
         ("hybrid search, 1 client: p50 / p95", f"{one[0]:.1f} / {one[1]:.1f} ms"),
         ("hybrid search, 8 clients: p50 / p95", f"{eight[0]:.1f} / {eight[1]:.1f} ms"),
+        ("keyword search alone, 1 client: p50 / p95", f"{words[0]:.1f} / {words[1]:.1f} ms"),
         *((f"HNSW recall@10, ef_search {ef}", f"{r:.3f}") for ef, r in rec.items()),
         ("database size", f"{loaded['db_mb']:.0f} MB"),
     ]
@@ -318,6 +320,7 @@ def run_scale(url: str, n: int, maintenance_mem: str, console: Console) -> dict:
         table.add_row(*row)
     console.print(table)
     return {**loaded, "p50_1": one[0], "p95_1": one[1], "p50_8": eight[0], "p95_8": eight[1],
+            "keyword_p50": words[0], "keyword_p95": words[1],
             "recall": rec}  # fmt: skip
 
 
@@ -329,11 +332,12 @@ def main() -> None:
     parser.add_argument("--convs", default="all")
     parser.add_argument("--chunks", type=int, default=0, help="the scale run, with N chunks")
     parser.add_argument("--maintenance-mem", default="512MB")
+    parser.add_argument("--shared-buffers", default="1GB", help="the throwaway cluster's")
     args = parser.parse_args()
     if not (args.locomo or args.chunks):
         args.locomo, args.chunks = True, 10000
     console = Console()
-    with server(args.url) as url:
+    with server(args.url, args.shared_buffers) as url:
         if args.locomo:
             run_locomo(url, args.rendering, locomo.parse_convs(args.convs), console)
         if args.chunks:

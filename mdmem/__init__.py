@@ -48,6 +48,7 @@ _EXPORTS = {
     "MemoryChange": "mdmem.reports",
     "LLMError": "mdmem.distill.llm",
     "Workspace": "mdmem.workspace",
+    "RemoteIndex": "mdmem.index.postgres.remote",
 }
 __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
     "MEMORY_TYPES",
@@ -83,6 +84,7 @@ __all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
     "MemoryChange",
     "LLMError",
     "Workspace",
+    "RemoteIndex",
 ]
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ if TYPE_CHECKING:
         VersionConflict,
         WorkspaceNotFoundError,
     )
+    from mdmem.index.postgres.remote import RemoteIndex
     from mdmem.markdown.entries import MEMORY_TYPES, Entry
     from mdmem.markdown.parse import Document, Heading, Problem
     from mdmem.memory.pool import Pool, PoolEntry

@@ -37,6 +37,24 @@ WorkspaceOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+IndexUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="A remote reader's PostgreSQL server (default: $MDMEM_INDEX_URL); "
+        "goes with --index-workspace.",
+        show_default=False,
+    ),
+]
+IndexWorkspaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--index-workspace",
+        help="Read this workspace's index on PostgreSQL, without its files "
+        "(default: $MDMEM_INDEX_WORKSPACE).",
+        show_default=False,
+    ),
+]
 STOP_WAIT_S = 2.0
 """How long `mdmem watch` waits, when stopped, for a model load or embedding batch to end."""
 
@@ -47,9 +65,14 @@ def _main(ctx: typer.Context, workspace: WorkspaceOpt = None) -> None:
 
 
 def _open(ctx: typer.Context) -> Workspace:
+    from mdmem.errors import WorkspaceNotFoundError
     from mdmem.workspace import Workspace
 
-    return Workspace.open(ctx.obj.get("workspace"))
+    try:
+        return Workspace.open(ctx.obj.get("workspace"))
+    except WorkspaceNotFoundError:
+        _needs_files(ctx.info_name or "this command")
+        raise
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -190,6 +213,8 @@ def search(
         bool, typer.Option("--verbose", "-v", help="Say who answered and how fast.")
     ] = False,
     as_json: JsonOpt = False,
+    url: IndexUrlOpt = None,
+    index_workspace: IndexWorkspaceOpt = None,
 ) -> None:
     """Search the workspace: ranked passages cited as path:start-end.
 
@@ -206,6 +231,15 @@ def search(
     values = dict(k=k, mode=mode, type=type_, path=path, agent=agent, session=session,
                   since=since, until=until, include_archived=archived, scopes=scopes)  # fmt: skip
     params = {name: values[name] for name in SEARCH_PARAMS}
+    remote = _remote(url, index_workspace)
+    if remote is not None:
+        with remote:
+            data = remote.search(query, **params).to_dict()  # type: ignore[arg-type]
+        print_results(data, query, explain=explain, as_json=as_json)
+        if data["hits"] and not as_json:
+            index = data["hits"][0]["index"]
+            typer.echo(f"(index generation {index['generation']}, synced {index['synced']})")
+        return
     data = None if no_server else _ask_server(ctx, query, params, verbose)
     if data is None:
         _log_to_stderr()
@@ -352,9 +386,18 @@ def _watch_ends(watcher: Any, idle_s: float | None) -> str | None:
 
 
 @app.command()
-def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def status(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    url: IndexUrlOpt = None,
+    index_workspace: IndexWorkspaceOpt = None,
+) -> None:
     """What the index holds, whether it is fresh, and where it lives."""
     _log_to_stderr()
+    remote = _remote(url, index_workspace)
+    if remote is not None:
+        _remote_status(remote, as_json)
+        return
     ws = _open(ctx)
     st = ws.status()
     if as_json:
@@ -375,6 +418,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         ("model", st.model or "none (keyword search only)"),
         ("index", f"{st.db_path} ({st.index_bytes / 1e6:.1f} MB)"),
         ("last sync", st.last_sync or "never"),
+        *([] if st.generation is None else [("generation", str(st.generation))]),
         ("freshness", fresh),
         ("watcher", _watcher_line(st.watcher)),
     ]
@@ -1213,6 +1257,8 @@ def mcp_serve(
         list[str] | None,
         typer.Option("--allow-host", help="--http: another Host header name to accept."),
     ] = None,
+    url: IndexUrlOpt = None,
+    index_workspace: IndexWorkspaceOpt = None,
 ) -> None:
     """Serve this workspace to MCP clients (Claude Code, Claude Desktop, Cursor …).
 
@@ -1226,13 +1272,17 @@ def mcp_serve(
             check_host(host, token)
         except ValueError as exc:
             _fail(str(exc), 2)
-    ws = _open(ctx)  # before the SDK import: a missing workspace is said at once
+    remote = _remote(url, index_workspace)
+    ws = _open(ctx) if remote is None else None  # before the SDK import: said at once
     try:
         from mdmem.integrations import mcp_server
     except ImportError as exc:
         _fail(f"mdmem mcp needs the MCP SDK ({exc.name}): pip install 'mdmem[mcp]'")
     _log_to_stderr()
-    server = mcp_server.build_server(ws, agent=agent)
+    if ws is None:
+        server: Any = _remote_mcp(remote)
+    else:
+        server = mcp_server.build_server(ws, agent=agent)
     if http:
         typer.echo(f"mdmem: MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
         mcp_server.serve_http(server, host, port, token, allow_host or [])
@@ -1591,3 +1641,58 @@ def git_sync(
         typer.echo(f"{report.behind} commit(s) to pull, {report.ahead} to push (dry run)")
     else:
         typer.echo(f"pulled {report.behind} commit(s), re-indexed, pushed {report.ahead}")
+
+
+# ---- remote readers: a URL and a workspace name, no files ------------------------------------
+
+
+def _remote(url: str | None, name: str | None) -> Any:
+    """The remote reader ``--url``/``--index-workspace`` (or ``$MDMEM_INDEX_URL`` and
+    ``$MDMEM_INDEX_WORKSPACE``) name, or None when neither names a workspace."""
+    import os
+
+    name = name or os.environ.get("MDMEM_INDEX_WORKSPACE")
+    if not name:
+        if url is not None:
+            _fail("--url goes with --index-workspace NAME (the workspace to read)", 2)
+        return None
+    from mdmem.index.postgres.remote import RemoteIndex
+
+    return RemoteIndex(url, name)
+
+
+def _needs_files(command: str) -> None:
+    """With only a remote reader's configuration, say what this machine can do."""
+    import os
+
+    if os.environ.get("MDMEM_INDEX_WORKSPACE"):
+        _fail(
+            f"mdmem {command} needs the workspace's files; with only $MDMEM_INDEX_URL and "
+            "$MDMEM_INDEX_WORKSPACE this machine searches (mdmem search, status, mcp)"
+        )
+
+
+def _remote_status(remote: Any, as_json: bool) -> None:
+    with remote:
+        st = remote.status()
+    if as_json:
+        _print_json(st.to_dict())
+        return
+    rows = [
+        ("workspace", f"{st.workspace} (remote reader: search only)"),
+        ("files", str(st.files)),
+        ("chunks", f"{st.chunks} ({st.embedded} embedded)"),
+        ("model", st.model or "none (keyword search only)"),
+        ("index", f"{st.where} ({st.index_bytes / 1e6:.1f} MB)"),
+        ("last sync", st.last_sync or "never"),
+        ("generation", str(st.generation)),
+        ("indexed by", st.indexed_from or "unknown"),
+    ]
+    for name, value in rows:
+        typer.echo(f"{name:>10}  {value}")
+
+
+def _remote_mcp(remote: Any) -> Any:
+    from mdmem.integrations.mcp_remote import build_remote_server
+
+    return build_remote_server(remote)

@@ -11,6 +11,7 @@ goes to :func:`mdmem.cli.main`, so behaviour and messages are the typer command'
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import namedtuple
 
@@ -43,6 +44,8 @@ FLAG_OPTIONS = {
 }
 """Flags of ``mdmem search``: the setting each changes, and to what."""
 WORKSPACE_OPTIONS = ("-w", "--workspace")
+REMOTE_OPTIONS = ("--url", "--index-workspace")
+"""Options of a remote reader's ``mdmem search`` (no files, no warm server): left to typer."""
 MODES = ("hybrid", "keyword", "vector")
 
 
@@ -55,7 +58,7 @@ as_json) given."""
 def main() -> None:
     """``mdmem``: a search through the warm server here; the typer CLI for the rest."""
     args = parse_search(sys.argv[1:])
-    if args is None or args.flags.get("no_server"):
+    if args is None or args.flags.get("no_server") or os.environ.get("MDMEM_INDEX_WORKSPACE"):
         _typer_cli()
         return
     code = _search(args)
@@ -99,7 +102,7 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
             if value is None or (not eq and value.startswith("-")):
                 return None
             params[VALUE_OPTIONS[name if eq else token]] = value
-        elif token.startswith("-") and token != "-":
+        elif token.startswith("-") and token != "-":  # (REMOTE_OPTIONS too: typer's)
             return None
         elif query is None:
             query = token

@@ -57,9 +57,13 @@ def unavailable() -> str | None:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
-    bindir = Path(_pg_config("--bindir") or "")
+def cluster(shared_buffers: str = "64MB", *, pgvector: bool = True) -> Iterator[Cluster]:
+    """``shared_buffers``: the server's cache (a benchmark at scale wants more than a test).
+    ``pgvector=False``: a server that has no pgvector at all (see :func:`_without_pgvector`)."""
     base = Path(tempfile.mkdtemp(prefix="mdmem-pg-"))  # short: a socket path has 107 bytes
+    bindir = Path(_pg_config("--bindir") or "")
+    if not pgvector:
+        bindir = _without_pgvector(bindir, base / "pg")
     user = "postgres" if os.geteuid() == 0 else None
     if user is not None:
         os.chown(base, _uid(user) or 0, -1)
@@ -88,7 +92,7 @@ def cluster() -> Iterator[Cluster]:
         )
         options = (
             f"-k {sock} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c shared_buffers=64MB"
+            f"-c full_page_writes=off -c shared_buffers={shared_buffers}"
         )
         _run(user, bindir / "pg_ctl", "-D", data, "-l", base / "log", "-o", options, "-w", "start")
         found = Cluster(sock, "")
@@ -101,6 +105,34 @@ def cluster() -> Iterator[Cluster]:
         with contextlib.suppress(subprocess.CalledProcessError):
             _run(user, bindir / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _without_pgvector(bindir: Path, root: Path) -> Path:
+    """The installed PostgreSQL, relocated under ``root`` without pgvector: PostgreSQL finds
+    its share folder (where extensions are listed) relative to where its programs are, so
+    copies of them next to a share folder of links to everything but ``vector*`` run a real
+    server to which pgvector was never installed. Returns the copy's bindir."""
+    share = Path(_pg_config("--sharedir") or "")
+    # the same path from the root down, as PostgreSQL computes the share folder relatively
+    new_bin = root / bindir.relative_to("/")
+    new_share = root / share.relative_to("/")
+    new_bin.mkdir(parents=True)
+    for program in ("initdb", "pg_ctl", "postgres"):
+        shutil.copy2(bindir / program, new_bin / program)
+    lib = Path(_pg_config("--pkglibdir") or "")
+    (root / lib.relative_to("/")).parent.mkdir(parents=True, exist_ok=True)
+    (root / lib.relative_to("/")).symlink_to(lib)
+    (new_share / "extension").mkdir(parents=True)
+    for entry in share.iterdir():
+        if entry.name != "extension":
+            (new_share / entry.name).symlink_to(entry)
+    for entry in (share / "extension").iterdir():
+        if not entry.name.startswith("vector"):
+            (new_share / "extension" / entry.name).symlink_to(entry)
+    for folder in (root, *root.rglob("*")):
+        if folder.is_dir() and not folder.is_symlink():
+            folder.chmod(0o755)
+    return new_bin
 
 
 def _run(user: str | None, *args: object) -> None:

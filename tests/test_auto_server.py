@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mdmem.entry import FLAG_OPTIONS, VALUE_OPTIONS, parse_search
+from mdmem.entry import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_search
 from mdmem.index.filters import SEARCH_PARAMS
 from mdmem.layout import running_watcher, socket_path
 
@@ -96,7 +96,7 @@ def test_the_light_path_has_exactly_the_options_of_the_typer_command() -> None:
         if param.param_type_name == "option"
         for opt in [*param.opts, *param.secondary_opts]
     }
-    assert typer_flags - {"--help"} == set(VALUE_OPTIONS) | set(FLAG_OPTIONS)
+    assert typer_flags - {"--help"} == set(VALUE_OPTIONS) | set(FLAG_OPTIONS) | set(REMOTE_OPTIONS)
     # one list of search parameters: the library's, the server's and the CLI's
     from mdmem.workspace import Workspace
 
@@ -133,7 +133,7 @@ def test_the_light_path_reads_what_typer_reads(argv: list[str]) -> None:
     theirs = {TYPER_NAMES.get(name, name): value for name, value in ctx.params.items()}
     ours = {**dict.fromkeys(SEARCH_PARAMS), "include_archived": False, "explain": False,
             "no_server": False, "verbose": False, "as_json": False, **args.params, **args.flags,
-            "query": args.query}  # fmt: skip
+            "query": args.query, "url": None, "index_workspace": None}  # fmt: skip
     assert ours == theirs
     assert args.workspace == (None if at == 0 else "/x")
 
@@ -149,6 +149,7 @@ def test_the_light_path_reads_what_typer_reads(argv: list[str]) -> None:
         ["search", "q", "--bogus"],
         ["search", "q", "-vk", "3"],
         ["search", "--help"],
+        ["search", "q", "--url", "postgresql://db/m", "--index-workspace", "w"],  # a remote reader
         ["status"],
         ["-w"],
     ],

@@ -135,6 +135,8 @@ class IndexStatus:
     db_path: str
     watcher: dict[str, object] | None = None
     """The watcher's heartbeat (pid, age, running), or None when none has run."""
+    generation: int | None = None
+    """A shared index (PostgreSQL): its generation, which each search hit carries too."""
 
     def to_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -88,6 +88,10 @@ class Hit:
     """LOCAL, SHARED, INHERITED or GLOBAL (README: Scopes)."""
     workspace: str | None = None
     """The folder of the workspace the passage is in (its ``path`` is relative to it)."""
+    generation: int | None = None
+    """A shared index (PostgreSQL): the index generation this hit was read from."""
+    synced: str | None = None
+    """A shared index: when it was last synced (a remote reader's lag behind the files)."""
 
     @property
     def citation(self) -> str:
@@ -113,7 +117,11 @@ class Hit:
             "agent": self.agent,
             "scope": self.scope,
             "workspace": self.workspace,
+            **({} if self.generation is None else {"index": self._index()}),
         }
+
+    def _index(self) -> dict[str, Any]:
+        return {"generation": self.generation, "synced": self.synced}
 
 
 class SearchResults(list[Hit]):
@@ -265,6 +273,10 @@ def search(
         ]
         hits.sort(key=lambda h: h.score, reverse=True)
         hits = hits[:k]
+        stamp = getattr(index, "stamp", None)  # a shared index says which generation it read
+        if stamp is not None:
+            read = stamp()
+            hits = [replace(h, generation=read.generation, synced=read.synced) for h in hits]
     if track_access and hits:
         keys = {(r.path, r.start_line, r.end_line): _access_key(r) for r in rows.values()}
         index.bump_access([keys[(h.path, h.start_line, h.end_line)] for h in hits])

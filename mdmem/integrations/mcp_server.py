@@ -144,6 +144,7 @@ class Tools:
                 {
                     "citation": _citation(h["path"], h["start_line"], h["end_line"]),
                     **{key: h.get(key) for key in SEARCH_HIT_KEYS},
+                    **({"index": h["index"]} if "index" in h else {}),  # PostgreSQL: freshness
                 }
                 for h in hits
             ],

@@ -106,7 +106,7 @@ def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0)
 def _clear(conn: Any) -> None:
     for (name,) in conn.execute("SELECT name FROM vector_tables").fetchall():
         conn.execute(f"DROP TABLE {db.ident(name)}")
-    conn.execute("TRUNCATE chunks, files, df, vector_tables, access, first_seen")
+    conn.execute("TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen")
     conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
 
 

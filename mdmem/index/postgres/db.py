@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
+from mdmem.index.sqlite.db import BM25_WEIGHTS
 
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT_S = 10
 URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
 
@@ -57,11 +58,16 @@ def where(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{dbname}"
 
 
-def connect(url: str, schema: str) -> psycopg.Connection[Any]:
-    """An autocommit connection with the schema migrated, pgvector registered and the search
-    path set to the workspace's schema (then the extension's)."""
+CONNECT_KWARGS: dict[str, Any] = {
+    "autocommit": True,
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "application_name": "mdmem",
+}
+
+
+def open_connection(url: str) -> psycopg.Connection[Any]:
+    """A plain autocommit connection; a server that cannot be used is a one-line error."""
     import psycopg
-    from pgvector.psycopg import register_vector
 
     if not url:
         raise IndexServerError(
@@ -69,13 +75,19 @@ def connect(url: str, schema: str) -> psycopg.Connection[Any]:
             "(postgresql://user:password@host:5432/dbname)"
         )
     try:
-        conn = psycopg.connect(
-            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="mdmem"
-        )
+        return psycopg.connect(url, **CONNECT_KWARGS)
     except psycopg.OperationalError as exc:
         raise IndexServerError(connect_error(exc, url)) from None
     except psycopg.ProgrammingError as exc:  # an unparsable URL
         raise IndexServerError(f"{URL_HELP} is not a PostgreSQL URL ({exc})") from None
+
+
+def connect(url: str, schema: str) -> psycopg.Connection[Any]:
+    """An autocommit connection with the schema migrated, pgvector registered and the search
+    path set to the workspace's schema (then the extension's)."""
+    from pgvector.psycopg import register_vector
+
+    conn = open_connection(url)
     try:
         extension_schema = ensure_vector(conn, url)
         migrate(conn, schema)
@@ -173,19 +185,44 @@ def _v1(conn: psycopg.Connection[Any]) -> None:
         conn.execute(statement)  # type: ignore[call-overload]
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1]
+def _v2(conn: psycopg.Connection[Any]) -> None:
+    """Postings: each (term, chunk) with the term's column-weighted frequency, its places
+    (``position * 4 + column``, for phrases) and the chunk's length, so BM25 reads an index
+    of the query's terms instead of unnesting the ``tsvector`` of every matching chunk
+    (seconds at 100k chunks). Existing chunks get theirs from their ``tsvector``."""
+    conn.execute(
+        'CREATE TABLE postings (term text COLLATE "C" NOT NULL, rowid bigint NOT NULL, '
+        "f double precision NOT NULL, length integer NOT NULL, places integer[] NOT NULL)"
+    )
+    text_w, heading_w, context_w = (float(w) for w in BM25_WEIGHTS)
+    conn.execute(
+        "INSERT INTO postings (term, rowid, f, length, places) "
+        "SELECT u.lexeme, c.rowid, sum(CASE w WHEN 'A' THEN %s WHEN 'B' THEN %s "
+        "WHEN 'C' THEN %s ELSE 0 END), c.length, "
+        "array_agg(p * 4 + CASE w WHEN 'A' THEN 0 WHEN 'B' THEN 1 ELSE 2 END ORDER BY p) "
+        "FROM chunks c CROSS JOIN LATERAL unnest(c.terms) u "
+        "CROSS JOIN LATERAL unnest(u.positions, u.weights) pw(p, w) "
+        "GROUP BY u.lexeme, c.rowid, c.length",
+        (text_w, heading_w, context_w),
+    )
+    # (term, rowid): a phrase's tokens merge-join by chunk; all columns: index-only scans
+    conn.execute("CREATE INDEX postings_term ON postings (term, rowid) INCLUDE (f, length, places)")
+    conn.execute("CREATE INDEX postings_rowid ON postings (rowid)")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2]
 """MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
 
 
 def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create or upgrade the workspace's schema (one process at a time)."""
-    if _version(conn, schema) == SCHEMA_VERSION:
+    if schema_version(conn, schema) == SCHEMA_VERSION:
         return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("migrate", schema),))
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}")
         conn.execute(f"SET LOCAL search_path = {ident(schema)}")
-        version = _version(conn, schema)  # again, under the lock
+        version = schema_version(conn, schema)  # again, under the lock
         if version > SCHEMA_VERSION:
             raise IndexServerError(
                 f"schema {schema} was made by a newer mdmem (version {version}): upgrade mdmem"
@@ -199,7 +236,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
         )
 
 
-def _version(conn: psycopg.Connection[Any], schema: str) -> int:
+def schema_version(conn: psycopg.Connection[Any], schema: str) -> int:
+    """The version of a workspace's schema (0: there is none)."""
     exists = conn.execute("SELECT to_regclass(%s)", (f"{ident(schema)}.meta",)).fetchone()
     if not exists or exists[0] is None:
         return 0

@@ -16,23 +16,21 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import psycopg
 
 from mdmem.config import FilesConfig
 from mdmem.index import sync as neutral
-from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored
+from mdmem.index.backend import Forgotten, IndexStatus
 from mdmem.index.chunks import CHUNKER_VERSION, sha
 from mdmem.index.embed import Embedder
-from mdmem.index.filters import Filters
 from mdmem.index.postgres import db, read, store
+from mdmem.index.postgres.view import Layouts, View, settle
 from mdmem.index.sync import Freshness, Progress, SyncReport
 from mdmem.memory.scan import FileStat
 from mdmem.redact import DEFAULT, Redactor
 
 T = TypeVar("T")
 LOCK_POLL_S = 0.05
-MIN_EF_SEARCH = 100
 
 
 def default_name(root: Path) -> str:
@@ -45,7 +43,7 @@ def origin(root: Path) -> str:
     return f"{socket.gethostname()}:{root.resolve()}"
 
 
-class PostgresIndex:
+class PostgresIndex(View):
     """The PostgreSQL index of one workspace (schema ``mdmem_<name>``)."""
 
     def __init__(
@@ -72,7 +70,7 @@ class PostgresIndex:
         self._embedder: Embedder | None = None
         self._on_message = on_message
         self._conn: psycopg.Connection[Any] | None = None
-        self._layout: tuple[int, Layout] | None = None
+        self.layouts = Layouts()
         self._lock = threading.RLock()
         self._recovering = False
 
@@ -82,9 +80,7 @@ class PostgresIndex:
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             self._conn = db.connect(self.url, self.schema)
-            ef_search = max(self.candidates, MIN_EF_SEARCH)
-            self._conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
-            self._conn.execute("SET hnsw.iterative_scan = relaxed_order")
+            settle(self._conn, self.candidates)
         return self._conn
 
     def close(self) -> None:
@@ -92,7 +88,7 @@ class PostgresIndex:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
             self._conn = None
-        self._layout = None
+        self.layouts.clear()
 
     def recover(self, op: Callable[[], T]) -> T:
         """Run ``op``; when the connection broke (a restarted server, a dropped link), connect
@@ -126,12 +122,6 @@ class PostgresIndex:
     @property
     def max_bytes(self) -> int:
         return int(self.files.max_file_mb * 1_000_000)
-
-    def meta(self, key: str) -> str | None:
-        return store.meta(self.conn, key)
-
-    def generation(self) -> int:
-        return store.generation(self.conn)
 
     def freshness(self) -> Freshness:
         return neutral.freshness(self.root, self.files, store.known_stats(self.conn))
@@ -313,60 +303,6 @@ class PostgresIndex:
     def searching(self) -> threading.RLock:
         return self._lock
 
-    def reading(self) -> contextlib.AbstractContextManager[None]:
-        return read.snapshot(self.conn)
-
-    def layout(self) -> Layout:
-        """The chunk layout, cached in memory until the index generation changes."""
-        key = self.generation()
-        if self._layout is None or self._layout[0] != key:
-            self._layout = (key, read.layout(self.conn))
-        return self._layout[1]
-
-    def keyword_candidates(self, query: str, limit: int) -> Scored:
-        return read.keyword(self.conn, self.layout(), query, limit)
-
-    def vector_candidates(
-        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
-    ) -> Scored | None:
-        """The nearest chunks by HNSW (``index.candidates`` of them) that pass ``filters``."""
-        dim = int(query.shape[0])
-        table = db.vector_table(self.conn, model_id, dim)
-        if table is None:
-            self._check_model(model_id, dim)
-            return None
-        return read.nearest(
-            self.conn, self.layout(), table, query, self.candidates, filters or Filters()
-        )
-
-    def _check_model(self, model_id: str, dim: int) -> None:
-        """A reader whose model does not match the vectors the index holds: say so."""
-        dims = db.vector_dims(self.conn, model_id)
-        held = self.meta("embed_model")
-        if dims:
-            raise db.IndexServerError(
-                f"{self.where} holds {'/'.join(map(str, dims))}-d vectors of {model_id}, but "
-                f"the model now gives {dim}-d ones: run `mdmem index` where the files are to "
-                "embed them anew (or go back to the model that made them)"
-            )
-        if held is not None and held != model_id:
-            raise db.IndexServerError(
-                f"{self.where} holds vectors of {held}, not of {model_id}: set embedding.model "
-                "to the indexer's model, or run `mdmem index` where the files are"
-            )
-
-    def filtered(self, filters: Filters) -> np.ndarray:
-        return read.filtered(self.conn, self.layout(), filters)
-
-    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
-        return read.chunk_rows(self.conn, rowids)
-
-    def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
-        return read.access_counts(self.conn, keys)
-
-    def bump_access(self, keys: Sequence[str]) -> None:
-        read.bump_access(self.conn, keys)
-
     # ---- status and forgetting -------------------------------------------------------------
 
     def status(self, model_id: str | None) -> IndexStatus:
@@ -387,6 +323,7 @@ class PostgresIndex:
             problems=[str(p) for p in fresh.problems],
             last_sync=self.meta("last_sync"),
             db_path=self.where,
+            generation=self.generation(),
         )
 
     def forget(self, entry_ids: Collection[str], texts: Sequence[str]) -> Forgotten:

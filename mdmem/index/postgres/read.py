@@ -22,7 +22,7 @@ from psycopg import pq
 from mdmem.index.backend import ChunkRow, Layout, Scored
 from mdmem.index.filters import Filters
 from mdmem.index.postgres import store
-from mdmem.index.postgres.terms import query_phrases, tsquery
+from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
 
 Conn = psycopg.Connection[Any]
@@ -55,106 +55,75 @@ def layout(conn: Conn) -> Layout:
 
 
 def keyword(conn: Conn, layout: Layout, query: str, limit: int) -> Scored:
-    """FTS5's BM25 of the ``limit`` best matches of ``query``. One-word terms are scored in
-    SQL; a term that is several tokens (``o'brien``: ``o`` then ``brien``) is a phrase, counted
-    where its tokens stand next to each other, as FTS5 counts it."""
+    """FTS5's BM25 of the ``limit`` best matches of ``query``, in one statement over the
+    postings of its terms (never a chunk's ``tsvector``). A word's postings hold its weighted
+    frequency in each chunk; a term that is several tokens (``o'brien``: ``o`` then
+    ``brien``) is a phrase, counted where its tokens stand next to each other in one column,
+    as FTS5 counts it, and its document count is counted the same way."""
     phrases = query_phrases(query)
     n_docs, n_tokens = store.stats(conn)
     if not phrases or not n_docs:
         return _scored(layout, [])
-    idf = {p: _idf(n_docs, _hits(conn, p)) for p in phrases}
-    avgdl = n_tokens / n_docs
     words = [p[0] for p in phrases if len(p) == 1]
-    longer = [p for p in phrases if len(p) > 1]
-    rows = _words(conn, words, [idf[(w,)] for w in words], avgdl, None if longer else limit)
-    if not longer:
-        return _scored(layout, rows)
-    scores: dict[int, float] = {int(r): float(s) for r, s in rows}
-    for phrase in longer:
-        for rowid, score in _phrase(conn, phrase, idf[phrase], avgdl).items():
-            scores[rowid] = scores.get(rowid, 0.0) + score
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return _scored(layout, best)
-
-
-def _bm25(f: float, length: int, idf: float, avgdl: float) -> float:
-    return idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl))
-
-
-def _words(
-    conn: Conn, words: list[str], idfs: list[float], avgdl: float, limit: int | None
-) -> list[tuple[Any, ...]]:
-    """BM25 over the rows holding any of ``words`` (each word's frequency weighted by the
-    column it stands in), best first."""
-    if not words:
-        return []
-    text_w, heading_w, context_w = BM25_WEIGHTS
-    return conn.execute(
-        """
-        WITH q AS (SELECT * FROM unnest(%(lex)s::text[], %(idf)s::float8[]) AS q(lexeme, idf))
-        SELECT c.rowid, sum(q.idf * t.f * (%(k1)s + 1)
-                            / (t.f + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avgdl)s))) AS s
-        FROM chunks c
-        CROSS JOIN LATERAL (
-            SELECT u.lexeme, sum(CASE w WHEN 'A' THEN %(wa)s WHEN 'B' THEN %(wb)s
-                                        WHEN 'C' THEN %(wc)s ELSE 0 END) AS f
-            FROM unnest(c.terms) u CROSS JOIN LATERAL unnest(u.weights) w
-            WHERE u.lexeme = ANY(%(lex)s) GROUP BY u.lexeme) t
-        JOIN q ON q.lexeme = t.lexeme
-        WHERE c.terms @@ %(match)s::tsquery
-        GROUP BY c.rowid ORDER BY s DESC, c.rowid LIMIT %(limit)s
-        """,
-        {
-            "lex": words,
-            "idf": idfs,
-            "wa": text_w,
-            "wb": heading_w,
-            "wc": context_w,
-            "match": tsquery([(w,) for w in words]),
-            "k1": K1,
-            "b": B,
-            "avgdl": avgdl,
-            "limit": limit,
-        },
-    ).fetchall()
-
-
-def _phrase(conn: Conn, phrase: tuple[str, ...], idf: float, avgdl: float) -> dict[int, float]:
-    """BM25 of one phrase in every row that holds it: occurrences are the positions of its
-    first token followed by the others, each weighted by its column."""
-    weight = dict(zip(("A", "B", "C"), BM25_WEIGHTS, strict=True))
-    found: dict[int, tuple[int, dict[str, dict[int, str]]]] = {}
-    for rowid, length, lexeme, positions, weights in conn.execute(
-        "SELECT c.rowid, c.length, u.lexeme, u.positions, u.weights "
-        "FROM chunks c CROSS JOIN LATERAL unnest(c.terms) u "
-        "WHERE c.terms @@ %s::tsquery AND u.lexeme = ANY(%s)",
-        (tsquery([phrase]), list(set(phrase))),
-    ):
-        tokens = found.setdefault(int(rowid), (int(length), {}))[1]
-        tokens[str(lexeme)] = dict(zip(positions, weights, strict=True))
-    out: dict[int, float] = {}
-    for rowid, (length, tokens) in found.items():
-        first = tokens.get(phrase[0], {})
-        f = sum(
-            weight.get(label, 0.0)
-            for p, label in first.items()
-            if all(p + j in tokens.get(tok, {}) for j, tok in enumerate(phrase[1:], 1))
+    args: dict[str, Any] = {
+        "words": words,
+        "idfs": [_idf(n_docs, n) for n in _word_hits(conn, words)],
+        "n": n_docs,
+        "k1": K1,
+        "b": B,
+        "avgdl": n_tokens / n_docs,
+        "limit": limit,
+    }
+    parts = [
+        "SELECT p.rowid, p.length, q.idf, p.f FROM unnest(%(words)s::text[], %(idfs)s::float8[])"
+        " AS q(term, idf) JOIN postings p ON p.term = q.term"
+    ]
+    ctes = []
+    for i, phrase in enumerate(p for p in phrases if len(p) > 1):
+        ctes.append(f"ph{i} AS MATERIALIZED ({_phrase_sql(phrase, f'ph{i}_', args)})")
+        idf = "ln((%(n)s::float8 - h.n + 0.5) / (h.n + 0.5))"
+        parts.append(
+            f"SELECT ph{i}.rowid, ph{i}.length, "
+            f"CASE WHEN {idf} > 0 THEN {idf} ELSE 1e-6 END, ph{i}.f "
+            f"FROM ph{i}, (SELECT count(*) AS n FROM ph{i}) h"
         )
-        if f > 0:
-            out[rowid] = _bm25(f, length, idf, avgdl)
-    return out
+    sql = (
+        ("WITH " + ", ".join(ctes) + " " if ctes else "")
+        + "SELECT t.rowid, sum(t.idf * t.f * (%(k1)s + 1) / (t.f + %(k1)s * "
+        "(1 - %(b)s + %(b)s * t.length / %(avgdl)s))) AS s FROM ("
+        + " UNION ALL ".join(parts)
+        + ") t GROUP BY t.rowid ORDER BY s DESC, t.rowid LIMIT %(limit)s"
+    )
+    return _scored(layout, conn.execute(sql, args).fetchall())  # type: ignore[arg-type]
 
 
-def _hits(conn: Conn, phrase: tuple[str, ...]) -> int:
-    """Documents that hold the phrase: the kept frequency of a one-word phrase (FTS5 counts
-    the same), a count for longer ones."""
-    if len(phrase) == 1:
-        row = conn.execute("SELECT n FROM df WHERE term = %s", (phrase[0],)).fetchone()
-        return int(row[0]) if row else 0
-    row = conn.execute(
-        "SELECT count(*) FROM chunks WHERE terms @@ %s::tsquery", (tsquery([phrase]),)
-    ).fetchone()
-    return int(row[0]) if row else 0
+def _phrase_sql(phrase: tuple[str, ...], prefix: str, args: dict[str, Any]) -> str:
+    """(rowid, length, f) of every chunk where the phrase stands: each place of its first
+    token whose next tokens follow it (``+ 4`` a token), weighted by its column."""
+    text_w, heading_w, context_w = BM25_WEIGHTS
+    args.update({f"{prefix}wa": text_w, f"{prefix}wb": heading_w, f"{prefix}wc": context_w})
+    joins, follows = [], []
+    for j, token in enumerate(phrase):
+        args[f"{prefix}t{j}"] = token
+        if j:
+            joins.append(
+                f"JOIN postings p{j} ON p{j}.rowid = p0.rowid AND p{j}.term = %({prefix}t{j})s"
+            )
+            follows.append(f"x + {4 * j} = ANY(p{j}.places)")
+    weight = (
+        f"CASE x %% 4 WHEN 0 THEN %({prefix}wa)s WHEN 1 THEN %({prefix}wb)s ELSE %({prefix}wc)s END"
+    )
+    return (
+        f"SELECT p0.rowid, p0.length, f.f FROM postings p0 {' '.join(joins)} "
+        f"CROSS JOIN LATERAL (SELECT sum({weight}) AS f FROM unnest(p0.places) x "
+        f"WHERE {' AND '.join(follows)}) f WHERE p0.term = %({prefix}t0)s AND f.f > 0"
+    )
+
+
+def _word_hits(conn: Conn, words: list[str]) -> list[int]:
+    """Documents that hold each word: the frequencies sync keeps (FTS5 counts the same)."""
+    found = dict(conn.execute("SELECT term, n FROM df WHERE term = ANY(%s)", (words,)).fetchall())
+    return [int(found.get(w, 0)) for w in words]
 
 
 def _idf(n_docs: int, hits: int) -> float:

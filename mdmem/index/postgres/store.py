@@ -18,7 +18,7 @@ from mdmem.memory.scan import FileStat
 
 Conn = psycopg.Connection[Any]
 CHUNK_COLUMNS = (
-    "id, path, start_line, end_line, heading, text, embed_text, text_hash, kind, type, "
+    "rowid, id, path, start_line, end_line, heading, text, embed_text, text_hash, kind, type, "
     "importance, created, entry_id, agent, session, archived, context, terms, length"
 )
 
@@ -92,13 +92,15 @@ def replace_chunks(conn: Conn, files: Sequence[tuple[str, list[Chunk]]]) -> int:
 
 
 def insert_chunks(conn: Conn, chunks: Sequence[tuple[str, Chunk]]) -> None:
-    """Insert chunks (with their first-seen dates, terms and BM25 counts) by COPY."""
+    """Insert chunks (with their first-seen dates, terms, postings and BM25 counts) by COPY."""
     if not chunks:
         return
     seen = first_seen(conn, [sha(c.text) for _, c in chunks], dt.date.today().isoformat())
     terms = chunk_terms([(c.text, c.heading, c.context) for _, c in chunks])
+    rowids = new_rowids(conn, len(chunks))
     rows = [
         (
+            rowid,
             c.id,
             path,
             c.start_line,
@@ -119,10 +121,29 @@ def insert_chunks(conn: Conn, chunks: Sequence[tuple[str, Chunk]]) -> None:
             t.tsvector,
             t.length,
         )
-        for (path, c), t in zip(chunks, terms, strict=True)
+        for rowid, (path, c), t in zip(rowids, chunks, terms, strict=True)
     ]
     copy_rows(conn, f"COPY chunks ({CHUNK_COLUMNS}) FROM STDIN", rows)
+    copy_rows(
+        conn,
+        "COPY postings (term, rowid, f, length, places) FROM STDIN",
+        (
+            (term, rowid, f, t.length, t.places[term])
+            for rowid, t in zip(rowids, terms, strict=True)
+            for term, f in t.frequencies.items()
+        ),
+    )
     count_terms(conn, (t.lexemes for t in terms), sum(t.length for t in terms), len(terms), +1)
+
+
+def new_rowids(conn: Conn, n: int) -> list[int]:
+    """``n`` row ids from the chunks' identity sequence (COPY returns none, and the postings
+    of a chunk name its row)."""
+    rows = conn.execute(
+        "SELECT nextval(pg_get_serial_sequence('chunks', 'rowid')) FROM generate_series(1, %s)",
+        (n,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def copy_rows(conn: Conn, statement: str, rows: Iterable[Sequence[Any]]) -> None:
@@ -188,11 +209,12 @@ def delete_paths(conn: Conn, paths: Sequence[str]) -> None:
 
 def _delete(conn: Conn, statement: str, keys: list[Any]) -> None:
     gone = conn.execute(
-        statement + " RETURNING length, tsvector_to_array(terms)",  # type: ignore[operator]
+        statement + " RETURNING rowid, length, tsvector_to_array(terms)",  # type: ignore[operator]
         (keys,),
     ).fetchall()
     if gone:
-        count_terms(conn, (r[1] for r in gone), sum(r[0] for r in gone), len(gone), -1)
+        conn.execute("DELETE FROM postings WHERE rowid = ANY(%s)", ([r[0] for r in gone],))
+        count_terms(conn, (r[2] for r in gone), sum(r[1] for r in gone), len(gone), -1)
 
 
 def missing_vectors(conn: Conn, table: str | None) -> list[tuple[str, str]]:

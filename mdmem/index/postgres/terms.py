@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mdmem.index.fts import query_terms, segment
-from mdmem.index.sqlite.db import FTS_TOKENIZER
+from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
 LABELS = ("A", "B", "C")
 """tsvector weight label of each keyword column: text, heading, context."""
@@ -36,8 +36,17 @@ class Terms:
     """A tsvector literal: each lexeme with its positions and column labels."""
     length: int
     """Tokens in all columns (BM25's document length)."""
-    lexemes: frozenset[str]
-    """Distinct lexemes (what the document-frequency table counts)."""
+    frequencies: dict[str, float]
+    """Each distinct lexeme's frequency, every occurrence weighted by its column as FTS5's
+    BM25 weights it (what the postings table keeps, so a search never reads the tsvector)."""
+    places: dict[str, list[int]]
+    """Each lexeme's occurrences as ``position * 4 + column`` (positions as in the tsvector,
+    uncapped): a phrase's next token stands at ``+ 4``."""
+
+    @property
+    def lexemes(self) -> frozenset[str]:
+        """Distinct lexemes (what the document-frequency table counts)."""
+        return frozenset(self.frequencies)
 
 
 def _tokenizer() -> sqlite3.Connection:
@@ -82,16 +91,21 @@ def chunk_terms(docs: Sequence[tuple[str, str, str]]) -> list[Terms]:
 
 def _terms(columns: list[list[tuple[int, str]]]) -> Terms:
     positions: dict[str, list[str]] = defaultdict(list)
+    frequencies: dict[str, float] = defaultdict(float)
+    places: dict[str, list[int]] = defaultdict(list)
     start = 1
-    for label, tokens in zip(LABELS, columns, strict=True):
+    columns_of = zip(LABELS, BM25_WEIGHTS, columns, strict=True)
+    for column, (label, weight, tokens) in enumerate(columns_of):
         for offset, token in tokens:
+            frequencies[token] += weight
+            places[token].append((start + offset) * 4 + column)
             kept = positions[token]
             if len(kept) < MAX_POSITIONS:
                 kept.append(f"{min(start + offset, MAX_POSITION)}{label}")
         # a gap of one between columns: a phrase never matches across them
         start += (tokens[-1][0] + 2) if tokens else 0
     literal = " ".join(f"{quote(lex)}:{','.join(pos)}" for lex, pos in positions.items())
-    return Terms(literal, sum(len(t) for t in columns), frozenset(positions))
+    return Terms(literal, sum(len(t) for t in columns), dict(frequencies), dict(places))
 
 
 def query_phrases(query: str) -> list[tuple[str, ...]]:

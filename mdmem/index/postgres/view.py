@@ -1,0 +1,136 @@
+"""What ranking reads of a workspace's PostgreSQL index, through one connection: the layout,
+keyword and vector candidates, rows and counters, and the generation a view is of.
+
+Both the writer's :class:`~mdmem.index.postgres.index.PostgresIndex` and the pooled readers
+of :class:`~mdmem.index.postgres.remote.RemoteIndex` are this; the layout (every chunk in
+file order) is cached by index generation, shared by all the views of one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from mdmem.index.backend import ChunkRow, Layout, Scored
+from mdmem.index.filters import Filters
+from mdmem.index.postgres import db, read, store
+
+MIN_EF_SEARCH = 100
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Which index a search read: its generation and when it was last synced. A remote reader
+    sees the index as the indexer last wrote it; this says how old that is."""
+
+    generation: int
+    synced: str | None
+
+
+def settle(conn: psycopg.Connection[Any], candidates: int) -> None:
+    """Session settings of a searching connection: ``hnsw.ef_search`` at least the candidates
+    wanted (the default 40 would cap them), and iterative scans so filters keep them full."""
+    conn.execute(f"SET hnsw.ef_search = {int(max(candidates, MIN_EF_SEARCH))}")
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+
+
+class Layouts:
+    """The layout of the newest generation seen, shared by threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cached: tuple[int, Layout] | None = None
+
+    def get(self, conn: psycopg.Connection[Any], generation: int) -> Layout:
+        with self._lock:
+            cached = self._cached
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        built = read.layout(conn)
+        with self._lock:
+            if self._cached is None or self._cached[0] <= generation:
+                self._cached = (generation, built)
+        return built
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cached = None
+
+
+class View:
+    """The reading methods of an :class:`~mdmem.index.backend.IndexBackend` over ``conn``."""
+
+    candidates: int
+    where: str
+    layouts: Layouts
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        raise NotImplementedError
+
+    def meta(self, key: str) -> str | None:
+        return store.meta(self.conn, key)
+
+    def generation(self) -> int:
+        return store.generation(self.conn)
+
+    def stamp(self) -> Stamp:
+        """The generation and last sync of what this view reads (call inside ``reading``)."""
+        return Stamp(self.generation(), self.meta("last_sync"))
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        return read.snapshot(self.conn)
+
+    def layout(self) -> Layout:
+        """The chunk layout, cached in memory until the index generation changes."""
+        return self.layouts.get(self.conn, self.generation())
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        return read.keyword(self.conn, self.layout(), query, limit)
+
+    def vector_candidates(
+        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
+    ) -> Scored | None:
+        """The nearest chunks by HNSW (``index.candidates`` of them) that pass ``filters``."""
+        dim = int(query.shape[0])
+        table = db.vector_table(self.conn, model_id, dim)
+        if table is None:
+            self._check_model(model_id, dim)
+            return None
+        return read.nearest(
+            self.conn, self.layout(), table, query, self.candidates, filters or Filters()
+        )
+
+    def _check_model(self, model_id: str, dim: int) -> None:
+        """A reader whose model does not match the vectors the index holds: say so."""
+        dims = db.vector_dims(self.conn, model_id)
+        held = self.meta("embed_model")
+        if dims:
+            raise db.IndexServerError(
+                f"{self.where} holds {'/'.join(map(str, dims))}-d vectors of {model_id}, but "
+                f"the model now gives {dim}-d ones: run `mdmem index` where the files are to "
+                "embed them anew (or go back to the model that made them)"
+            )
+        if held is not None and held != model_id:
+            raise db.IndexServerError(
+                f"{self.where} holds vectors of {held}, not of {model_id}: set embedding.model "
+                "to the indexer's model, or run `mdmem index` where the files are"
+            )
+
+    def filtered(self, filters: Filters) -> np.ndarray:
+        return read.filtered(self.conn, self.layout(), filters)
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+        return read.chunk_rows(self.conn, rowids)
+
+    def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
+        return read.access_counts(self.conn, keys)
+
+    def bump_access(self, keys: Sequence[str]) -> None:
+        read.bump_access(self.conn, keys)
