@@ -61,6 +61,10 @@ def test_a_remote_reader_searches_as_the_workspace_does_and_says_how_fresh(
         assert (hit.generation, hit.synced) == (status.generation, status.last_sync)
         assert hit.to_dict()["index"] == {"generation": hit.generation, "synced": hit.synced}
     assert shared.status().generation == status.generation
+    assert {h.scope for h in theirs} == {h.scope for h in mine} and theirs[0].workspace == "shared"
+    local = remote.search("session", k=5, scopes="local", track_access=False)
+    assert local and all(h.path.startswith(".sessions/") for h in local)
+    assert remote.search(QUERY, k=5, scopes=["inherited"], track_access=False) == []
     (shared.root / "notes" / "zanzibar.md").write_text("- Zanzibar is the codename\n")
     shared.sync()
     after = remote.search("Zanzibar codename", k=1)

@@ -14,8 +14,8 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mdmem.config import SearchConfig
@@ -229,15 +229,21 @@ class RemoteIndex:
         since: str | None = None,
         until: str | None = None,
         include_archived: bool = False,
+        scopes: str | Sequence[str] | None = None,
         track_access: bool = True,
     ) -> SearchResults:
         """:meth:`mdmem.Workspace.search`, from the index as the indexer last wrote it: each
-        hit carries that ``generation`` and ``synced`` time."""
+        hit carries that ``generation`` and ``synced`` time, and its scope (LOCAL or SHARED:
+        a remote reader reads one workspace, no parents and no GLOBAL) with the workspace's
+        name."""
+        from mdmem.index.federated import WIDEN
         from mdmem.index.search import Filters, SearchResults, check_k, search
+        from mdmem.memory.scopes import check_scopes, scope_of
         from mdmem.redact import DEFAULT
 
         k = self.config.k if k is None else check_k(k)
         mode = mode or self.config.mode
+        wanted = check_scopes(scopes)
         filters = Filters(type, path, agent, session, since, until, include_archived)
         embedder = self.embedder() if mode != "keyword" else None
         with self._view() as view:
@@ -245,13 +251,15 @@ class RemoteIndex:
                 view,
                 embedder,
                 DEFAULT.mask(query),
-                k=k,
+                k=k if wanted is None else max(k * WIDEN, k + 10),
                 mode=mode,
                 config=self.config,
                 filters=filters,
                 track_access=track_access,
             )
-        return SearchResults(hits, mode=mode)
+        labelled = [replace(h, scope=scope_of(h.path), workspace=self.workspace) for h in hits]
+        kept = [h for h in labelled if wanted is None or h.scope in wanted][:k]
+        return SearchResults(kept, mode=mode)
 
     async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
         """:meth:`search` for async agents, in a worker thread."""
