@@ -75,6 +75,10 @@ class Distiller:
         report = self._extract(messages, _session_id(record), offline, writer, llm_kwargs)
         return replace(report, dry_run=dry_run, diff=_diff(writer))
 
+    def extract_into(self, messages: Messages, source: str | None, writer: Writer) -> ExtractReport:
+        """Offline extraction of ``messages`` through ``writer`` (promotion from L3 to L4)."""
+        return self._extract(messages, source, True, writer, {})
+
     def compact(
         self,
         source: Conversation,
@@ -208,8 +212,14 @@ class Distiller:
                     d.text, c.type, c.importance, source=session_id, section=topic
                 )
             elif d.action in ("replace", "merge") and d.existing is not None:
+                # the new memory says how it bears on the old one: visible in its metadata
+                kind = "contradicts" if d.action == "replace" else "refines"
                 written = store.supersede(
-                    d.existing, d.text, importance=c.importance, source=session_id
+                    d.existing,
+                    d.text,
+                    importance=c.importance,
+                    source=session_id,
+                    related={kind: d.existing.id},
                 )
             changes.append(
                 MemoryChange(
