@@ -17,6 +17,9 @@ from mdmem.memory.tiers import evicted_in, raw_summary, summaries
 from mdmem.text import one_line
 from mdmem.tokens import TokenCounter
 
+SUMMARY_FILES = 20
+"""The L3 source looks at the newest this many session files (a prompt has no room for
+more, and reading every session of a long-lived workspace per prompt would be slow)."""
 FULL_SOURCES = (
     "task",
     "sessions",
@@ -51,7 +54,8 @@ def tier_sources(
         ]
         sources.append(_important(live, important))
     skip = {r.id for r in shown} | ({live.id} if live is not None else set())
-    items = [i for i in summaries(config, documents, count) if i.session not in skip]
+    found = summaries(config, documents, count, newest=SUMMARY_FILES)
+    items = [i for i in found if i.session not in skip]
     units: list[Unit] = []
     for rank, item in enumerate(reversed(items)):  # newest first
         base = rank * 10_000
@@ -60,7 +64,15 @@ def tier_sources(
         units.append(Unit(f"- {item.started[:10]} {item.session}: {one_line(head)}", "", base))
         for n, event in reversed(list(enumerate(memory.events))):
             units.append(Unit(f"  - [{event.tag}] {one_line(event.text)}", "", base + 1 + n))
-    sources.append(Source("summaries", "Session Summaries", ".sessions/", tuple(units)))
+    sources.append(
+        Source(
+            "summaries",
+            "Session Summaries",
+            "session summaries",
+            tuple(units),
+            files=(".sessions/",),
+        )
+    )
     return sources
 
 
@@ -92,10 +104,14 @@ def _recent(live: SessionRecord, recent: list[tuple[int, str]]) -> Source:
     units = [Unit(line, "", n) for n, line in recent]  # newest first, shown in time order
     if live.request:
         units.insert(0, Unit(f"- Request: {one_line(live.request)}", "", 0))
-    return Source("recent", f"Current Session: {live.title}", live.path or "", tuple(units))
+    path = (live.path or "",)
+    return Source(
+        "recent", f"Current Session: {live.title}", "the current session", tuple(units), files=path
+    )
 
 
 def _important(live: SessionRecord, events: list[tuple[int, Event]]) -> Source:
     ranked = sorted(events, key=lambda pe: (-pe[1].importance, -pe[0]))
     units = tuple(Unit(f"- {e.time} [{e.action}] {one_line(e.text)}", "", n) for n, e in ranked)
-    return Source("important", "Important Earlier Events", live.path or "", units)
+    path = (live.path or "",)
+    return Source("important", "Important Earlier Events", "earlier events", units, files=path)

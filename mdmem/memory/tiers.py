@@ -41,6 +41,8 @@ ARCHIVE_DIR = f"{SESSIONS_DIR}/archive"
 EVICTED = re.compile(r"<!-- mdmem evicted: (?P<ranges>[0-9, -]*) -->[ \t]*\n?")
 PROMOTED = re.compile(r"<!-- mdmem promoted: (?P<date>[0-9-]+) -->[ \t]*\n?")
 TIER_NAMES = ("L1", "L2", "L3", "L4")
+LIVE_SCAN = 50
+"""Session files looked at (newest first) for the agent's live session."""
 
 
 def parse_ranges(text: str) -> frozenset[int]:
@@ -158,25 +160,28 @@ class TierView:
 
 
 def live_session(documents: Documents, agent: str) -> SessionRecord | None:
-    """The agent's newest session in ``.sessions/`` when it is still running."""
+    """The agent's newest session in ``.sessions/`` when it is still running (files are read
+    newest first by name, their start time, and only until the agent's newest is found)."""
     folder = documents.root / SESSIONS_DIR
     if not folder.is_dir():
         return None
-    for record in sorted(
-        (r for r in _records(documents, sorted(folder.glob("*.md"), reverse=True)[:50])),
-        key=lambda r: (r.started or "", r.id),
-        reverse=True,
-    ):
+    newest = sorted(folder.glob("*.md"), reverse=True)[:LIVE_SCAN]
+    for record in _records(documents, newest):
         if record.agent == agent:
             return record if record.status == "running" else None
     return None
 
 
-def session_records(documents: Documents, archived: bool = True) -> list[SessionRecord]:
-    """Every session of ``.sessions/`` (and of ``.sessions/archive/``), oldest first."""
+def session_records(
+    documents: Documents, archived: bool = True, newest: int | None = None
+) -> list[SessionRecord]:
+    """Every session of ``.sessions/`` (and of ``.sessions/archive/``), oldest first;
+    ``newest``: only the files of ``.sessions/`` last by name (their start time)."""
     folder = documents.root / SESSIONS_DIR
     paths = sorted(folder.glob("*.md")) if folder.is_dir() else []
-    if archived and (documents.root / ARCHIVE_DIR).is_dir():
+    if newest is not None:
+        paths = paths[-newest:] if newest > 0 else []
+    elif archived and (documents.root / ARCHIVE_DIR).is_dir():
         paths += sorted((documents.root / ARCHIVE_DIR).glob("*/*.md"))
     return sorted(_records(documents, paths), key=lambda r: (r.started or "", r.id))
 
@@ -235,9 +240,12 @@ def view(config: Config, documents: Documents, count: TokenCounter, agent: str) 
     )
 
 
-def summaries(config: Config, documents: Documents, count: TokenCounter) -> list[SummaryItem]:
-    """L3, oldest first: every session summary not yet promoted; in minimal mode, the compact
-    memory's key events (its state stays: it is the present, not history)."""
+def summaries(
+    config: Config, documents: Documents, count: TokenCounter, newest: int | None = None
+) -> list[SummaryItem]:
+    """L3, oldest first: every session summary not yet promoted (``newest``: of the last
+    session files only); in minimal mode, the compact memory's key events (its state stays:
+    it is the present, not history)."""
     items: list[SummaryItem] = []
     if config.mode == "minimal":
         doc = documents.or_none(COMPACT_FILE)
@@ -247,7 +255,7 @@ def summaries(config: Config, documents: Documents, count: TokenCounter) -> list
                 text = event.render()
                 items.append(SummaryItem(COMPACT_FILE, None, event.date or "", text, count(text)))
         return items
-    for record in session_records(documents):
+    for record in session_records(documents, newest=newest):
         if not record.summary or not record.path:
             continue
         raw = raw_summary(documents, record)
