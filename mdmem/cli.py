@@ -1478,6 +1478,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     typer.echo("by type      " + _counts(report.by_type))
     typer.echo("by file      " + _counts(report.by_file))
     typer.echo("archived     " + (_counts(report.archived) or "none"))
+    tiers = [f"{t['name']} {t['tokens']:,}/{t['budget']:,}" for t in report.tiers]
+    typer.echo("tier tokens  " + (", ".join(tiers) or "-"))
     for title, items in (("most", report.most_accessed), ("least", report.least_accessed)):
         for a in items:
             count = "no count" if a.count is None else f"{a.count}×"

@@ -651,12 +651,15 @@ class Workspace:
         return involving(self.documents, entry_id)
 
     def stats(self) -> Stats:
-        """Memories by type and file, average importance, archived counts, the most and least
-        returned memories, search latency p50/p99 over recent searches, the last
+        """Memories by type and file, average importance, tokens per tier, archived counts, the
+        most and least returned memories, search latency p50/p99 over recent searches, the last
         consolidation's report. Changes nothing; never loads the embedding model."""
         from mdmem.distill.stats import collect
 
-        return collect(self.documents, lambda keys: self.index.access_counts(keys), self.state_dir)
+        tiers = [t.to_dict() for t in self.tiers()]
+        return collect(
+            self.documents, lambda keys: self.index.access_counts(keys), self.state_dir, tiers
+        )
 
     @property
     def promoter(self) -> Promoter:

@@ -218,6 +218,7 @@ def test_cli_tiers_and_promote(tmp_path: Path) -> None:
     assert data["dry_run"] and data["diff"] and not data["after"]
     out = runner.invoke(app, ["-w", str(ws.root), "promote"])
     assert out.exit_code == 0 and "L3" in out.stdout
+    assert [t["name"] for t in ws.stats().tiers] == ["L1", "L2", "L3", "L4"]
 
 
 def test_context_draws_on_the_live_sessions_tiers(tmp_path: Path) -> None:
