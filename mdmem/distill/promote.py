@@ -14,6 +14,7 @@ Markdown edit:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -136,6 +137,8 @@ class Promoter:
     count: TokenCounter
     agent: str
     redactor: Redactor
+    today: Callable[[], dt.date] = dt.date.today
+    """The day sessions are archived against (a simulation sets its own)."""
 
     # ---- what would happen ------------------------------------------------------------------
 
@@ -147,7 +150,7 @@ class Promoter:
         if seen.tokens("L3") >= t.l3_tokens * t.l3_trigger and seen.l3:
             promote = seen.l3[: max(1, math.ceil(len(seen.l3) * t.l3_share))]
         consolidate = seen.l4_items > self.config.consolidate.threshold
-        archive = tuple(due(self.documents, self.config.sessions.archive_days))
+        archive = tuple(due(self.documents, self.config.sessions.archive_days, self.today()))
         return Plan(seen, evict, promote, consolidate, archive)
 
     def tiers(self) -> list[Tier]:
