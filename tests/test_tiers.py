@@ -255,3 +255,19 @@ def test_extraction_records_contradicts_and_refines(tmp_path: Path, embedder) ->
     report = ws.extract([{"role": "user", "content": said}])
     change = next(c for c in report.changes if c.action == "merge")
     assert ws.get(change.entry_id or "").meta.get("refines") == base.id
+
+
+def test_an_interrupted_archive_move_is_finished_by_the_next_run(tmp_path: Path) -> None:
+    """Killed between the copy and the removal, both names hold the same bytes: the next run
+    removes the old one; a copy with other text is never overwritten."""
+    ws = _ws(tmp_path, archive=30)
+    old = _summarized(ws, "20260105_100000_old", "2026-01-05T10:00:00", FACTS[0])
+    other = _summarized(ws, "20260106_100000_other", "2026-01-06T10:00:00", FACTS[1])
+    archive = ws.root / ".sessions/archive/2026-01"
+    archive.mkdir(parents=True)
+    (archive / old.name).write_bytes(old.read_bytes())  # the copy made before the kill
+    (archive / other.name).write_text("a person's own file of that name\n")
+    moves = {m.session: m for m in ws.promote().moves}
+    assert moves["20260105_100000_old"].done and not old.exists()
+    assert not moves["20260106_100000_other"].done and other.exists()
+    assert (archive / other.name).read_text() == "a person's own file of that name\n"
