@@ -271,3 +271,18 @@ def test_an_interrupted_archive_move_is_finished_by_the_next_run(tmp_path: Path)
     assert moves["20260105_100000_old"].done and not old.exists()
     assert not moves["20260106_100000_other"].done and other.exists()
     assert (archive / other.name).read_text() == "a person's own file of that name\n"
+
+
+def test_promoting_an_old_summary_never_brings_back_a_changed_value(tmp_path: Path) -> None:
+    """The summary of January says the old port; the port changed since (the old memory is
+    superseded): promoting January's summary must not put the old value back over the new."""
+    ws = _ws(tmp_path)
+    ws.extract([{"role": "user", "content": "My staging database port is 5432"}])
+    ws.extract([{"role": "user", "content": "My staging database port is 6543"}])
+    for n in range(6):
+        fact = "My staging database port is 5432" if n == 0 else FACTS[n]
+        _summarized(ws, f"2026010{n + 1}_100000_s{n}", f"2026-01-0{n + 1}T10:00:00", fact)
+    ws.promote()
+    active = [e.text for e in ws.entries("memory.md")]
+    assert "The user's staging database port is 6543" in active
+    assert not any("5432" in text for text in active)
