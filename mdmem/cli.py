@@ -1544,6 +1544,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     typer.echo("by type      " + _counts(report.by_type))
     typer.echo("by file      " + _counts(report.by_file))
     typer.echo("archived     " + (_counts(report.archived) or "none"))
+    tiers = [f"{t['name']} {t['tokens']:,}/{t['budget']:,}" for t in report.tiers]
+    typer.echo("tier tokens  " + (", ".join(tiers) or "-"))
     for title, items in (("most", report.most_accessed), ("least", report.least_accessed)):
         for a in items:
             count = "no count" if a.count is None else f"{a.count}×"
@@ -1696,3 +1698,45 @@ def _remote_mcp(remote: Any) -> Any:
     from mdmem.integrations.mcp_remote import build_remote_server
 
     return build_remote_server(remote)
+
+
+@app.command()
+def tiers(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """The memory tiers L1-L4: tokens, budget, items, and what the next promotion would do."""
+    found = _open(ctx).tiers()
+    if as_json:
+        _print_json([t.to_dict() for t in found])
+        return
+    _print_tiers(found)
+
+
+@app.command()
+def promote(ctx: typer.Context, dry_run: DryRunOpt = False, as_json: JsonOpt = False) -> None:
+    """Run the tier promotions that are due: L2 events into the session's summary, the oldest
+    summaries' facts into memory.md / learnings.md, consolidation past its threshold, and old
+    compacted sessions into .sessions/archive/."""
+    _log_to_stderr()
+    report = _open(ctx).promote(dry_run=dry_run)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    if dry_run:
+        typer.echo(report.diff or "(no change)", nl=False)
+    _print_tiers(report.after or report.tiers)
+    for problem in report.problems:
+        _warn(problem)
+    typer.echo(report.summary(), err=True)
+
+
+def _print_tiers(found: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Memory tiers", title_justify="left")
+    for column in ("tier", "tokens", "budget", "used", "items", "next promotion"):
+        table.add_column(column, justify="left" if column == "next promotion" else "right")
+    for t in found:
+        table.add_row(
+            t.name, f"{t.tokens:,}", f"{t.budget:,}", f"{t.share:.0%}", str(t.items), t.next
+        )
+    Console(width=110).print(table)

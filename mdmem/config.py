@@ -134,6 +134,9 @@ DEFAULT_SHARES = {
     "retrieved": 0.2,
     "compact": 0.5,
     "shared": 0.15,
+    "recent": 0.15,
+    "important": 0.1,
+    "summaries": 0.1,
 }
 
 
@@ -146,7 +149,8 @@ class ContextConfig:
     fast estimate."""
     shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
     """Each source's share of the budget (relative; a source's unused share flows to the
-    others). Sources: task, sessions, world, knowledge, retrieved, compact, shared."""
+    others). Sources: task, sessions, world, knowledge, retrieved, compact, shared, and the
+    live session's tiers: recent (L1), important (L2), summaries (L3)."""
     sessions: int = 3
     """How many of the agent's own recent sessions to include (full mode)."""
     retrieved: int = 8
@@ -178,6 +182,43 @@ class ConsolidateConfig:
     """Smaller clusters stay as they are."""
     fidelity_threshold: float = 0.5
     """A merge scoring below this (0.6 × mean cosine + 0.4 × keyword retention) is refused."""
+
+
+@dataclass(frozen=True)
+class TiersConfig:
+    """Token budgets of the memory tiers (counted with the context's token counter) and the
+    rules that move memory from one tier to the next (``mdmem tiers``, ``mdmem promote``)."""
+
+    l1_tokens: int = 8_000
+    """L1: the live session's most recent events, whole (oldest out first)."""
+    l2_tokens: int = 16_000
+    """L2: the live session's important events (above ``important``) not yet compacted."""
+    l3_tokens: int = 32_000
+    """L3: session summaries (``## Summary``; ``.compact_memory.md`` in minimal mode)."""
+    l4_tokens: int = 100_000
+    """L4: lasting memories (memory.md, learnings.md); a target consolidation works toward."""
+    important: float = 0.6
+    """An event with importance above this is in L2."""
+    l2_trigger: float = 0.85
+    """L2 at this share of its budget: its least important events are compacted ..."""
+    l2_target: float = 0.8
+    """... into the session's summary until L2 is at this share."""
+    l3_trigger: float = 0.9
+    """L3 at this share of its budget: the oldest summaries' lasting facts go to L4."""
+    l3_share: float = 0.2
+    """The share of summaries (oldest first) promoted to L4 each time."""
+    strategy: Literal["importance", "frequency"] = "importance"
+    """What leaves L2 first: the least important events, or the least accessed (the index's
+    access counts; ties by importance)."""
+    auto: bool = True
+    """Promote L2 → L3 as session events are written (a cheap size check per write)."""
+
+
+@dataclass(frozen=True)
+class SessionsConfig:
+    archive_days: int = 30
+    """Compacted sessions (with a ``## Summary``) that started more than this many days ago
+    move to ``.sessions/archive/YYYY-MM/`` on ``mdmem promote``; 0: never."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +288,8 @@ class Config:
     context: ContextConfig = field(default_factory=ContextConfig)
     compact: CompactConfig = field(default_factory=CompactConfig)
     consolidate: ConsolidateConfig = field(default_factory=ConsolidateConfig)
+    tiers: TiersConfig = field(default_factory=TiersConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
     redact: RedactConfig = field(default_factory=RedactConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     parent: str = ""
@@ -298,6 +341,7 @@ def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
             f"{source}: scopes.resolvers: each pool's resolver is {', '.join(RESOLVER_NAMES)}; "
             f"got {bad!r}"
         )
+    _check_tiers(config.tiers, config.sessions, source)
     if config.embedding.threads < 0:
         raise ConfigError(
             f"{source}: embedding.threads must be 0 (torch's default) or more, "
@@ -316,6 +360,23 @@ def _check_redact(config: RedactConfig, source: str) -> None:
         _check_regex(regex, f"{source}: redact.patterns.{kind}")
     for regex in config.allow_patterns:
         _check_regex(regex, f"{source}: redact.allow_patterns {regex!r}")
+
+
+def _check_tiers(tiers: TiersConfig, sessions: SessionsConfig, source: str) -> None:
+    budgets = [tiers.l1_tokens, tiers.l2_tokens, tiers.l3_tokens, tiers.l4_tokens]
+    if min(budgets) <= 0:
+        raise ConfigError(f"{source}: tiers: every l*_tokens budget must be above 0")
+    if not 0 < tiers.l2_target < tiers.l2_trigger <= 1:
+        raise ConfigError(
+            f"{source}: tiers: need 0 < l2_target < l2_trigger <= 1, "
+            f"got {tiers.l2_target} and {tiers.l2_trigger}"
+        )
+    if not (0 < tiers.l3_trigger <= 1 and 0 < tiers.l3_share <= 1):
+        raise ConfigError(f"{source}: tiers: l3_trigger and l3_share must be in (0, 1]")
+    if not 0 <= tiers.important <= 1:
+        raise ConfigError(f"{source}: tiers.important must be in [0, 1]")
+    if sessions.archive_days < 0:
+        raise ConfigError(f"{source}: sessions.archive_days must be 0 (never) or more")
 
 
 def _check_regex(regex: str, where: str) -> None:

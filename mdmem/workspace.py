@@ -27,6 +27,7 @@ from mdmem.redact import Redactor
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
     from mdmem.distill.consolidate import ConsolidateReport
+    from mdmem.distill.promote import Promoter, PromoteReport
     from mdmem.distill.stats import Stats
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.sessions import Session, SessionRecord
     from mdmem.memory.task import Task
+    from mdmem.memory.tiers import Tier
     from mdmem.memory.unarchive import RestoreReport
     from mdmem.memory.world import World
     from mdmem.reports import CompactReport, ExtractReport
@@ -472,6 +474,11 @@ class Workspace:
 
         if self._sessions is None:
             self._sessions = SessionFiles(self.documents, self.files, self._require_full)
+            if self.config.tiers.auto:
+                from mdmem.distill.promote import AutoPromote
+
+                promote = AutoPromote(self.config, lambda: self.promoter)
+                self._sessions.on_written = promote.after_write
         return self._sessions
 
     def session(self, title: str, agent: str | None = None) -> Session:
@@ -753,12 +760,45 @@ class Workspace:
         return involving(self.documents, entry_id)
 
     def stats(self) -> Stats:
-        """Memories by type and file, average importance, archived counts, the most and least
-        returned memories, search latency p50/p99 over recent searches, the last
+        """Memories by type and file, average importance, tokens per tier, archived counts, the
+        most and least returned memories, search latency p50/p99 over recent searches, the last
         consolidation's report. Changes nothing; never loads the embedding model."""
         from mdmem.distill.stats import collect
 
-        return collect(self.documents, lambda keys: self.index.access_counts(keys), self.state_dir)
+        tiers = [t.to_dict() for t in self.tiers()]
+        return collect(
+            self.documents, lambda keys: self.index.access_counts(keys), self.state_dir, tiers
+        )
+
+    @property
+    def promoter(self) -> Promoter:
+        """Promotion between the memory tiers L1-L4 over this workspace's files."""
+        from mdmem.distill.promote import Promoter
+        from mdmem.tokens import token_counter
+
+        return Promoter(
+            self.config,
+            self.documents,
+            self.files,
+            self.writer,
+            lambda: self.distiller,
+            lambda dry_run: self.consolidate(dry_run=dry_run, offline=True),
+            lambda keys: self.index.access_counts(keys),
+            token_counter(self.config.context.model or self.config.llm.model or None),
+            self.agent,
+            self.redactor,
+        )
+
+    def tiers(self) -> list[Tier]:
+        """The memory tiers L1-L4: tokens, budget, items, and what the next promotion from
+        each would do. Changes nothing."""
+        return self.promoter.tiers()
+
+    def promote(self, *, dry_run: bool = False) -> PromoteReport:
+        """Run the tier promotions that are due (L2 → session summary, L3 → lasting memories,
+        L4 → consolidation) and archive old compacted sessions; ``dry_run`` writes nothing
+        and reports the diff."""
+        return self.promoter.run(dry_run=dry_run)
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +19,48 @@ from mdmem.tokens import estimate_tokens, token_counter
 MARKER = re.compile(r"\[\.\.\. ([\d,]+) tokens of (.+?) omitted\]")
 
 
+TIER_LABELS = {
+    "sessions": ".sessions/",
+    "recent": "the current session",
+    "important": "earlier events",
+    "summaries": "session summaries",
+}
+
+
+@pytest.fixture
+def live(example: Workspace, tmp_path: Path) -> Workspace:
+    """A copy of the example workspace while the coder runs a long session (L1 and L2 in the
+    context), with an older compacted session (L3)."""
+    root = Path(shutil.copytree(example.root, tmp_path / "live"))
+    old = root / ".sessions" / "20261101_090000_old-work.md"
+    old.write_text(
+        "---\nagent: coder\nstarted: 2026-11-01T09:00:00\nstatus: completed\n---\n"
+        "# Session: old work\n\n## Summary\n\n### State\n- invoices API scaffolded\n\n"
+        "### Key Events\n- 2026-11-01 [decision] chose FastAPI with SQLAlchemy 2\n"
+    )
+    ws = Workspace.open(root)
+    session = ws.session("long refactor")
+    session.request("Split app/invoices.py into a package")
+    for n in range(30):
+        action = ("error", "execute", "thinking")[n % 3]
+        session.event(action, f"step {n}: moved invoices/part_{n}.py and ran pytest ({n} passed)")
+    return ws
+
+
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(min_value=0, max_value=4000))
-def test_never_over_budget_and_every_cut_is_marked(example: Workspace, budget: int) -> None:
-    ctx = example.build_context(budget_tokens=budget)
+@given(budget=st.integers(min_value=0, max_value=4000), running=st.booleans())
+def test_never_over_budget_and_every_cut_is_marked(
+    example: Workspace, live: Workspace, budget: int, running: bool
+) -> None:
+    """Also while a session runs: its tiers (recent, important events) and older summaries
+    are sources like the others, and never repeat a line."""
+    ws = live if running else example
+    ctx = ws.build_context(budget_tokens=budget)
     assert ctx.tokens == estimate_tokens(ctx.text) <= budget
     markers = {label: int(n.replace(",", "")) for n, label in MARKER.findall(ctx.text)}
     for source in ctx.sources:
         if source.omitted and source.used:
-            label = ", ".join(source.files) if source.name != "sessions" else ".sessions/"
+            label = TIER_LABELS.get(source.name, ", ".join(source.files))
             assert markers[label] == source.omitted
         assert source.used <= source.share  # a source never takes more than it was given
     lines = [line for line in ctx.text.splitlines() if line.startswith("- ")]

@@ -11,6 +11,7 @@ from typing import Protocol
 from mdmem.config import Config, Mode
 from mdmem.context import sources as src
 from mdmem.context.pack import Context, Source, pack
+from mdmem.context.tiers import tier_sources
 from mdmem.errors import FileProblem
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory
@@ -19,6 +20,7 @@ from mdmem.memory.pool import POOL_DIR, Pool, PoolEntry
 from mdmem.memory.relations import contradicted
 from mdmem.memory.sessions import SessionRecord
 from mdmem.memory.task import Task
+from mdmem.memory.tiers import live_session
 from mdmem.memory.world import World
 from mdmem.redact import Redactor
 from mdmem.tokens import token_counter
@@ -87,8 +89,12 @@ def build_context(
     sources: list[Source] = []
     if memory.mode == "full":
         sources.append(src.task_source(memory.task.state(), TASK_FILE))
-        own = memory.sessions(agent=agent or memory.agent, limit=cfg.sessions)
+        live = live_session(documents, agent or memory.agent)
+        own = memory.sessions(agent=agent or memory.agent, limit=cfg.sessions + 1)
+        # the live session is shown by its tiers (L1, L2), not as a recent session
+        own = [r for r in own if live is None or r.id != live.id][: cfg.sessions]
         sources.append(src.sessions_source(own, SESSIONS_DIR + "/"))
+        sources += tier_sources(memory.config, documents, count, live, own, budget)
         sources.append(src.world_source(memory.world.facts(), WORLD_FILE))
     sources.append(src.shared_source(_shared(memory, pools), POOL_DIR + "/"))
     sources.append(src.knowledge_source(entries, ranked, files, contradicted(entries)))

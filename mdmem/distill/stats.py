@@ -49,11 +49,14 @@ class Stats:
     latency_p99_ms: float | None
     last_consolidation: dict[str, object] | None
     """The newest report in ``.mdmem/consolidation/`` (its summary, when and where)."""
+    tiers: tuple[dict[str, object], ...] = ()
+    """Tokens, budget and items per memory tier, L1 to L4 (``ws.tiers()``)."""
 
     def to_dict(self) -> dict[str, object]:
         out = dict(vars(self))
         out["most_accessed"] = [vars(a) for a in self.most_accessed]
         out["least_accessed"] = [vars(a) for a in self.least_accessed]
+        out["tiers"] = list(self.tiers)
         return out
 
 
@@ -61,6 +64,7 @@ def collect(
     documents: Documents,
     access_counts: Callable[[Sequence[str]], dict[str, int]],
     state_dir: Path,
+    tiers: Sequence[dict[str, object]] = (),
 ) -> Stats:
     entries = list(documents.all().entries(include_archived=True))
     active = [e for e in entries if not e.archived]
@@ -85,6 +89,7 @@ def collect(
         latency_p50_ms=_quantile(times, 0.5),
         latency_p99_ms=_quantile(times, 0.99),
         last_consolidation=last_report(state_dir),
+        tiers=tuple(tiers),
     )
 
 

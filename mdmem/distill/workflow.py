@@ -75,6 +75,12 @@ class Distiller:
         report = self._extract(messages, _session_id(record), offline, writer, llm_kwargs)
         return replace(report, dry_run=dry_run, diff=_diff(writer))
 
+    def extract_into(self, messages: Messages, source: str | None, writer: Writer) -> ExtractReport:
+        """Offline extraction of ``messages`` through ``writer`` (promotion from L3 to L4). An
+        old summary says things that have changed since: a memory it would give that was
+        superseded already is stale, and skipped (never brought back over the newer one)."""
+        return self._extract(messages, source, True, writer, {}, skip_superseded=True)
+
     def compact(
         self,
         source: Conversation,
@@ -165,9 +171,10 @@ class Distiller:
         offline: bool,
         writer: Writer,
         llm_kwargs: dict[str, Any],
+        skip_superseded: bool = False,
     ) -> ExtractReport:
         from mdmem.distill.dedupe import choose_section, decide
-        from mdmem.distill.extract import extract_llm, extract_offline
+        from mdmem.distill.extract import extract_llm, extract_offline, text_hash
 
         llm_kwargs = {"redactor": self.redactor, **llm_kwargs}  # nothing leaves unmasked
         llm = self.config.llm
@@ -186,6 +193,15 @@ class Distiller:
             for e in self.documents.entries_or_warn(f, "extract")
             if e.type in MEMORY_TYPES
         ]
+        if skip_superseded:
+            stale = {
+                text_hash(e.text)
+                for f in KNOWLEDGE_FILES
+                if (self.documents.root / f).exists()
+                for e in self.documents.entries(f, include_archived=True)
+                if e.archived and "superseded_by" in e.meta
+            }
+            candidates = [c for c in candidates if text_hash(c.text) not in stale]
         decisions = decide(
             candidates,
             existing,
@@ -208,8 +224,14 @@ class Distiller:
                     d.text, c.type, c.importance, source=session_id, section=topic
                 )
             elif d.action in ("replace", "merge") and d.existing is not None:
+                # the new memory says how it bears on the old one: visible in its metadata
+                kind = "contradicts" if d.action == "replace" else "refines"
                 written = store.supersede(
-                    d.existing, d.text, importance=c.importance, source=session_id
+                    d.existing,
+                    d.text,
+                    importance=c.importance,
+                    source=session_id,
+                    related={kind: d.existing.id},
                 )
             changes.append(
                 MemoryChange(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from mdmem.config import check_name
 from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem
@@ -39,6 +40,9 @@ class SessionFiles:
         self.allowed = allowed
         self.folder = documents.root / SESSIONS_DIR
         self._sweep: InterruptedSweep | None = None
+        self.on_written: Callable[[str, str], None] | None = None
+        """Called with (path, new text) after each write of a session file (what automatic
+        tier promotion listens to)."""
 
     def start(self, title: str, agent: str, *, on_disk: bool) -> Session:
         """A new session named ``YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>``
@@ -99,15 +103,26 @@ class SessionFiles:
         name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
         stems = sorted(p.stem for p in self.folder.glob("*.md"))
         matches = [s for s in stems if s == name] or [s for s in stems if name in s]
+        if not matches:  # an archived session (.sessions/archive/YYYY-MM/) is found too
+            old = {p.stem: p.relative_to(self.folder).as_posix() for p in self._archived()}
+            hits = [s for s in old if s == name] or [s for s in old if name in s]
+            if len(hits) == 1:
+                return self._load(old[hits[0]])
         if len(matches) != 1:
             found = "no session" if not matches else f"{len(matches)} sessions"
             raise EntryNotFoundError(f"{found} matching {session_id!r} in {SESSIONS_DIR}/")
         return self._load(f"{matches[0]}.md")
 
+    def _archived(self) -> list[Path]:
+        return sorted((self.folder / "archive").glob("*/*.md"))
+
     def _write(self, rel: str) -> EditFile:
         def write(edit: Callable[[str], str]) -> str:
             self.allowed("a session file")
-            return self.writer.write(rel, edit, create=False)
+            text = self.writer.write(rel, edit, create=False)
+            if self.on_written is not None:
+                self.on_written(rel, text)
+            return text
 
         return write
 

@@ -6,6 +6,7 @@ re-reads the file it edits, so a person's edit made a moment ago is kept, never 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from mdmem.config import check_name
@@ -124,7 +125,9 @@ class KnowledgeStore:
         *,
         importance: float | None = None,
         source: str | None = None,
+        related: Mapping[str, str] | None = None,
     ) -> Entry:
+        """``related``: relations the new memory declares (``{"contradicts": old.id}``)."""
         if importance is not None:
             check_importance(importance)
         if source is not None:
@@ -158,6 +161,7 @@ class KnowledgeStore:
                     "created": today(),
                     "source": source,
                     "supersedes": old.id,
+                    **(related or {}),
                     "sum": text_sum(new_text),
                 }
                 block = edits.render_item(new_text, meta, doc.newline)
