@@ -549,7 +549,10 @@ class Workspace:
         pull (rebase, or merge), re-index, push; never forced (``mdmem sync``)."""
         from mdmem.memory.git_sync import sync
 
-        return sync(self.root, self.sync, dry_run=dry_run, rebase=rebase, message=message)
+        settle = self._writer.guard.wait if self._writer is not None else lambda: None
+        return sync(
+            self.root, self.sync, dry_run=dry_run, rebase=rebase, message=message, settle=settle
+        )
 
     # ---- scopes: parents and GLOBAL ---------------------------------------------------------
 

@@ -114,8 +114,10 @@ def test_two_clones_write_at_once_and_sync_both_ways(clones, embedder, tmp_path:
 
     # round two, the other way: bob pushes first, alice merges
     bob.remember("Bob: staging is eu-west-1")
-    alice.remember("Alice: prod is us-east-1")
     bob.git_sync()
+    # a write, then at once a sync whose rebase rewrites that file: within the write's
+    # late-save window, so git's rewrite must not look like a person's old-copy save
+    alice.remember("Alice: prod is us-east-1")
     alice.git_sync()
     bob.git_sync()
 

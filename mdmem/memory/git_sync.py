@@ -109,8 +109,12 @@ def sync(
     dry_run: bool = False,
     rebase: bool = True,
     message: str | None = None,
+    settle: Callable[[], object] = lambda: None,
 ) -> SyncReport:
-    """Commit the workspace's changes, pull, re-index, push (see the module's docstring)."""
+    """Commit the workspace's changes, pull, re-index, push (see the module's docstring).
+    ``settle`` first closes this process's late-save windows: git replacing a file just written
+    would look like a person's old-copy save, and the write would be put back mid-rebase."""
+    settle()
     top = repo_root(root)
     if top is None:
         raise SyncError(f"{root} is not inside a git repository")
