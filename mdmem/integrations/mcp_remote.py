@@ -7,13 +7,26 @@ synced) and ``status``. Reading files, building a context and every write need t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import Field
 
 from mdmem import RemoteIndex
-from mdmem.integrations.mcp_server import READ_ONLY, Query, _as_tool_error, _citation
+from mdmem.integrations.mcp_server import (
+    READ_ONLY,
+    SEARCH_HIT_KEYS,
+    AgentFilter,
+    HitCount,
+    PathFilter,
+    Query,
+    SearchMode,
+    SessionFilter,
+    Since,
+    TypeFilter,
+    Until,
+    _as_tool_error,
+    _citation,
+)
 
 __all__ = ["build_remote_server"]
 
@@ -22,7 +35,6 @@ INSTRUCTIONS = (
     "through their index. Search it before answering from assumptions; cite what you use as "
     "path:line. Hits say how fresh the index is (generation, synced)."
 )
-HIT_KEYS = ("heading", "text", "score", "type", "importance", "created", "id", "session")
 
 
 class RemoteTools:
@@ -34,16 +46,14 @@ class RemoteTools:
     def search(
         self,
         query: Query,
-        k: Annotated[int | None, Field(ge=1, le=100, description="How many hits.")] = None,
-        mode: Literal["hybrid", "keyword", "vector"] | None = None,
-        type: Annotated[
-            str | None, Field(description="Only this type: preference, fact, pattern, skill …")
-        ] = None,
-        path: Annotated[str | None, Field(description="Only files matching this glob.")] = None,
-        agent: Annotated[str | None, Field(description="Only this agent's sessions.")] = None,
-        session: Annotated[str | None, Field(description="Only this session (id).")] = None,
-        since: Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")] = None,
-        until: Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")] = None,
+        k: HitCount = None,
+        mode: SearchMode = None,
+        type: TypeFilter = None,
+        path: PathFilter = None,
+        agent: AgentFilter = None,
+        session: SessionFilter = None,
+        since: Since = None,
+        until: Until = None,
         include_archived: bool = False,
     ) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
@@ -68,7 +78,7 @@ class RemoteTools:
             "hits": [
                 {
                     "citation": _citation(h.path, h.start_line, h.end_line),
-                    **{key: getattr(h, key) for key in HIT_KEYS},
+                    **{key: getattr(h, key) for key in SEARCH_HIT_KEYS},
                     "generation": h.generation,
                     "synced": h.synced,
                 }

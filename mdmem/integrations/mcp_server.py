@@ -47,6 +47,20 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 Query = Annotated[str, Field(description="What to look for, in plain words.")]
+# The search filters, shared with the search-only server of mcp_remote.py.
+HitCount = Annotated[int | None, Field(ge=1, le=100, description="How many hits.")]
+SearchMode = Literal["hybrid", "keyword", "vector"] | None
+TypeFilter = Annotated[
+    str | None, Field(description="Only this type: preference, fact, pattern, skill …")
+]
+PathFilter = Annotated[str | None, Field(description="Only files matching this glob.")]
+AgentFilter = Annotated[str | None, Field(description="Only this agent's sessions.")]
+SessionFilter = Annotated[str | None, Field(description="Only this session (id).")]
+Since = Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")]
+Until = Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")]
+SessionSource = Annotated[
+    str | None, Field(description="Session id or transcript (default: the latest).")
+]
 
 
 @contextlib.contextmanager
@@ -91,16 +105,14 @@ class Tools:
     def search(
         self,
         query: Query,
-        k: Annotated[int | None, Field(ge=1, le=100, description="How many hits.")] = None,
-        mode: Literal["hybrid", "keyword", "vector"] | None = None,
-        type: Annotated[
-            str | None, Field(description="Only this type: preference, fact, pattern, skill …")
-        ] = None,
-        path: Annotated[str | None, Field(description="Only files matching this glob.")] = None,
-        agent: Annotated[str | None, Field(description="Only this agent's sessions.")] = None,
-        session: Annotated[str | None, Field(description="Only this session (id).")] = None,
-        since: Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")] = None,
-        until: Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")] = None,
+        k: HitCount = None,
+        mode: SearchMode = None,
+        type: TypeFilter = None,
+        path: PathFilter = None,
+        agent: AgentFilter = None,
+        session: SessionFilter = None,
+        since: Since = None,
+        until: Until = None,
         include_archived: bool = False,
     ) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
@@ -205,7 +217,7 @@ class Tools:
     def recent(
         self,
         limit: Annotated[int, Field(ge=1, le=50, description="How many of each.")] = 5,
-        agent: Annotated[str | None, Field(description="Only this agent's sessions.")] = None,
+        agent: AgentFilter = None,
     ) -> dict[str, Any]:
         """Recent sessions (newest first) and the workspace files changed most recently."""
         import datetime as dt
@@ -341,9 +353,7 @@ class Tools:
 
     def compact(
         self,
-        source: Annotated[
-            str | None, Field(description="Session id or transcript (default: the latest).")
-        ] = None,
+        source: SessionSource = None,
         offline: bool = False,
         dry_run: bool = False,
     ) -> dict[str, Any]:
@@ -354,9 +364,7 @@ class Tools:
 
     def extract(
         self,
-        source: Annotated[
-            str | None, Field(description="Session id or transcript (default: the latest).")
-        ] = None,
+        source: SessionSource = None,
         offline: bool = False,
         dry_run: bool = False,
     ) -> dict[str, Any]:
