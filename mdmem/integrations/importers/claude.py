@@ -8,14 +8,12 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mdmem.integrations.importers.common import (
-    BadRecord,
     Conversation,
     Report,
     Turn,
     as_json,
-    json_array,
+    each_in_array,
     local_time,
-    reason,
     text_of,
 )
 
@@ -23,11 +21,7 @@ SOURCE = "claude"
 
 
 def conversations(stream: IO[str], name: str, report: Report) -> Iterator[Conversation]:
-    for n, (line, item) in enumerate(json_array(stream, name), 1):
-        try:
-            yield parse(item, f"{name}:{line}")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            report(BadRecord(name, line, f"conversation {n}: {reason(exc)}"))
+    return each_in_array(stream, name, report, parse)
 
 
 def parse(item: dict[str, Any], where: str) -> Conversation:

@@ -17,14 +17,12 @@ from pathlib import PurePosixPath
 from typing import IO, Any
 
 from mdmem.integrations.importers.common import (
-    BadRecord,
     Conversation,
     Report,
     Turn,
     as_json,
-    jsonl,
     local_time,
-    reason,
+    one_log,
     text_of,
 )
 
@@ -33,14 +31,7 @@ SOURCE = "claude-code"
 
 def conversations(stream: IO[str], name: str, report: Report) -> Iterator[Conversation]:
     """The one conversation a log holds (none if it holds no message)."""
-    reader = _Reader()
-    for line, record in jsonl(stream, name, report):
-        try:
-            reader.add(record)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            report(BadRecord(name, line, reason(exc)))
-    if reader.turns:
-        yield reader.conversation(name)
+    return one_log(stream, name, report, _Reader())
 
 
 def looks_like(record: dict[str, Any]) -> bool:

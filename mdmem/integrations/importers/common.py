@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 # The few internal functions the integrations use, in one place (the package is being laid out
 # anew: when they move, only these lines change).
@@ -37,13 +37,16 @@ __all__ = [
     "BadInput",
     "BadRecord",
     "Conversation",
+    "LogReader",
     "Report",
     "Turn",
     "append_to_section",
+    "each_in_array",
     "head_frontmatter",
     "json_array",
     "jsonl",
     "local_time",
+    "one_log",
     "parse_document",
     "printable",
     "reason",
@@ -170,6 +173,46 @@ def json_array(stream: IO[str], name: str) -> Iterator[tuple[int, Any]]:
     """
     reader = _ArrayReader(stream, name)
     yield from reader.items()
+
+
+RECORD_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
+"""What reading one malformed record raises: reported with its line and skipped."""
+
+
+def each_in_array(
+    stream: IO[str], name: str, report: Report, parse: Callable[[Any, str], Conversation]
+) -> Iterator[Conversation]:
+    """The conversations of an export that is one JSON array of them (ChatGPT's, Claude's): a
+    conversation that cannot be read is reported by its line and the rest still come."""
+    for n, (line, item) in enumerate(json_array(stream, name), 1):
+        try:
+            yield parse(item, f"{name}:{line}")
+        except RECORD_ERRORS as exc:
+            report(BadRecord(name, line, f"conversation {n}: {reason(exc)}"))
+
+
+class LogReader(Protocol):
+    """Gathers one conversation from a log's records, one at a time."""
+
+    turns: list[Turn]
+
+    def add(self, record: dict[str, Any]) -> None: ...
+
+    def conversation(self, name: str) -> Conversation: ...
+
+
+def one_log(
+    stream: IO[str], name: str, report: Report, reader: LogReader
+) -> Iterator[Conversation]:
+    """The one conversation a JSONL log holds (Claude Code's, Codex's), none if it holds no
+    message; a record that cannot be read is reported by its line."""
+    for line, record in jsonl(stream, name, report):
+        try:
+            reader.add(record)
+        except RECORD_ERRORS as exc:
+            report(BadRecord(name, line, reason(exc)))
+    if reader.turns:
+        yield reader.conversation(name)
 
 
 class _ArrayReader:
