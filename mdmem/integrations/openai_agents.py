@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 from mdmem.errors import ModeError
 from mdmem.integrations.importers.common import (
     MAX_EVENT_CHARS,
+    SESSIONS_DIR,
     append_to_section,
-    head_frontmatter,
     parse_document,
     printable,
     render_event,
+    session_heads,
     session_skeleton,
     session_stem,
 )
@@ -41,11 +42,9 @@ if TYPE_CHECKING:
     from mdmem import Workspace
 
 SOURCE = "openai-agents"
-SESSIONS_DIR = ".sessions"
 EVENTS = "Events"
 ARCHIVE = "Archive"
 _ROLES = ("user", "assistant", "system", "developer")
-_HEAD_BYTES = 16_384
 
 
 class MdmemSession:
@@ -385,18 +384,7 @@ def _archive(text: str, rel: str, entries: list[Any]) -> str:
 
 def _find(root: Path, session_id: str) -> str | None:
     """The session file of ``session_id`` in ``.sessions/``, read from each file's head."""
-    folder = root / SESSIONS_DIR
-    if not folder.is_dir():
-        return None
-    for path in sorted(folder.glob("*.md")):
-        try:
-            with open(path, "rb") as handle:
-                head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            continue
-        if SOURCE not in head:
-            continue
-        front = head_frontmatter(head) or {}
+    for rel, front in session_heads(root, SOURCE):
         if front.get("source") == SOURCE and front.get("conversation") == session_id:
-            return f"{SESSIONS_DIR}/{path.name}"
+            return rel
     return None

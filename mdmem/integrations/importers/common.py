@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 # The few internal functions the integrations use, in one place (the package is being laid out
@@ -34,6 +35,7 @@ from mdmem.text import printable
 __all__ = [
     "KINDS",
     "MAX_EVENT_CHARS",
+    "SESSIONS_DIR",
     "BadInput",
     "BadRecord",
     "Conversation",
@@ -51,6 +53,7 @@ __all__ = [
     "printable",
     "reason",
     "render_event",
+    "session_heads",
     "session_skeleton",
     "session_stem",
     "set_frontmatter",
@@ -143,6 +146,27 @@ class BadInput(Exception):
     def __init__(self, record: BadRecord) -> None:
         super().__init__(str(record))
         self.record = record
+
+
+SESSIONS_DIR = ".sessions"
+_HEAD_BYTES = 16_384
+"""How much of a session file is read for its frontmatter when looking for an import."""
+
+
+def session_heads(root: Path, marker: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(path, frontmatter)`` of each session file whose head mentions ``marker``, oldest
+    name first: finding an imported conversation reads a few KB of each file, never all."""
+    folder = root / SESSIONS_DIR
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob("*.md")):
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if marker in head:
+            yield f"{SESSIONS_DIR}/{path.name}", head_frontmatter(head) or {}
 
 
 # ---- streaming readers -----------------------------------------------------------------------

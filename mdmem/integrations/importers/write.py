@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import EntryNotFoundError, ModeError
 from mdmem.integrations.importers.common import (
+    SESSIONS_DIR,
     BadRecord,
     Conversation,
     Turn,
-    head_frontmatter,
+    session_heads,
     session_skeleton,
     set_frontmatter,
     slugify,
@@ -42,13 +43,11 @@ if TYPE_CHECKING:
     from mdmem import Session, Workspace
     from mdmem.reports import ExtractReport
 
-SESSIONS_DIR = ".sessions"
 IMPORTS_DIR = "imports"
 """Under ``.mdmem/``: one folder per import (its log, and the text it replaced)."""
 TRASH_DIR = ".trash"
 """Where an undone import's files go (moved, never deleted)."""
 SUMMARY_IMPORTANCE = 0.8
-_HEAD_BYTES = 16_384
 _TITLE_CHARS = 120
 
 
@@ -177,22 +176,10 @@ def known_imports(root: Path) -> dict[tuple[str, str], Known]:
     """Imported conversations in ``.sessions/``, by (source, conversation id), read from the
     head of each file."""
     found: dict[tuple[str, str], Known] = {}
-    folder = root / SESSIONS_DIR
-    if not folder.is_dir():
-        return found
-    for path in sorted(folder.glob("*.md")):
-        try:
-            with open(path, "rb") as handle:
-                head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            continue
-        if "source_messages" not in head:
-            continue
-        front = head_frontmatter(head) or {}
+    for rel, front in session_heads(root, "source_messages"):
         source, conv = front.get("source"), front.get("conversation")
         count = str(front.get("source_messages", ""))
         if isinstance(source, str) and isinstance(conv, str) and count.isdigit():
-            rel = f"{SESSIONS_DIR}/{path.name}"
             found[(source, conv)] = Known(rel, int(count), str(front.get("source_digest", "")))
     return found
 
