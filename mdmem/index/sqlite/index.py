@@ -36,6 +36,7 @@ from mdmem.index.sqlite.db import (
     remove,
     unwritable,
 )
+from mdmem.index.sqlite.layout_cache import LayoutCache
 from mdmem.index.sqlite.store import transaction
 from mdmem.index.sqlite.vector_cache import VectorCache
 from mdmem.index.sync import Freshness, Progress, SyncReport
@@ -76,10 +77,8 @@ class SqliteIndex:
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._layout: tuple[int, Layout, list[str]] | None = None
-        self._vectors: VectorCache | None = None
-        self._vectors_at: int | None = None
-        """The layout generation ``_vectors`` is in step with."""
+        self._cache = LayoutCache()
+        """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
         self._lock = threading.RLock()
         self._recovering = False
         self._pinned = read_only
@@ -109,9 +108,7 @@ class SqliteIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        self._layout = None
-        self._vectors = None
-        self._vectors_at = None
+        self._cache = LayoutCache()
 
     # ---- healing ---------------------------------------------------------------------------
 
@@ -425,24 +422,16 @@ class SqliteIndex:
         return read.snapshot(self.conn)
 
     def layout(self) -> Layout:
-        """The chunk layout, cached in memory until the index changes."""
-        key = self.generation()
-        if self._layout is None or self._layout[0] != key:
-            self._layout = (key, *read.layout_and_texts(self.conn))
-        return self._layout[1]
+        """The chunk layout, in memory; after a change only the changed files are read."""
+        with read.snapshot(self.conn):
+            self._cache.refresh(self.conn)
+        return self._cache.layout
 
     def vector_cache(self, model_id: str) -> VectorCache:
         """The vectors of ``model_id``, in memory, in step with the layout: after a change
         only the texts it has not seen are read (see :mod:`.vector_cache`)."""
-        self.layout()
-        assert self._layout is not None
-        generation, _, texts = self._layout
-        if self._vectors is None or self._vectors.model_id != model_id:
-            self._vectors, self._vectors_at = VectorCache(model_id), None
-        if self._vectors_at != generation:
-            self._vectors.update(self.conn, texts)
-            self._vectors_at = generation
-        return self._vectors
+        with read.snapshot(self.conn):
+            return self._cache.vector_cache(self.conn, model_id)
 
     def vectors(self, model_id: str) -> np.ndarray:
         """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none)."""
