@@ -33,7 +33,7 @@ def _same_as_a_full_read(index: SqliteIndex, model: str) -> None:
     """Layout, texts and vectors in memory equal what a full read of the same snapshot gives."""
     with index.searching(), index.reading():
         layout = index.layout()
-        cache = index._cache  # noqa: SLF001 (what the splice produced)
+        cache = index._cache
         full, texts = read.layout_and_texts(index.conn)
         for name in ("rowids", "file_starts", "file_of", "prev", "next", "stream", "archived"):
             assert np.array_equal(getattr(layout, name), getattr(full, name)), name
@@ -58,7 +58,7 @@ def test_a_change_is_spliced_in_and_equals_a_full_read(tmp_path: Path, embedder)
     model = embedder.model_id
     index = ws.index
     _same_as_a_full_read(index, model)
-    cache = index._cache  # noqa: SLF001
+    cache = index._cache
     loads = cache.loads
     notes = root / "notes"
 
@@ -128,7 +128,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
         try:
             while not done.is_set():
                 _same_as_a_full_read(reader.index, embedder.model_id)
-        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+        except BaseException as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=read_all_the_time)
@@ -145,7 +145,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
         done.set()
         thread.join(60)
     assert not errors, errors[0]
-    assert reader.index._cache.splices > 0  # noqa: SLF001
+    assert reader.index._cache.splices > 0
     _same_as_a_full_read(reader.index, embedder.model_id)
     reader.close()
     writer.close()
