@@ -51,8 +51,12 @@ class LayoutCache:
         if changes is None or len(changes[1]) > limit:
             self._load(conn)
         else:
-            self.seq, paths, stored = changes
-            self._splice(conn, paths, stored)
+            try:
+                self._splice(conn, changes[1], changes[2])
+            except BaseException:
+                self.generation = None  # half spliced: the next call reads it whole
+                raise
+            self.seq = changes[0]
         self.generation = generation
 
     def vector_cache(self, conn: sqlite3.Connection, model_id: str) -> VectorCache:
@@ -87,12 +91,14 @@ def spliced(
     rows: dict[str, list[read.LayoutRow]],
 ) -> tuple[Layout, list[str], list[Span]]:
     """The layout with the chunks of ``paths`` (sorted) replaced by ``rows`` (none: the file is
-    gone), the texts likewise, and the spans replaced (in the old positions)."""
+    gone), and the spans replaced (in the old positions). ``texts`` is changed in place to
+    follow (slice assignments: a memmove, not a copy of every reference)."""
     n = len(texts)
     starts = layout.file_starts
     files = layout.file_paths
     sizes = np.diff(np.append(starts, n))
-    pieces: dict[str, list] = {"rows": [], "texts": [], "paths": [], "sizes": []}
+    parts: list[slice | list[read.LayoutRow]] = []
+    file_parts: list[tuple[slice, tuple[str, ...], list[int]]] = []
     spans: list[Span] = []
     kept_file = kept = 0
     for path in paths:
@@ -101,35 +107,33 @@ def spliced(
         start = int(starts[f]) if f < len(files) else n
         stop = start + int(sizes[f]) if present else start
         new = rows.get(path, [])
-        pieces["rows"].append(np.arange(kept, start))
-        pieces["texts"].append(texts[kept:start])
-        pieces["paths"].append(files[kept_file:f])
-        pieces["sizes"].append(sizes[kept_file:f])
-        pieces["rows"].append(new)
-        pieces["texts"].append([r[4] for r in new])
-        if new:
-            pieces["paths"].append((path,))
-            pieces["sizes"].append(np.array([len(new)]))
+        parts += [slice(kept, start), new]
+        file_parts.append((slice(kept_file, f), (path,) if new else (), [len(new)] if new else []))
         spans.append(Span(start, stop, texts[start:stop], [r[4] for r in new]))
         kept, kept_file = stop, f + 1 if present else f
-    pieces["rows"].append(np.arange(kept, n))
-    pieces["texts"].append(texts[kept:])
-    pieces["paths"].append(files[kept_file:])
-    pieces["sizes"].append(sizes[kept_file:])
-    new_texts = [t for part in pieces["texts"] for t in part]
-    file_paths = tuple(p for part in pieces["paths"] for p in part)
-    file_sizes = np.concatenate([np.asarray(s, dtype=np.int64) for s in pieces["sizes"]])
-    rowids, stream, archived = _columns(layout, pieces["rows"])
-    return _arranged(rowids, stream, archived, file_paths, file_sizes), new_texts, spans
+    parts.append(slice(kept, n))
+    for span in reversed(spans):
+        texts[span.start : span.stop] = span.added
+    file_paths: list[str] = []
+    file_sizes: list[np.ndarray] = []
+    for kept_files, path_new, size_new in file_parts:
+        file_paths.extend(files[kept_files])
+        file_paths.extend(path_new)
+        file_sizes += [sizes[kept_files], np.array(size_new, dtype=np.int64)]
+    file_paths.extend(files[kept_file:])
+    file_sizes.append(sizes[kept_file:])
+    rowids, stream, archived = _columns(layout, parts)
+    arranged = _arranged(rowids, stream, archived, tuple(file_paths), np.concatenate(file_sizes))
+    return arranged, texts, spans
 
 
 def _columns(
-    layout: Layout, parts: list[np.ndarray | list[read.LayoutRow]]
+    layout: Layout, parts: list[slice | list[read.LayoutRow]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """rowids, stream and archived: kept positions (index arrays) and new rows, in order."""
+    """rowids, stream and archived: kept positions (slices) and new rows, in order."""
     rowids, stream, archived = [], [], []
     for part in parts:
-        if isinstance(part, np.ndarray):
+        if isinstance(part, slice):
             rowids.append(layout.rowids[part])
             stream.append(layout.stream[part])
             archived.append(layout.archived[part])
@@ -149,18 +153,19 @@ def _arranged(
 ) -> Layout:
     """A layout from its columns and its files' sizes (what ``Layout.build`` derives)."""
     n = len(rowids)
-    file_starts = np.concatenate([[0], np.cumsum(file_sizes)[:-1]]).astype(np.int64)
-    new_file = np.zeros(n, dtype=bool)
-    new_file[file_starts[file_sizes > 0] if n else []] = True
-    index = np.arange(n)
-    last = np.append(new_file[1:], True) if n else new_file
+    ends = np.cumsum(file_sizes, dtype=np.int64)
+    file_starts = ends - file_sizes
+    prev = np.arange(-1, n - 1, dtype=np.int64)
+    prev[file_starts] = -1
+    nxt = np.arange(1, n + 1, dtype=np.int64)
+    nxt[ends - 1] = -1
     return Layout(
         rowids=rowids,
-        file_starts=file_starts if n else np.zeros(0, dtype=np.int64),
-        file_of=np.cumsum(new_file) - 1,
+        file_starts=file_starts,
+        file_of=np.repeat(np.arange(len(file_sizes), dtype=np.int64), file_sizes),
         file_paths=file_paths,
-        prev=np.where(new_file, -1, index - 1),
-        next=np.where(last, -1, index + 1),
+        prev=prev,
+        next=nxt,
         stream=stream,
         archived=archived,
         by_rowid=np.argsort(rowids, kind="stable"),

@@ -23,6 +23,9 @@ from mdmem.index.sqlite import read
 
 RELOAD_SHARE = 0.25
 """Read everything at once when more than this share of the texts is new to the cache."""
+HEADROOM = 0.125
+"""Spare slots, as a share of those used, allocated with the matrix: a new text rarely makes it
+copy the whole matrix (150 MB at 100k chunks) to grow."""
 COMPACT_MIN_SLOTS = 1024
 """Freed slots are squeezed out (in memory) once they outnumber the used ones, above this."""
 
@@ -142,10 +145,8 @@ class VectorCache:
         del self.free[len(self.free) - len(reused) :]
         fresh = len(hashes) - len(reused)
         if self.used + fresh > len(self.matrix):
-            grown = np.zeros(
-                (max(2 * len(self.matrix), self.used + fresh), self.matrix.shape[1]),
-                dtype=np.float32,
-            )
+            size = int((self.used + fresh) * (1 + HEADROOM)) + 64
+            grown = np.zeros((size, self.matrix.shape[1]), dtype=np.float32)
             grown[: self.used] = self.matrix[: self.used]
             self.matrix = grown
         slots = [*reused, *range(self.used, self.used + fresh)]
@@ -178,8 +179,9 @@ class VectorCache:
         old = np.fromiter((self.slot_of[h] for h in hashes), np.int64, len(hashes))
         remap = np.zeros(self.used, dtype=np.int64)
         remap[old] = np.arange(1, len(hashes) + 1)
-        matrix = np.zeros((len(hashes) + 1, self.matrix.shape[1]), dtype=np.float32)
-        matrix[1:] = self.matrix[old]
+        size = int((len(hashes) + 1) * (1 + HEADROOM)) + 64
+        matrix = np.zeros((size, self.matrix.shape[1]), dtype=np.float32)
+        matrix[1 : len(hashes) + 1] = self.matrix[old]
         self.matrix, self.used, self.free = matrix, len(hashes) + 1, []
         self.slot_of = dict(zip(hashes, range(1, len(hashes) + 1), strict=True))
         self.order = remap[self.order]
