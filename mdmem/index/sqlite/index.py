@@ -36,6 +36,7 @@ from mdmem.index.sqlite.db import (
     remove,
     unwritable,
 )
+from mdmem.index.sqlite.keyword import TermCounts, keyword
 from mdmem.index.sqlite.layout_cache import LayoutCache
 from mdmem.index.sqlite.store import transaction
 from mdmem.index.sqlite.vector_cache import VectorCache
@@ -79,6 +80,7 @@ class SqliteIndex:
         self._read_only = False
         self._cache = LayoutCache()
         """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
+        self._terms = TermCounts()
         self._lock = threading.RLock()
         self._recovering = False
         self._pinned = read_only
@@ -438,7 +440,9 @@ class SqliteIndex:
         return self.vector_cache(model_id).layout_matrix()
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
-        return read.keyword(self.conn, self.layout(), query, limit)
+        """The most common words of a long query are left out (see :mod:`.keyword`)."""
+        layout = self.layout()
+        return keyword(self.conn, layout, query, limit, self._terms, self.generation())
 
     def vector_candidates(
         self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
