@@ -15,10 +15,17 @@ from mdmem.index.sqlite.keyword import kept_terms
 def test_the_most_common_terms_go_first_and_one_always_stays(monkeypatch) -> None:
     monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 100)
     counts = {"one": 300, "work": 90, "ledger": 40, "zebra": 2}
+    monkeypatch.setattr(keyword, "MIN_SHARE", 0.05)
     assert kept_terms(["one", "ledger", "work", "zebra"], counts, 1000) == ["ledger", "zebra"]
     assert kept_terms(["one", "work"], counts, 1000) == ["work"]  # never none left
     # a term in fewer than MIN_SHARE of the chunks stays, however many rows the query matches
     assert kept_terms(["one", "work"], counts, 100_000) == ["one", "work"]
+    monkeypatch.setattr(keyword, "MIN_SHARE", 0.15)  # "work" is in 9% of the chunks: it stays
+    assert kept_terms(["one", "ledger", "work", "zebra"], counts, 1000) == [
+        "ledger",
+        "work",
+        "zebra",
+    ]
     assert kept_terms(["ledger", "zebra"], counts, 1000) == ["ledger", "zebra"]  # in budget
 
 
