@@ -40,6 +40,8 @@ What each figure means:
    "cache ms" is the one-off cost of loading the chunk layout and the vector matrix into
    memory; "1 file ms" what the first search pays, layout + vectors, to bring them in step
    after one file gained an entry (indexed, its vector stored; embedding excluded), median of 7.
+   "all terms" rows: (a) with every query term kept, timed alternately with (a) itself, which
+   leaves the most common terms out past a budget of matching rows (``index/sqlite/keyword.py``).
    The index is built with ``sync(embed=False)`` from the real text (real FTS5), then the
    ``embeddings`` table is filled directly with random unit float32 vectors (384-d) for every
    distinct text hash, under the real model's id: embedding 100k chunks for real would take
@@ -57,6 +59,7 @@ embedding can take ~25 times longer than with ``--threads 1``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import random
@@ -65,7 +68,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +83,7 @@ from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.fts import STOPWORDS  # noqa: E402
 from mdmem.index.search import MODES, Filters, search  # noqa: E402
+from mdmem.index.sqlite import keyword  # noqa: E402
 from mdmem.memory.scan import scan  # noqa: E402
 
 WORK = ROOT / ".bench" / "speed"
@@ -397,6 +401,17 @@ def noop_reindex(corpus: Corpus, log: Console) -> Table:
     return table
 
 
+@contextlib.contextmanager
+def all_terms() -> Iterator[None]:
+    """Keyword queries keep every term (as before ``index/sqlite/keyword.py``)."""
+    saved = keyword.POSTINGS_BUDGET
+    keyword.POSTINGS_BUDGET = sys.maxsize
+    try:
+        yield
+    finally:
+        keyword.POSTINGS_BUDGET = saved
+
+
 def vouched(ws: Workspace, timeout: float = 120.0) -> None:
     """Wait until the watcher vouches for the index (its start-up scan is done)."""
     try:
@@ -440,7 +455,7 @@ def _one_change(
         )
         index.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                            "WHERE key = 'generation'")  # fmt: skip
-    return timed(index.layout), timed(lambda: index.vector_candidates(model_id, query))
+    return timed(index.layout), timed(lambda: index.vector_cache(model_id))
 
 
 def search_at(
@@ -485,7 +500,11 @@ def search_at(
             for query in warmup:
                 ranked(stand_in, query, mode)
                 ws.search(query, mode=mode, track_access=False)
-            a = [timed(lambda q=q, m=mode: ranked(stand_in, q, m)) for q in queries]
+            a, a_all = [], []
+            for q in queries:  # with and without leaving common terms out, alternately
+                a.append(timed(lambda q=q, m=mode: ranked(stand_in, q, m)))
+                with all_terms():
+                    a_all.append(timed(lambda q=q, m=mode: ranked(stand_in, q, m)))
             b = [timed(lambda q=q, m=mode: ranked(embedder, q, m)) for q in queries]
             c = [
                 timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False)) for q in queries
@@ -501,6 +520,8 @@ def search_at(
             latency_rows.append(
                 [f"{chunks:,}" if n == 0 else "", mode, ms(a), ms(b), ms(c), ms(d), cache, absorb]
             )
+            if mode != "vector":
+                latency_rows.append(["", f"{mode}, all terms", ms(a_all), "", "", "", "", ""])
             if size >= 100_000 and mode == "hybrid":
                 log.log(f"hybrid (a) p95 at {chunks:,} chunks: {p95(a) * 1000:.1f} ms (goal 30)")
         db = ws.index.db_path

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mdmem import Workspace
 from mdmem.index.chunks import chunk_document
+from mdmem.index.sqlite.db import SCHEMA_VERSION
 from mdmem.markdown.parse import parse_document
 
 BULLETS = (
@@ -120,7 +121,7 @@ def test_an_index_of_schema_2_gains_the_context_column(tmp_path: Path) -> None:
     conn.close()
     ws = Workspace.open(ws.root)
     assert [h.text[:14] for h in ws.search("LGBTQ", k=1, mode="keyword")] == ["**Caroline** ["]
-    assert ws.index.conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert ws.index.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     found = ws.search("Caroline May 2023", k=5, mode="keyword")  # re-chunked: context is back
     assert {h.text[:13] for h in found} == {"**Caroline** ", "**Melanie** ["}
     ws.close()

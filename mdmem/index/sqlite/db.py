@@ -18,7 +18,7 @@ import sqlite_utils
 from mdmem.errors import MdmemError
 from mdmem.layout import private_file
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 BM25_WEIGHTS = (1.0, 0.3, 0.6)
@@ -104,7 +104,34 @@ def _v3(db: sqlite_utils.Database) -> None:
         put_fts(db.conn, rowid, text, heading, context)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+CHANGES_KEPT = 65_536
+"""Rows of the change log kept; a reader further behind than that reloads the layout whole."""
+
+
+def _v4(db: sqlite_utils.Database) -> None:
+    """The change log: which files' chunks changed and which vectors were stored, in commit
+    order, so a reader splices only those into its in-memory layout (``layout_cache.py``).
+    Written by triggers, so no writer (whatever its code path) can change a chunk unlogged.
+    A row with neither column set says "everything may have changed" (a VACUUM renumbers
+    the vectors' row ids)."""
+    log_old = "INSERT INTO changes(path) VALUES (old.path);"
+    log_new = "INSERT INTO changes(path) VALUES (new.path);"
+    trigger = "CREATE TRIGGER IF NOT EXISTS"
+    for statement in (
+        "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "path TEXT, embedding INTEGER)",
+        f"{trigger} chunks_logged_insert AFTER INSERT ON chunks BEGIN {log_new} END",
+        f"{trigger} chunks_logged_delete AFTER DELETE ON chunks BEGIN {log_old} END",
+        f"{trigger} chunks_logged_update AFTER UPDATE ON chunks BEGIN {log_old} {log_new} END",
+        f"{trigger} embeddings_logged AFTER INSERT ON embeddings BEGIN "
+        "INSERT INTO changes(embedding) VALUES (new.rowid); END",
+        f"{trigger} changes_pruned AFTER INSERT ON changes WHEN new.seq % 1024 = 0 BEGIN "
+        f"DELETE FROM changes WHERE seq <= new.seq - {CHANGES_KEPT}; END",
+    ):
+        db.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
 
 

@@ -36,6 +36,8 @@ from mdmem.index.sqlite.db import (
     remove,
     unwritable,
 )
+from mdmem.index.sqlite.keyword import TermCounts, keyword
+from mdmem.index.sqlite.layout_cache import LayoutCache
 from mdmem.index.sqlite.store import transaction
 from mdmem.index.sqlite.vector_cache import VectorCache
 from mdmem.index.sync import Freshness, Progress, SyncReport
@@ -76,10 +78,9 @@ class SqliteIndex:
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._layout: tuple[int, Layout, list[str]] | None = None
-        self._vectors: VectorCache | None = None
-        self._vectors_at: int | None = None
-        """The layout generation ``_vectors`` is in step with."""
+        self._cache = LayoutCache()
+        """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
+        self._terms = TermCounts()
         self._lock = threading.RLock()
         self._recovering = False
         self._pinned = read_only
@@ -109,9 +110,7 @@ class SqliteIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        self._layout = None
-        self._vectors = None
-        self._vectors_at = None
+        self._cache = LayoutCache()
 
     # ---- healing ---------------------------------------------------------------------------
 
@@ -313,7 +312,7 @@ class SqliteIndex:
             or self.meta("embedded_generation") != str(self.generation())
         )
         if embedder is not None and looked:
-            report.embedded = self._embed_missing(embedder, progress)
+            report.embedded = self._embed_missing(embedder, progress, new_model)
         if looked and not (report.changed or report.embedded or full or new_model):
             # nothing was missing
             store.set_meta(self.conn, "embedded_generation", str(self.generation()))
@@ -399,10 +398,13 @@ class SqliteIndex:
             if parsed:
                 store.bump_generation(self.conn)
 
-    def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
+    def _embed_missing(
+        self, embedder: Embedder, progress: Progress | None, new_model: bool = False
+    ) -> int:
         # shortest first, across all files: a batch of similar lengths pads little (each
         # batch is as long as its longest text), and a big sync commits many small ones early
-        missing = sorted(store.missing_vectors(self.conn, embedder.model_id), key=_text_length)
+        checked = read.last_change(self.conn)
+        missing = sorted(self._missing_vectors(embedder.model_id, new_model), key=_text_length)
         done = 0
         for start in range(0, len(missing), neutral.EMBED_BATCH):
             part = missing[start : start + neutral.EMBED_BATCH]
@@ -413,7 +415,17 @@ class SqliteIndex:
             done += len(part)
             if progress:
                 progress("embedding", done, len(missing))
+        store.set_meta(self.conn, "embedded_seq", str(checked))
         return done
+
+    def _missing_vectors(self, model_id: str, new_model: bool) -> list[tuple[str, str]]:
+        """Texts with no vector of ``model_id``: among the chunks of the files the change log
+        names since the last complete pass (a few rows), else among all (100 ms at 100k)."""
+        since = None if new_model else self.meta("embedded_seq")
+        changes = read.changes_since(self.conn, int(since)) if since else None
+        if changes is None:
+            return store.missing_vectors(self.conn, model_id)
+        return store.missing_vectors_of(self.conn, model_id, changes[1])
 
     # ---- reading for search ----------------------------------------------------------------
 
@@ -425,31 +437,25 @@ class SqliteIndex:
         return read.snapshot(self.conn)
 
     def layout(self) -> Layout:
-        """The chunk layout, cached in memory until the index changes."""
-        key = self.generation()
-        if self._layout is None or self._layout[0] != key:
-            self._layout = (key, *read.layout_and_texts(self.conn))
-        return self._layout[1]
+        """The chunk layout, in memory; after a change only the changed files are read."""
+        with read.snapshot(self.conn):
+            self._cache.refresh(self.conn)
+        return self._cache.layout
 
     def vector_cache(self, model_id: str) -> VectorCache:
         """The vectors of ``model_id``, in memory, in step with the layout: after a change
         only the texts it has not seen are read (see :mod:`.vector_cache`)."""
-        self.layout()
-        assert self._layout is not None
-        generation, _, texts = self._layout
-        if self._vectors is None or self._vectors.model_id != model_id:
-            self._vectors, self._vectors_at = VectorCache(model_id), None
-        if self._vectors_at != generation:
-            self._vectors.update(self.conn, texts)
-            self._vectors_at = generation
-        return self._vectors
+        with read.snapshot(self.conn):
+            return self._cache.vector_cache(self.conn, model_id)
 
     def vectors(self, model_id: str) -> np.ndarray:
         """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none)."""
         return self.vector_cache(model_id).layout_matrix()
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
-        return read.keyword(self.conn, self.layout(), query, limit)
+        """The most common words of a long query are left out (see :mod:`.keyword`)."""
+        layout = self.layout()
+        return keyword(self.conn, layout, query, limit, self._terms, self.generation())
 
     def vector_candidates(
         self, model_id: str, query: np.ndarray, *, filters: Filters | None = None

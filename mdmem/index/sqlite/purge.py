@@ -26,6 +26,8 @@ def scrub(conn: sqlite3.Connection, *, vacuum: bool = False) -> bool:
     conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
     if vacuum:
         conn.execute("PRAGMA temp_store=MEMORY")  # VACUUM's copy stays out of /tmp
+        # it may renumber the vectors' row ids the change log names: readers reload whole
+        conn.execute("INSERT INTO changes(path, embedding) VALUES (NULL, NULL)")
         conn.execute("VACUUM")
     return truncate_wal(conn)
 

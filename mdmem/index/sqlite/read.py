@@ -41,13 +41,72 @@ def layout(conn: sqlite3.Connection) -> Layout:
     return layout_and_texts(conn)[0]
 
 
+LAYOUT_COLUMNS = "rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, text_hash"
+LAYOUT_ORDER = "ORDER BY path, start_line, end_line, rowid"
+LayoutRow = tuple[int, str, bool, bool, str]
+"""(rowid, path, is_stream, archived, text_hash) of one chunk."""
+
+
 def layout_and_texts(conn: sqlite3.Connection) -> tuple[Layout, list[str]]:
     """The layout, and the ``text_hash`` of each of its positions (what vectors are keyed by)."""
-    rows = conn.execute(
-        "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, "
-        "text_hash FROM chunks ORDER BY path, start_line, end_line, rowid"
-    ).fetchall()
+    rows = conn.execute(f"SELECT {LAYOUT_COLUMNS} FROM chunks {LAYOUT_ORDER}").fetchall()
     return Layout.build(rows), [r[4] for r in rows]
+
+
+def layout_rows_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[LayoutRow]]:
+    """The layout rows of these files' chunks, in layout order (files with none are absent)."""
+    found: dict[str, list[LayoutRow]] = {}
+    for start in range(0, len(paths), ROWS_PER_QUERY):
+        part = list(paths[start : start + ROWS_PER_QUERY])
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(
+            f"SELECT {LAYOUT_COLUMNS} FROM chunks WHERE path IN ({marks}) {LAYOUT_ORDER}", part
+        ):
+            found.setdefault(row[1], []).append(row)
+    return found
+
+
+def last_change(conn: sqlite3.Connection) -> int:
+    """The newest entry of the change log (see ``db._v4``), 0 when there is none."""
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
+
+
+def changes_since(conn: sqlite3.Connection, seq: int) -> tuple[int, list[str], list[int]] | None:
+    """(newest entry, paths whose chunks changed, row ids of vectors stored) since entry
+    ``seq`` of the change log; None when the log no longer reaches back that far or says
+    that everything may have changed."""
+    rows = conn.execute(
+        "SELECT seq, path, embedding FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+    ).fetchall()
+    if not rows:
+        return seq, [], []
+    if (
+        rows[0][0] != seq + 1
+        and conn.execute("SELECT 1 FROM changes WHERE seq <= ? LIMIT 1", (seq,)).fetchone() is None
+    ):
+        return None  # pruned past what this reader saw
+    paths = [r[1] for r in rows if r[1] is not None]
+    vectors = [r[2] for r in rows if r[2] is not None]
+    if any(r[1] is None and r[2] is None for r in rows):
+        return None
+    return rows[-1][0], sorted(set(paths)), vectors
+
+
+def vectors_at(
+    conn: sqlite3.Connection, model_id: str, rowids: Sequence[int]
+) -> list[tuple[str, bytes]]:
+    """(text_hash, vector bytes) of the stored vectors of ``model_id`` with these row ids."""
+    found: list[tuple[str, bytes]] = []
+    for start in range(0, len(rowids), ROWS_PER_QUERY):
+        part = list(rowids[start : start + ROWS_PER_QUERY])
+        found.extend(
+            conn.execute(
+                "SELECT text_hash, vector FROM embeddings WHERE model = ? AND rowid IN "
+                f"({', '.join('?' * len(part))})",
+                (model_id, *part),
+            ).fetchall()
+        )
+    return found
 
 
 def vectors_of(

@@ -178,6 +178,24 @@ def missing_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, 
     ).fetchall()
 
 
+def missing_vectors_of(
+    conn: sqlite3.Connection, model_id: str, paths: Sequence[str]
+) -> list[tuple[str, str]]:
+    """:func:`missing_vectors` among the chunks of ``paths`` only."""
+    found: dict[str, str] = {}
+    for start in range(0, len(paths), 500):
+        part = list(paths[start : start + 500])
+        marks = ",".join("?" * len(part))
+        for text_hash, text in conn.execute(
+            f"SELECT text_hash, min(embed_text) FROM chunks WHERE path IN ({marks}) AND "
+            "text_hash NOT IN (SELECT text_hash FROM embeddings WHERE model = ?) "
+            "GROUP BY text_hash",
+            (*part, model_id),
+        ):
+            found.setdefault(text_hash, text)
+    return list(found.items())
+
+
 def put_vectors(
     conn: sqlite3.Connection, model_id: str, hashes: Sequence[str], vectors: np.ndarray
 ) -> None:
