@@ -8,11 +8,13 @@ each, the share of questions whose top hit is the same, and search latency p50/p
 
 Scale (``--chunks N``): N synthetic chunks (real text: LoCoMo turns with a file number added,
 so no two are equal; random 384-d unit vectors), 40 per file, written by the backend's own bulk
-path (COPY of chunks with their keyword terms, binary COPY of vectors, then the HNSW build).
-Reported: COPY throughput, index build time, hybrid search p50/p95 (``mdmem.index.search``,
-ranking included) from 1 and from 8 client processes, HNSW recall@10 against an exact scan at
-two ``ef_search`` values, and the database size. 1M chunks is a run by hand (the HNSW build
-takes about 15 minutes with ``--maintenance-mem 2GB``).
+path (COPY of chunks with their keyword terms and postings in one transaction, their indexes
+built after the rows, binary COPY of vectors, then the HNSW build). Reported: COPY throughput,
+index build times, hybrid search p50/p95 (``mdmem.index.search``, ranking included) from 1 and
+from 8 client processes, HNSW recall@10 against an exact scan at the ``--ef`` values, the
+database size and the load average. The throwaway cluster runs at ``--nice 19`` by default (a
+shared machine). 1M chunks is a run by hand (about an hour on 2 busy cores:
+``--chunks 1000000 --maintenance-mem 3GB --shared-buffers 2GB``).
 
 Usage:  .venv/bin/python benchmarks/postgres.py [--locomo] [--chunks 10000] [--url URL]
 Without --url a throwaway cluster is started (tests/postgres_cluster.py; needs PostgreSQL 15
