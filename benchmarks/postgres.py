@@ -8,11 +8,13 @@ each, the share of questions whose top hit is the same, and search latency p50/p
 
 Scale (``--chunks N``): N synthetic chunks (real text: LoCoMo turns with a file number added,
 so no two are equal; random 384-d unit vectors), 40 per file, written by the backend's own bulk
-path (COPY of chunks with their keyword terms, binary COPY of vectors, then the HNSW build).
-Reported: COPY throughput, index build time, hybrid search p50/p95 (``mdmem.index.search``,
-ranking included) from 1 and from 8 client processes, HNSW recall@10 against an exact scan at
-two ``ef_search`` values, and the database size. 1M chunks is a run by hand (the HNSW build
-takes about 15 minutes with ``--maintenance-mem 2GB``).
+path (COPY of chunks with their keyword terms and postings in one transaction, their indexes
+built after the rows, binary COPY of vectors, then the HNSW build). Reported: COPY throughput,
+index build times, hybrid search p50/p95 (``mdmem.index.search``, ranking included) from 1 and
+from 8 client processes, HNSW recall@10 against an exact scan at the ``--ef`` values, the
+database size and the load average. The throwaway cluster runs at ``--nice 19`` by default (a
+shared machine). 1M chunks is a run by hand (about an hour on 2 busy cores:
+``--chunks 1000000 --maintenance-mem 3GB --shared-buffers 2GB``).
 
 Usage:  .venv/bin/python benchmarks/postgres.py [--locomo] [--chunks 10000] [--url URL]
 Without --url a throwaway cluster is started (tests/postgres_cluster.py; needs PostgreSQL 15
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -60,7 +63,7 @@ SEED = 11
 
 
 @contextlib.contextmanager
-def server(url: str | None, shared_buffers: str) -> Iterator[str]:
+def server(url: str | None, shared_buffers: str, nice: int) -> Iterator[str]:
     if url:
         yield url
         return
@@ -69,7 +72,7 @@ def server(url: str | None, shared_buffers: str) -> Iterator[str]:
     reason = postgres_cluster.unavailable()
     if reason:
         raise SystemExit(f"no PostgreSQL to run on: {reason} (or pass --url)")
-    with postgres_cluster.cluster(shared_buffers) as cluster:
+    with postgres_cluster.cluster(shared_buffers, nice=nice) as cluster:
         yield cluster.url
 
 
@@ -185,6 +188,9 @@ def open_index(url: str, name: str) -> PostgresIndex:
 
 
 def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, float]:
+    """The backend's bulk path, as ``mdmem index --backend postgres`` runs it: chunks by COPY in
+    one transaction with the chunks' and postings' indexes built after the rows, then vectors
+    by binary COPY, then the HNSW index."""
     texts = corpus()
     index = open_index(url, f"scale_{n}")
     conn = index.conn
@@ -194,18 +200,20 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
             conn.execute(f"DROP TABLE {table}")
         conn.execute("TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen")
         conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
+    conn.execute(f"SET maintenance_work_mem = '{maintenance_mem}'")
     started = time.perf_counter()
-    batch: list[tuple[str, Chunk]] = []
-    for item in synthetic(n, texts):
-        batch.append(item)
-        if len(batch) == 5000:
-            with conn.transaction():
+    with conn.transaction(), db.deferred_indexes(conn, ("chunks", "postings")):
+        batch: list[tuple[str, Chunk]] = []
+        for i, item in enumerate(synthetic(n, texts), 1):
+            batch.append(item)
+            if len(batch) == 5000 or i == n:
                 store.insert_chunks(conn, batch)
-            batch = []
-    if batch:
-        with conn.transaction():
-            store.insert_chunks(conn, batch)
-    chunk_s = time.perf_counter() - started
+                batch = []
+            if i % 100_000 == 0:
+                console.log(f"{i:,} chunks copied, {i / (time.perf_counter() - started):,.0f}/s")
+        chunk_s = time.perf_counter() - started
+    index_s = time.perf_counter() - started - chunk_s
+    console.log(f"chunk and postings indexes built in {index_s:.0f} s")
     hashes = [str(h) for (h,) in conn.execute("SELECT DISTINCT text_hash FROM chunks")]
     started = time.perf_counter()
     with conn.transaction():
@@ -227,16 +235,18 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
         store.set_meta(conn, "embed_table", table)
         store.bump_generation(conn)
     vector_s = time.perf_counter() - started
+    console.log(f"{len(hashes):,} vectors copied in {vector_s:.0f} s; building HNSW")
     started = time.perf_counter()
-    conn.execute(f"SET maintenance_work_mem = '{maintenance_mem}'")
     db.create_hnsw(conn, table)
     hnsw_s = time.perf_counter() - started
+    console.log(f"HNSW built in {hnsw_s:.0f} s")
     conn.execute("VACUUM ANALYZE")  # (what autovacuum does: index-only scans of postings)
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     index.close()
     console.log(f"{n} chunks loaded")
     return {
         "chunks_per_s": n / chunk_s,
+        "index_build_s": index_s,
         "vectors_per_s": len(hashes) / vector_s,
         "hnsw_build_s": hnsw_s,
         "db_mb": (size[0] if size else 0) / 1e6,
@@ -297,31 +307,38 @@ def recall(url: str, n: int, ef_values: Sequence[int]) -> dict[int, float]:
     return out
 
 
-def run_scale(url: str, n: int, maintenance_mem: str, console: Console) -> dict:
+def run_scale(url: str, n: int, maintenance_mem: str, ef_values: Sequence[int],
+              console: Console) -> dict:  # fmt: skip
+    loads = [os.getloadavg()[0]]
     loaded = load(url, n, maintenance_mem, console)
+    loads.append(os.getloadavg()[0])
     one = latency(url, n, 1)
+    loads.append(os.getloadavg()[0])
     eight = latency(url, n, 8)
     words = latency(url, n, 1, "keyword")
-    rec = recall(url, n, (40, 100, 400))
-    table = Table(title=f"{n} chunks (real text, random {DIM}-d vectors), 2 cores")
+    loads.append(os.getloadavg()[0])
+    rec = recall(url, n, ef_values)
+    table = Table(title=f"{n:,} chunks (real text, random {DIM}-d vectors), 2 cores")
     table.add_column("measure")
     table.add_column("value", justify="right")
     rows = [
-        ("COPY chunks with keyword terms", f"{loaded['chunks_per_s']:,.0f} /s"),
+        ("COPY chunks with keyword terms and postings", f"{loaded['chunks_per_s']:,.0f} /s"),
+        ("then build the chunks' and postings' indexes", f"{loaded['index_build_s']:.1f} s"),
         ("COPY vectors (binary)", f"{loaded['vectors_per_s']:,.0f} /s"),
         ("HNSW build (m=16, ef_construction=64)", f"{loaded['hnsw_build_s']:.1f} s"),
         ("hybrid search, 1 client: p50 / p95", f"{one[0]:.1f} / {one[1]:.1f} ms"),
         ("hybrid search, 8 clients: p50 / p95", f"{eight[0]:.1f} / {eight[1]:.1f} ms"),
         ("keyword search alone, 1 client: p50 / p95", f"{words[0]:.1f} / {words[1]:.1f} ms"),
         *((f"HNSW recall@10, ef_search {ef}", f"{r:.3f}") for ef, r in rec.items()),
-        ("database size", f"{loaded['db_mb']:.0f} MB"),
+        ("database size", f"{loaded['db_mb']:,.0f} MB"),
+        ("load average (1 min) at each phase", " / ".join(f"{x:.1f}" for x in loads)),
     ]
     for row in rows:
         table.add_row(*row)
     console.print(table)
     return {**loaded, "p50_1": one[0], "p95_1": one[1], "p50_8": eight[0], "p95_8": eight[1],
             "keyword_p50": words[0], "keyword_p95": words[1],
-            "recall": rec}  # fmt: skip
+            "recall": rec, "load": loads}  # fmt: skip
 
 
 def main() -> None:
@@ -333,15 +350,20 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=0, help="the scale run, with N chunks")
     parser.add_argument("--maintenance-mem", default="512MB")
     parser.add_argument("--shared-buffers", default="1GB", help="the throwaway cluster's")
+    parser.add_argument("--ef", default="40,100,400", help="ef_search values for recall@10")
+    parser.add_argument(
+        "--nice", type=int, default=19, help="the throwaway cluster's CPU niceness (shared machine)"
+    )
     args = parser.parse_args()
     if not (args.locomo or args.chunks):
         args.locomo, args.chunks = True, 10000
     console = Console()
-    with server(args.url, args.shared_buffers) as url:
+    with server(args.url, args.shared_buffers, args.nice) as url:
         if args.locomo:
             run_locomo(url, args.rendering, locomo.parse_convs(args.convs), console)
         if args.chunks:
-            run_scale(url, args.chunks, args.maintenance_mem, console)
+            ef = [int(x) for x in args.ef.split(",")]
+            run_scale(url, args.chunks, args.maintenance_mem, ef, console)
 
 
 if __name__ == "__main__":

@@ -57,9 +57,12 @@ def unavailable() -> str | None:
 
 
 @contextlib.contextmanager
-def cluster(shared_buffers: str = "64MB", *, pgvector: bool = True) -> Iterator[Cluster]:
+def cluster(
+    shared_buffers: str = "64MB", *, pgvector: bool = True, nice: int = 0
+) -> Iterator[Cluster]:
     """``shared_buffers``: the server's cache (a benchmark at scale wants more than a test).
-    ``pgvector=False``: a server that has no pgvector at all (see :func:`_without_pgvector`)."""
+    ``pgvector=False``: a server that has no pgvector at all (see :func:`_without_pgvector`).
+    ``nice``: the server's CPU priority (a benchmark on a shared machine yields with 19)."""
     base = Path(tempfile.mkdtemp(prefix="mdmem-pg-"))  # short: a socket path has 107 bytes
     bindir = Path(_pg_config("--bindir") or "")
     if not pgvector:
@@ -94,7 +97,8 @@ def cluster(shared_buffers: str = "64MB", *, pgvector: bool = True) -> Iterator[
             f"-k {sock} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
             f"-c full_page_writes=off -c shared_buffers={shared_buffers}"
         )
-        _run(user, bindir / "pg_ctl", "-D", data, "-l", base / "log", "-o", options, "-w", "start")
+        start = (bindir / "pg_ctl", "-D", data, "-l", base / "log", "-o", options, "-w", "start")
+        _run(user, *(("nice", "-n", nice) if nice else ()), *start)
         found = Cluster(sock, "")
         import psycopg
 

@@ -113,6 +113,25 @@ def test_any_query_is_safe_in_sql(pair) -> None:
     assert pg.search("alembic", k=1, mode="keyword")
 
 
+def test_text_copy_keeps_backslashes_tabs_and_null_markers(pair) -> None:
+    """Chunks go in as COPY text formatted by mdmem (not psycopg): what COPY would read as an
+    escape, a column break or NULL arrives as written, by sync and by a copy from SQLite."""
+    lite, pg = pair
+    note = lite.root / "notes" / "escapes.md"
+    note.write_text(
+        "# C:\\new\\table\tpaths\n\n"
+        "- regedit path C:\\new\\table, then \\N and \\\\N\tand a tab\n"
+        "- regedit keeps o'brien's \\t literally\r\n"
+    )
+    lite.sync()
+    pg.sync()
+    want = [(h.heading, h.text) for h in lite.search("regedit", k=5, mode="keyword")]
+    assert len(want) == 2 and any("\\N" in text and "\t" in text for _, text in want)
+    assert [(h.heading, h.text) for h in pg.search("regedit", k=5, mode="keyword")] == want
+    pg.copy_index_to_postgres()
+    assert [(h.heading, h.text) for h in pg.search("regedit", k=5, mode="keyword")] == want
+
+
 def test_copy_from_sqlite_through_the_cli_embeds_nothing(
     tmp_path: Path, indexed_template: Path, embedder, postgres: Cluster
 ) -> None:

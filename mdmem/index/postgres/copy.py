@@ -3,7 +3,7 @@
 Files, chunks (their keyword terms computed on the way), vectors, access counts and first-seen
 dates are copied in one transaction under the indexer lock: a reader sees the old index or the
 new one. Vectors go in by binary COPY, and each vector table's HNSW index is built after its
-rows (much faster than growing it row by row).
+rows (much faster than growing it row by row), as are the chunks' and postings' indexes.
 """
 
 from __future__ import annotations
@@ -124,9 +124,10 @@ def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[i
         lite.execute("SELECT key, count, last_access FROM access"),
     )
     chunks = 0
-    for batch in _batches(lite.execute(CHUNK_SELECT)):
-        store.insert_chunks(conn, [(row[0], _chunk(row)) for row in batch])
-        chunks += len(batch)
+    with db.deferred_indexes(conn, ("chunks", "postings")):
+        for batch in _batches(lite.execute(CHUNK_SELECT)):
+            store.insert_chunks(conn, [(row[0], _chunk(row)) for row in batch])
+            chunks += len(batch)
     vectors = _copy_vectors(lite, conn)
     for key in COPIED_META:
         value = lite.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -8,9 +8,10 @@ registered: registration looks the type up on the search path. Vectors live in o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
@@ -19,7 +20,7 @@ from mdmem.index.sqlite.db import BM25_WEIGHTS
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONNECT_TIMEOUT_S = 10
 URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
 
@@ -210,7 +211,13 @@ def _v2(conn: psycopg.Connection[Any]) -> None:
     conn.execute("CREATE INDEX postings_rowid ON postings (rowid)")
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2]
+def _v3(conn: psycopg.Connection[Any]) -> None:
+    """No GIN index on the ``tsvector``: searches read the postings, and keeping it up was a
+    third of the server's work in a bulk load."""
+    conn.execute("DROP INDEX IF EXISTS chunks_terms")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2, _v3]
 """MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
 
 
@@ -285,3 +292,24 @@ def create_hnsw(conn: psycopg.Connection[Any], table: str) -> None:
         f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} "
         "USING hnsw (embedding vector_cosine_ops)"
     )
+
+
+@contextlib.contextmanager
+def deferred_indexes(conn: psycopg.Connection[Any], tables: Sequence[str]) -> Iterator[None]:
+    """Drop the secondary indexes of ``tables`` (in the current schema) and build them again
+    afterwards: one sort per index instead of an insert per row, several times faster for a
+    bulk load. Use it inside the load's transaction: a reader waits for its end, as for the
+    rows, and an error rolls the drop back with the rest. Primary keys stay."""
+    found = conn.execute(
+        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+        "JOIN pg_class t ON t.oid = i.indrelid "
+        "WHERE t.relnamespace = current_schema()::regnamespace AND t.relname = ANY(%s) "
+        "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) "
+        "ORDER BY i.indexrelid",
+        (list(tables),),
+    ).fetchall()
+    for name, _ in found:
+        conn.execute(f"DROP INDEX {name}")  # type: ignore[call-overload]
+    yield
+    for _, definition in found:
+        conn.execute(definition)  # type: ignore[call-overload]

@@ -1,8 +1,8 @@
 """Reading the PostgreSQL index for a search: the layout, BM25 and HNSW candidates, rows and
 counters.
 
-BM25 is FTS5's (the same k1, b, IDF floor and column weights), computed in SQL over the rows
-the ``tsvector`` GIN index matches, with document frequencies from the table sync keeps:
+BM25 is FTS5's (the same k1, b, IDF floor and column weights), computed in SQL over the
+postings of the query's terms, with document frequencies from the table sync keeps:
 ``ts_rank`` knows no document frequency. The nearest vectors come from the HNSW index with an
 iterative scan, so filters on the chunks still fill the candidate list.
 """

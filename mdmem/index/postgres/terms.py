@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -90,22 +89,30 @@ def chunk_terms(docs: Sequence[tuple[str, str, str]]) -> list[Terms]:
 
 
 def _terms(columns: list[list[tuple[int, str]]]) -> Terms:
-    positions: dict[str, list[str]] = defaultdict(list)
-    frequencies: dict[str, float] = defaultdict(float)
-    places: dict[str, list[int]] = defaultdict(list)
+    frequencies: dict[str, float] = {}
+    places: dict[str, list[int]] = {}
     start = 1
-    columns_of = zip(LABELS, BM25_WEIGHTS, columns, strict=True)
-    for column, (label, weight, tokens) in enumerate(columns_of):
+    for column, (weight, tokens) in enumerate(zip(BM25_WEIGHTS, columns, strict=True)):
         for offset, token in tokens:
-            frequencies[token] += weight
-            places[token].append((start + offset) * 4 + column)
-            kept = positions[token]
-            if len(kept) < MAX_POSITIONS:
-                kept.append(f"{min(start + offset, MAX_POSITION)}{label}")
+            place = (start + offset) * 4 + column
+            found = places.get(token)
+            if found is None:
+                places[token] = [place]
+                frequencies[token] = weight
+            else:
+                found.append(place)
+                frequencies[token] += weight
         # a gap of one between columns: a phrase never matches across them
         start += (tokens[-1][0] + 2) if tokens else 0
-    literal = " ".join(f"{quote(lex)}:{','.join(pos)}" for lex, pos in positions.items())
-    return Terms(literal, sum(len(t) for t in columns), dict(frequencies), dict(places))
+    literal = " ".join(f"{quote(lex)}:{_positions(at)}" for lex, at in places.items())
+    return Terms(literal, sum(len(t) for t in columns), frequencies, places)
+
+
+def _positions(places: list[int]) -> str:
+    """A lexeme's places as tsvector positions with their column labels (at most 256)."""
+    return ",".join(
+        f"{min(place >> 2, MAX_POSITION)}{LABELS[place & 3]}" for place in places[:MAX_POSITIONS]
+    )
 
 
 def query_phrases(query: str) -> list[tuple[str, ...]]:
@@ -124,4 +131,6 @@ def tsquery(phrases: Sequence[tuple[str, ...]]) -> str:
 
 def quote(lexeme: str) -> str:
     """A lexeme in tsvector/tsquery literal syntax."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+    if "'" in lexeme or "\\" in lexeme:
+        lexeme = lexeme.replace("\\", "\\\\").replace("'", "''")
+    return f"'{lexeme}'"
