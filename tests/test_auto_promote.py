@@ -141,3 +141,14 @@ def test_a_process_that_ends_its_session_and_exits_archives_old_sessions(tmp_pat
     assert done.returncode == 0, done.stderr
     moved = ws.root / ".sessions/archive/2026-01/20260105_100000_old.md"
     assert not old.exists() and moved.read_bytes() == data
+
+
+def test_l2_stays_within_its_budget_after_every_write(tmp_path: Path) -> None:
+    """Checked again only after the file grew by L2's headroom: never over the budget."""
+    ws = _ws(tmp_path)
+    with ws.session("a long run of important steps") as s:
+        for i in range(40):
+            s.event("execute", f"step {i}: {FACTS[i % len(FACTS)]}", 0.9)
+            l2 = next(t for t in ws.tiers() if t.name == "L2")
+            assert l2.tokens <= l2.budget, f"after event {i}: {l2.tokens} > {l2.budget}"
+    ws.close()

@@ -351,19 +351,22 @@ class AutoPromote:
 
     - L2 → L3, in the writer, right after the write: a session file shorter (in characters)
       than L2's trigger (in tokens) cannot hold that many tokens, so most writes cost one
-      ``len``; past it, the file is looked at again only after it grew by 5% of the trigger.
+      ``len``; past it, the file is looked at again only after it grew by 1,000 characters,
+      or by L2's headroom over its trigger (in tokens) if smaller, so L2 stays in its budget.
     - L3 → L4, consolidation and the session archive, when a session ends (the write that
       takes its ``status`` off ``running``: a regex over the file's head): one worker thread
       checks what is due and does it, off the writer's path. Requests that come while it runs
       are folded into one more pass; while L3 is still past its trigger, the next oldest
-      summaries go in another pass (its budget is hard). Consolidation runs past ``consolidate.threshold``, and
-      again only once L4 has grown by a tenth of the threshold since the last one it ran (a
-      run that merged little is not repeated at every session's end).
+      summaries go in another pass (its budget is hard). Consolidation runs past
+      ``consolidate.threshold``, and again only once L4 has grown by a tenth of the threshold
+      since the last one it ran (a run that merged little is not repeated at every session's
+      end).
     """
 
     def __init__(self, config: Config, promoter: Callable[[], Promoter]) -> None:
         self.trigger = int(config.tiers.l2_tokens * config.tiers.l2_trigger)
-        self.step = max(1_000, self.trigger // 20)
+        headroom = config.tiers.l2_tokens - self.trigger  # a character is at most a token
+        self.step = max(1, min(1_000, headroom))
         self.promoter = promoter
         self.checked: dict[str, int] = {}
         self.ended: set[str] = set()
