@@ -13,8 +13,7 @@ from mdmem import Workspace
 
 TOML = """mode = "full"
 agent = "coder"
-[embedding]
-model = ""
+{embedding}
 [tiers]
 l1_tokens = 200
 l2_tokens = 400
@@ -34,10 +33,14 @@ FACTS = [
 ]
 
 
-def _ws(tmp_path: Path, l3: int = 100_000, threshold: int = 1_000, archive: int = 0) -> Workspace:
+def _ws(
+    tmp_path: Path, l3: int = 100_000, threshold: int = 1_000, archive: int = 0, embedder=None
+) -> Workspace:  # type: ignore[no-untyped-def]
     ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
-    (ws.root / "mdmem.toml").write_text(TOML.format(l3=l3, threshold=threshold, archive=archive))
-    return Workspace.open(ws.root)
+    embedding = "" if embedder else '[embedding]\nmodel = ""'
+    toml = TOML.format(embedding=embedding, l3=l3, threshold=threshold, archive=archive)
+    (ws.root / "mdmem.toml").write_text(toml)
+    return Workspace(ws.root, embedder=embedder) if embedder else Workspace.open(ws.root)
 
 
 def _session(ws: Workspace, n: int) -> None:
@@ -151,4 +154,31 @@ def test_l2_stays_within_its_budget_after_every_write(tmp_path: Path) -> None:
             s.event("execute", f"step {i}: {FACTS[i % len(FACTS)]}", 0.9)
             l2 = next(t for t in ws.tiers() if t.name == "L2")
             assert l2.tokens <= l2.budget, f"after event {i}: {l2.tokens} > {l2.budget}"
+    ws.close()
+
+
+def test_a_session_end_past_the_threshold_merges_near_duplicates(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """The real model and the offline merge: the worker writes the merged memory (``refines=``
+    its sources) and archives the originals, with no model call."""
+    ws = _ws(tmp_path, threshold=4, embedder=embedder)
+    deploy = [
+        "The deploy target is Fly.io in region ams",
+        "Deploys go to Fly.io, region ams",
+        "Production deploys go to Fly.io in the ams region",
+    ]
+    ids = [ws.remember(t).id for t in [*deploy, "The database is PostgreSQL 16 on port 5432"]]
+    with ws.session("below the threshold") as s:
+        s.event("execute", "nothing much")
+    assert ws.auto_promote is not None and ws.auto_promote.wait(60)
+    assert "refines=" not in (ws.root / "memory.md").read_text()
+    ws.remember("User prefers short answers")
+    with ws.session("past it") as s:
+        s.event("execute", "nothing much")
+    assert ws.auto_promote.wait(120)
+    merged = [e for e in ws.entries("memory.md") if "refines" in e.meta]
+    assert len(merged) == 1 and set(merged[0].meta["refines"].split(",")) == set(ids[:3])
+    archive = (ws.root / "memory.md").read_text().split("## Archive")[1]
+    for original in ids[:3]:
+        line = next(ln for ln in archive.splitlines() if f"id={original}" in ln)
+        assert f"consolidated_into={merged[0].id}" in line
     ws.close()
