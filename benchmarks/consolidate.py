@@ -108,7 +108,8 @@ def main() -> None:
         seconds = time.perf_counter() - started
         first = len(ws.entries("memory.md"))
         smallest = ws.config.consolidate.min_cluster
-        ceiling = sum(len(c.members) - 1 for c in report.clusters if len(c.members) >= smallest)
+        big = [c for c in report.clusters if len(c.members) >= smallest]
+        ceiling = sum(len(c.members) - 1 for c in big)
         reports = [report]
         while reports[-1].merged and len(reports) < MAX_RUNS:  # what big clusters left over
             started = time.perf_counter()
@@ -126,6 +127,11 @@ def main() -> None:
                 "entries_before": len(before),
                 "entries_first_run": first,
                 "ceiling_first_run": ceiling,
+                "alone": len(before) - sum(len(c.members) for c in report.clusters),
+                "small_clusters": sum(len(c.members) < smallest for c in report.clusters),
+                "big_clusters": len(big),
+                "in_big_clusters": sum(len(c.members) for c in big),
+                "written_first_run": report.written,
                 "entries_after": len(after),
                 "tokens_before": sum(tokens(t) for t in before),
                 "tokens_after": sum(tokens(t) for t in after),
@@ -185,8 +191,12 @@ def report_table(
     below = sum(f < 0.5 for f in written)
     ceiling = total["ceiling_first_run"] / total["entries_before"]
     console.print(
-        f"Ceiling of one run: {ceiling:.1%} (every cluster of at least min_cluster memories "
-        f"merged into one memory; the clusters are fixed by the similarity, {similarity})."
+        f"First run: {total['alone']} memories with no neighbour, {total['small_clusters']} "
+        f"clusters under min_cluster (left as they are), {total['big_clusters']} clusters "
+        f"holding {total['in_big_clusters']} memories, merged into "
+        f"{total['written_first_run']} memories. Ceiling of one run: {ceiling:.1%} (every "
+        f"cluster of at least min_cluster memories merged into one memory; the clusters are "
+        f"fixed by the similarity, {similarity})."
     )
     console.print(
         f"Entries cut by {one:.1%} in one run, {cut:.1%} until settled "
