@@ -12,6 +12,8 @@ Metrics:
                     content words in ONE memory)
   kept              share of the turns covered before that are still covered after
   fidelity          composite score of the merges written and of the merges refused
+  ceiling           the cut one run would make if every cluster (>= min_cluster memories) became
+                    ONE memory: the most the clustering allows, whatever the merge
   runs              one run, then more until a run merges nothing (at most 5): a cluster gives
                     at most 3 merged memories a run, and what a big one leaves the next run takes
   time              consolidation only, all runs (extraction and indexing excluded)
@@ -105,6 +107,9 @@ def main() -> None:
         report = ws.consolidate(offline=True)
         seconds = time.perf_counter() - started
         first = len(ws.entries("memory.md"))
+        smallest = ws.config.consolidate.min_cluster
+        big = [c for c in report.clusters if len(c.members) >= smallest]
+        ceiling = sum(len(c.members) - 1 for c in big)
         reports = [report]
         while reports[-1].merged and len(reports) < MAX_RUNS:  # what big clusters left over
             started = time.perf_counter()
@@ -121,6 +126,12 @@ def main() -> None:
                 "conversation": sample["sample_id"],
                 "entries_before": len(before),
                 "entries_first_run": first,
+                "ceiling_first_run": ceiling,
+                "alone": len(before) - sum(len(c.members) for c in report.clusters),
+                "small_clusters": sum(len(c.members) < smallest for c in report.clusters),
+                "big_clusters": len(big),
+                "in_big_clusters": sum(len(c.members) for c in big),
+                "written_first_run": report.written,
                 "entries_after": len(after),
                 "tokens_before": sum(tokens(t) for t in before),
                 "tokens_after": sum(tokens(t) for t in after),
@@ -178,6 +189,15 @@ def report_table(
     one = 1 - total["entries_first_run"] / total["entries_before"]
     kept = total["still_covered"] / total["covered_before"] if total["covered_before"] else 1.0
     below = sum(f < 0.5 for f in written)
+    ceiling = total["ceiling_first_run"] / total["entries_before"]
+    console.print(
+        f"First run: {total['alone']} memories with no neighbour, {total['small_clusters']} "
+        f"clusters under min_cluster (left as they are), {total['big_clusters']} clusters "
+        f"holding {total['in_big_clusters']} memories, merged into "
+        f"{total['written_first_run']} memories. Ceiling of one run: {ceiling:.1%} (every "
+        f"cluster of at least min_cluster memories merged into one memory; the clusters are "
+        f"fixed by the similarity, {similarity})."
+    )
     console.print(
         f"Entries cut by {one:.1%} in one run, {cut:.1%} until settled "
         f"(goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); "

@@ -5,11 +5,13 @@ Each conversation is one workspace (full mode, the default embedding model). Its
 spread evenly over 180 simulated days; each becomes a session file, written turn by turn
 through the safe writes while it is ``running`` (a turn is an event of importance 0.7 when it
 holds a number or a name past its first word, else 0.5), with the automatic L2 → L3 step
-after every turn. When a session ends its lasting memories are extracted (offline, the memory
+after every turn. Before a session ends its lasting memories are extracted (offline, the memory
 flush), then:
 
-  lifecycle   ``promote()`` runs (L3 → L4 extraction, consolidation past its threshold,
-              sessions older than 30 days to .sessions/archive/)
+  lifecycle   the session's end starts the automatic promotion (``AutoPromote``, as
+              ``ws.session`` does; its clock is the simulated day): L3 → L4 extraction,
+              consolidation past its threshold, sessions older than 30 days to
+              .sessions/archive/
   baseline    nothing more: the same session files and the same extraction, no promotion, no
               consolidation, no archive
 
@@ -54,6 +56,7 @@ from compaction import CATEGORIES, content_words, evidence_ids, survives  # noqa
 from locomo import DATA, sessions, turn_text  # noqa: E402
 
 from mdmem import Workspace  # noqa: E402
+from mdmem.distill.promote import AutoPromote  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.memory.sessions import append_to_section, render_event, set_frontmatter  # noqa: E402
 
@@ -154,8 +157,9 @@ def importance(text: str) -> float:
     return 0.7 if named or re.search(r"\d", text) else 0.5
 
 
-def write_session(ws: Workspace, session: dict, lifecycle: bool) -> str:
-    """The session file, written turn by turn while ``running``; returns its id."""
+def write_session(ws: Workspace, session: dict, auto: AutoPromote | None) -> str:
+    """The session file, written turn by turn while ``running``, each write told to the
+    automatic promotion (as ``ws.session`` does); returns its id."""
     day = START + dt.timedelta(days=session["day"])
     stem = f"{day:%Y%m%d}_100000_conv-{session['n']:02}"
     rel = f".sessions/{stem}.md"
@@ -168,26 +172,36 @@ def write_session(ws: Workspace, session: dict, lifecycle: bool) -> str:
     for n, (speaker, text) in enumerate(session["turns"]):
         clock = f"{10 + n // 60:02}:{n % 60:02}:00"
         block = render_event(clock, "user", f"{speaker}: {text}", importance(text), "\n")
-        ws.files.write(rel, lambda t, b=block: append_to_section(t, rel, "Events", b))
-        if lifecycle:
-            ws.promoter.promote_l2(rel)  # what the automatic step does after each write
+        text = ws.files.write(rel, lambda t, b=block: append_to_section(t, rel, "Events", b))
+        if auto is not None:
+            auto.after_write(rel, text)  # L2 → L3 when past its trigger
     return stem
 
 
-def close_session(ws: Workspace, rel: str) -> None:
-    ws.files.write(rel, lambda t: set_frontmatter(t, {"status": "completed"}))
+def close_session(ws: Workspace, rel: str, auto: AutoPromote | None) -> None:
+    """The session ends: the automatic promotion's worker runs what is due (L3 → L4,
+    consolidation, the archive); the simulation waits for it before the next session."""
+    text = ws.files.write(rel, lambda t: set_frontmatter(t, {"status": "completed"}))
+    if auto is not None:
+        auto.after_write(rel, text)
+        auto.wait()
 
 
 # ---- scoring ---------------------------------------------------------------------------------
 
 
-def ask(ws: Workspace, questions: list[dict], day: int) -> dict[str, float]:
+def ask(
+    ws: Workspace, questions: list[dict], day: int, detail: list[dict] | None = None
+) -> dict[str, float]:
+    """Scores at ``day``; ``detail`` (if given) gets each question's score and hits."""
     locomo: list[float] = []
     changed: list[float] = []
+    scores: list[float] = []
     for q in questions:
         if q["day"] > day:
             continue
-        hits = [h.text for h in ws.search(q["question"], k=K)]
+        found_hits = ws.search(q["question"], k=K)
+        hits = [h.text for h in found_hits]
         if "new" in q:
             first = next((h for h in hits if q["new"] in h or q["old"] in h), "")
             changed.append(1.0 if q["new"] in first else 0.0)
@@ -195,6 +209,13 @@ def ask(ws: Workspace, questions: list[dict], day: int) -> dict[str, float]:
             lines = [content_words(h) for h in hits]
             found = [survives(turn, lines) for turn in q["evidence"]]
             locomo.append(sum(found) / len(found))
+        scores.append((changed if "new" in q else locomo)[-1])
+        if detail is not None:
+            where = [f"{h.path}:{h.start_line}" for h in found_hits]
+            detail.append(
+                {"day": day, "question": q["question"], "score": scores[-1]}
+                | {"hits": [f"{w} {t[:160]}" for w, t in zip(where, hits, strict=True)]}
+            )
     both = locomo + changed
     return {
         "locomo": _mean(locomo),
@@ -220,28 +241,31 @@ def run(sample: dict, embedder: SentenceTransformerEmbedder, lifecycle: bool) ->
     root = WORK / name
     shutil.rmtree(root, ignore_errors=True)
     Workspace.init(root, mode="full")
-    auto = "" if lifecycle else "auto = false\n"
+    auto_line = "" if lifecycle else "auto = false\n"
     (root / "mdmem.toml").write_text(
-        'mode = "full"\n' + BUDGETS.replace("[tiers]\n", f"[tiers]\n{auto}")
+        'mode = "full"\n' + BUDGETS.replace("[tiers]\n", f"[tiers]\n{auto_line}")
     )
     ws = Workspace(root, embedder=embedder)
+    clock = [START]  # the simulated day, which the session archive is measured against
+    auto = (
+        AutoPromote(ws.config, lambda: replace(ws.promoter, today=lambda: clock[0]))
+        if lifecycle
+        else None
+    )
     quality: dict[int, dict[str, float]] = {}
     tiers_over_time: list[dict] = []
+    detail: list[dict] = []
     checkpoints = list(CHECKPOINTS)
     started = time.perf_counter()
     for session in plan:
         while checkpoints and session["day"] > checkpoints[0]:
-            quality[checkpoints[0]] = ask(ws, questions, checkpoints[0])
+            quality[checkpoints[0]] = ask(ws, questions, checkpoints[0], detail)
             checkpoints.pop(0)
-        stem = write_session(ws, session, lifecycle)
+        clock[0] = START + dt.timedelta(days=session["day"])
+        stem = write_session(ws, session, auto)
         live = {t.name: t.tokens for t in ws.tiers()}
-        rel = f".sessions/{stem}.md"
-        close_session(ws, rel)
         ws.extract(stem, offline=True)  # the memory flush, in both runs
-        if lifecycle:
-            today = START + dt.timedelta(days=session["day"])
-            promoter = replace(ws.promoter, today=lambda d=today: d)
-            promoter.run()
+        close_session(ws, f".sessions/{stem}.md", auto)
         after = {t.name: t.tokens for t in ws.tiers()}
         tiers_over_time.append(
             {
@@ -254,7 +278,7 @@ def run(sample: dict, embedder: SentenceTransformerEmbedder, lifecycle: bool) ->
             }
         )
     for day in checkpoints:
-        quality[day] = ask(ws, questions, day)
+        quality[day] = ask(ws, questions, day, detail)
     seconds = time.perf_counter() - started
     archived = len(list((root / ".sessions" / "archive").glob("*/*.md")))
     ws.close()
@@ -267,6 +291,7 @@ def run(sample: dict, embedder: SentenceTransformerEmbedder, lifecycle: bool) ->
         "archived_sessions": archived,
         "sessions": len(plan),
         "seconds": round(seconds, 1),
+        "questions": detail,
     }
 
 

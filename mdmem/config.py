@@ -211,7 +211,8 @@ class TiersConfig:
     """What leaves L2 first: the least important events, or the least accessed (the index's
     access counts; ties by importance)."""
     auto: bool = True
-    """Promote L2 → L3 as session events are written (a cheap size check per write)."""
+    """Promote as sessions are written: L2 → L3 after a write (a cheap size check), the rest
+    (L3 → L4, consolidation, archive) in a worker thread when a session ends."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from mdmem.redact import Redactor
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
     from mdmem.distill.consolidate import ConsolidateReport
-    from mdmem.distill.promote import Promoter, PromoteReport
+    from mdmem.distill.promote import AutoPromote, Promoter, PromoteReport
     from mdmem.distill.stats import Stats
     from mdmem.distill.workflow import Conversation, Distiller
     from mdmem.index.backend import IndexBackend, IndexStatus
@@ -77,6 +77,8 @@ class Workspace:
         self._index: IndexBackend | None = None
         self._writer: SafeWriter | None = None
         self._sessions: SessionFiles | None = None
+        self.auto_promote: AutoPromote | None = None
+        """Promotion as sessions are written (``tiers.auto``), once session files are used."""
         self._redactor: tuple[RedactConfig, Redactor] | None = None
         self._pools: dict[str, Pool] = {}
         self._federation: Federation | None = None
@@ -369,7 +371,10 @@ class Workspace:
         return entry
 
     def close(self) -> None:
-        """Close the index; wait for the late-save windows of this workspace's writes."""
+        """Close the index; wait for automatic promotion and the late-save windows of this
+        workspace's writes."""
+        if self.auto_promote is not None:
+            self.auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
         if self._index is not None:
@@ -477,8 +482,8 @@ class Workspace:
             if self.config.tiers.auto:
                 from mdmem.distill.promote import AutoPromote
 
-                promote = AutoPromote(self.config, lambda: self.promoter)
-                self._sessions.on_written = promote.after_write
+                self.auto_promote = AutoPromote(self.config, lambda: self.promoter)
+                self._sessions.on_written = self.auto_promote.after_write
         return self._sessions
 
     def session(self, title: str, agent: str | None = None) -> Session:

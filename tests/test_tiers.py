@@ -286,3 +286,52 @@ def test_promoting_an_old_summary_never_brings_back_a_changed_value(tmp_path: Pa
     active = [e.text for e in ws.entries("memory.md")]
     assert "The user's staging database port is 6543" in active
     assert not any("5432" in text for text in active)
+
+
+def _restating_session(ws: Workspace) -> Path:
+    path = ws.root / ".sessions" / "20260105_100000_gym.md"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(
+        "---\nagent: coder\nstarted: 2026-01-05T10:00:00\nstatus: completed\n---\n"
+        "# Session: gym\n\n## Events\n\n"
+        "- 10:00:00 [user] My gym is Iron Works, near the harbour\n"
+        "- 10:01:00 [user] The harbour gym opens at six\n\n"
+        "## Summary\n\n### Key Events\n"
+        "- 2026-01-05 [fact] User's gym is Iron Works, near the harbour\n"
+        "- 2026-01-05 [fact] User swims at the harbour pool on Sundays\n"
+    )
+    return path
+
+
+def test_a_summary_line_never_crowds_out_the_event_it_restates(tmp_path: Path) -> None:
+    """A session's summary restates its own events (which stay in the file): below a hit of
+    the same file saying the same, it gives its place to the next passage; a summary line
+    that says something no hit above says stays."""
+    ws = _ws(tmp_path)
+    _restating_session(ws)
+    hits = ws.search("harbour gym Iron Works", k=3, mode="keyword")
+    texts = [h.text for h in hits]
+    assert texts[0].endswith("My gym is Iron Works, near the harbour")
+    assert not any("User's gym is Iron Works" in t for t in texts)  # the restatement
+    assert any(t.endswith("The harbour gym opens at six") for t in texts)
+    assert any("harbour pool on Sundays" in t for t in texts)  # says something new: stays
+    only = ws.search("swims pool Sundays", k=3, mode="keyword")
+    assert only and "harbour pool on Sundays" in only[0].text
+
+
+def test_archived_sessions_keep_their_entry_ids_and_access_counts(tmp_path: Path) -> None:
+    """Moving a session to .sessions/archive/ must not make its lines new entries: their ids
+    (which access counts and relations use) stay."""
+    ws = _ws(tmp_path, archive=30)
+    path = _restating_session(ws)
+    before = {e.text: e.id for e in ws.entries(path.relative_to(ws.root).as_posix())}
+    for _ in range(3):
+        ws.search("harbour gym opens at six", k=1, mode="keyword")
+    event = before["10:01:00 [user] The harbour gym opens at six"]
+    counted = ws.index.access_counts([event])[event]
+    assert counted >= 3
+    assert [m.done for m in ws.promote().moves] == [True]
+    moved = ".sessions/archive/2026-01/20260105_100000_gym.md"
+    assert {e.text: e.id for e in ws.entries(moved)} == before
+    ws.sync()
+    assert ws.index.access_counts([event])[event] == counted

@@ -17,6 +17,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -56,6 +58,10 @@ if TYPE_CHECKING:
     from mdmem.distill.workflow import Distiller
 
 log = logging.getLogger("mdmem")
+_RUNNING = re.compile(r"^status:[ \t]*[\"']?running\b", re.M)
+HEAD_CHARS = 4096
+"""A session's status is read from the head of its text (the frontmatter, a few lines)."""
+KEEP_REPORTS = 20
 COMPACT_SOURCE = "compact_memory"
 """The ``source=`` of memories promoted from ``.compact_memory.md`` (minimal mode)."""
 
@@ -142,14 +148,18 @@ class Promoter:
 
     # ---- what would happen ------------------------------------------------------------------
 
-    def plan(self) -> Plan:
+    def plan(self, *, live: bool = True, consolidate_above: int = 0) -> Plan:
+        """What is due. ``live=False`` leaves the live session's L2 alone (its writer does
+        that step); consolidation is due past ``consolidate.threshold`` memories and past
+        ``consolidate_above``."""
         seen = view(self.config, self.documents, self.count, self.agent)
-        evict = self._evict(seen.l2, seen.live) if seen.live is not None else ()
+        evict = self._evict(seen.l2, seen.live) if live and seen.live is not None else ()
         t = self.config.tiers
         promote: tuple[SummaryItem, ...] = ()
         if seen.tokens("L3") >= t.l3_tokens * t.l3_trigger and seen.l3:
             promote = seen.l3[: max(1, math.ceil(len(seen.l3) * t.l3_share))]
-        consolidate = seen.l4_items > self.config.consolidate.threshold
+        limit = max(self.config.consolidate.threshold, consolidate_above)
+        consolidate = seen.l4_items > limit
         archive = tuple(due(self.documents, self.config.sessions.archive_days, self.today()))
         return Plan(seen, evict, promote, consolidate, archive)
 
@@ -201,8 +211,11 @@ class Promoter:
 
     # ---- doing it ---------------------------------------------------------------------------
 
-    def run(self, *, dry_run: bool = False) -> PromoteReport:
-        plan = self.plan()
+    def run(
+        self, *, dry_run: bool = False, live: bool = True, consolidate_above: int = 0
+    ) -> PromoteReport:
+        """Every step that is due (see :meth:`plan` for ``live`` and ``consolidate_above``)."""
+        plan = self.plan(live=live, consolidate_above=consolidate_above)
         before = tuple(plan.tiers(self.config))
         writer: Writer = DryRunWriter(self.documents, self.redactor) if dry_run else self.writer
         steps: list[Step] = []
@@ -334,25 +347,96 @@ class Promoter:
 
 
 class AutoPromote:
-    """L2 → L3 as session files are written, cheaply: a session file shorter (in characters)
-    than L2's trigger (in tokens) cannot hold that many tokens, so most writes cost one
-    ``len``; past it, the file is looked at again only after it grew by 5% of the trigger."""
+    """Promotion as session files are written, cheaply, never blocking the writer.
+
+    - L2 → L3, in the writer, right after the write: a session file shorter (in characters)
+      than L2's trigger (in tokens) cannot hold that many tokens, so most writes cost one
+      ``len``; past it, the file is looked at again only after it grew by 1,000 characters,
+      or by L2's headroom over its trigger (in tokens) if smaller, so L2 stays in its budget.
+    - L3 → L4, consolidation and the session archive, when a session ends (the write that
+      takes its ``status`` off ``running``: a regex over the file's head): one worker thread
+      checks what is due and does it, off the writer's path. Requests that come while it runs
+      are folded into one more pass; while L3 is still past its trigger, the next oldest
+      summaries go in another pass (its budget is hard). Consolidation runs past
+      ``consolidate.threshold``, and again only once L4 has grown by a tenth of the threshold
+      since the last one it ran (a run that merged little is not repeated at every session's
+      end).
+    """
 
     def __init__(self, config: Config, promoter: Callable[[], Promoter]) -> None:
         self.trigger = int(config.tiers.l2_tokens * config.tiers.l2_trigger)
-        self.step = max(1_000, self.trigger // 20)
+        headroom = config.tiers.l2_tokens - self.trigger  # a character is at most a token
+        self.step = max(1, min(1_000, headroom))
         self.promoter = promoter
         self.checked: dict[str, int] = {}
+        self.ended: set[str] = set()
+        self.growth = max(1, config.consolidate.threshold // 10)
+        self.consolidate_above = 0
+        """L4 must pass this (besides the threshold) for the next automatic consolidation."""
+        self.reports: list[PromoteReport] = []
+        """What the worker did, newest last (the last :data:`KEEP_REPORTS`)."""
+        self._lock = threading.Lock()
+        self._pending = False
+        self._worker: threading.Thread | None = None
 
     def after_write(self, rel: str, text: str) -> None:
+        """Called with each session file's new text, in the writer's thread."""
         size = len(text)
-        if size < self.trigger or size < self.checked.get(rel, 0) + self.step:
-            return
-        self.checked[rel] = size
-        try:
-            self.promoter().promote_l2(rel)
-        except Exception as exc:  # promotion never breaks the session writing
-            log.warning("tiers: automatic promotion of %s skipped: %s", rel, exc)
+        if size >= self.trigger and size >= self.checked.get(rel, 0) + self.step:
+            self.checked[rel] = size
+            try:
+                self.promoter().promote_l2(rel)
+            except Exception as exc:  # promotion never breaks the session writing
+                log.warning("tiers: automatic promotion of %s skipped: %s", rel, exc)
+        if rel not in self.ended and not _RUNNING.search(text[:HEAD_CHARS]):
+            self.ended.add(rel)
+            self.checked.pop(rel, None)
+            self.wake()
+
+    def wake(self) -> None:
+        """Check (in the worker) what promotion is due and do it."""
+        with self._lock:
+            self._pending = True
+            if self._worker is not None:  # it looks at ``_pending`` before it stops
+                return
+            # not a daemon: a process that ends its session and exits lets the pass finish
+            self._worker = threading.Thread(target=self._work, name="mdmem-promote")
+            self._worker.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to be idle; False if it still runs after ``timeout``."""
+        while (worker := self._worker) is not None:
+            worker.join(timeout)
+            if worker.is_alive():
+                return False
+        return True
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._worker = None
+                    return
+                self._pending = False
+            try:
+                report = self.promoter().run(live=False, consolidate_above=self.consolidate_above)
+            except Exception as exc:  # a failed pass is retried at the next session's end
+                log.warning("tiers: automatic promotion skipped: %s", exc)
+                continue
+            if any(s.kind == "consolidate" for s in report.steps):
+                l4 = next((t.items for t in report.after if t.name == "L4"), 0)
+                self.consolidate_above = l4 + self.growth
+            if report.steps:
+                self.reports = [*self.reports, report][-KEEP_REPORTS:]
+                log.info("tiers: %s", report.summary())
+            l3 = next((t for t in report.after if t.name == "L3"), None)
+            if l3 is not None and l3.tokens >= l3.trigger and _promoted_some(report):
+                with self._lock:  # L3's budget is hard: the next oldest go too
+                    self._pending = True
+
+
+def _promoted_some(report: PromoteReport) -> bool:
+    return any(s.kind == "extract" and s.done for s in report.steps)
 
 
 def _positions(record: SessionRecord, wanted: Sequence[tuple[str, str, str]]) -> list[int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,8 @@ from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.sync import SyncReport, Vouch
+from mdmem.layout import SESSIONS_DIR
+from mdmem.memory.sessions import SUMMARY_SECTION
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
@@ -272,7 +275,7 @@ def search(
             for i, rowid in zip(best, rowids, strict=True)
         ]
         hits.sort(key=lambda h: h.score, reverse=True)
-        hits = hits[:k]
+        hits = _without_restatements(hits)[:k]
         stamp = getattr(index, "stamp", None)  # a shared index says which generation it read
         if stamp is not None:
             read = stamp()
@@ -333,6 +336,25 @@ class _Reranker:
             session=row.session,
             agent=row.agent,
         )
+
+
+_WORD = re.compile(r"[^\W_]{3,}")
+
+
+def _without_restatements(hits: list[Hit]) -> list[Hit]:
+    """A session's ``## Summary`` restates that session's events, which stay in the file: a
+    summary line adds nothing below a hit of the same file that says at least half its words,
+    so it leaves its place to the next passage (issue 12: a summary never crowds out a source).
+    """
+    out: list[Hit] = []
+    for hit in hits:
+        if hit.path.startswith(f"{SESSIONS_DIR}/") and SUMMARY_SECTION in hit.heading.split(" > "):
+            words = set(_WORD.findall(hit.text.lower()))
+            said = (set(_WORD.findall(o.text.lower())) for o in out if o.path == hit.path)
+            if words and any(len(words & other) * 2 >= len(words) for other in said):
+                continue
+        out.append(hit)
+    return out
 
 
 def final_score(

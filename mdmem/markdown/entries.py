@@ -136,8 +136,14 @@ def related_ids(entry: Entry, kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
 
 
+_ARCHIVED_SESSION = re.compile(r"^\.sessions/archive/\d{4}-\d{2}/(?=[^/]+$)")
+
+
 def derived_id(path: str, text: str) -> str:
-    """A stable id for a hand-written entry with no metadata, from its file and text."""
+    """A stable id for a hand-written entry with no metadata, from its file and text. A
+    session moved to ``.sessions/archive/YYYY-MM/`` keeps its entries' ids (and so their
+    access counts and the relations naming them)."""
+    path = _ARCHIVED_SESSION.sub(".sessions/", path)
     digest = hashlib.sha1(f"{path}\0{' '.join(text.split())}".encode()).hexdigest()
     return "h-" + digest[:10]
 
