@@ -343,3 +343,19 @@ def test_third_person_keeps_adverbs_contractions_and_names_the_listener() -> Non
     assert third_person("We adopted Max, our first dog", "Ben", we="Ben's family") == (
         "Ben's family adopted Max, Ben's family's first dog"
     )
+
+
+def test_offline_chat_keeps_titles_and_abbreviations_inside_a_sentence() -> None:
+    """ "Mr. Haddad" is one name, not the end of a sentence: cut there, the new value was lost
+    (found by benchmarks/lifecycle.py: "My piano teacher is Mr. Haddad now.")."""
+    chat = [
+        {
+            "role": "user",
+            "name": "Ana",
+            "timestamp": "2023-05-08T10:00:00",
+            "content": "My piano teacher is Mr. Haddad now. I love the No. 5 tram to St. Mary's.",
+        },
+    ]
+    texts = " ".join(c.text for c in extract_offline(chat))
+    assert "Mr. Haddad" in texts
+    assert "No. 5 tram to St. Mary's" in texts

@@ -67,7 +67,13 @@ _STAMPED = re.compile(
 DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?!\d)")
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+(?=[\"'(\[]?[A-Z0-9\u4e00-\u9fff])|\n+")
+_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Mt", "Jr", "Sr", "vs")
+"""Words whose full stop ends an abbreviation, not a sentence ("Mr. Haddad"); "No." only
+before a number ("No. 5", where "No. I didn't" is two sentences)."""
+_SENTENCE_END = re.compile(
+    "".join(rf"(?<!\b{word}\.)" for word in _ABBREVIATIONS)
+    + r"(?!(?<=\bNo\.)\s+\d)(?<=[.!?。！？])\s+(?=[\"'(\[]?[A-Z0-9\u4e00-\u9fff])|\n+"
+)
 
 
 _PATH = re.compile(
