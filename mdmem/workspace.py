@@ -308,6 +308,7 @@ class Workspace:
         Use as ``with ws.watch():`` or keep the returned Watcher and call ``stop()``. With
         ``serve``, it also answers ``mdmem search`` over a local socket (warm model).
         """
+        from mdmem.live.promotion import after_sync
         from mdmem.live.watch import Watcher
 
         cfg = self.config.watch
@@ -319,6 +320,7 @@ class Workspace:
             heartbeat=cfg.heartbeat_seconds,
             serve=serve,
             watched=lambda rel: included(rel, spec),
+            on_synced=after_sync(self.session_files and self.auto_promote, lambda: self.promoter),
         ).start()
 
     # ---- writing --------------------------------------------------------------------------
@@ -482,7 +484,9 @@ class Workspace:
             if self.config.tiers.auto:
                 from mdmem.distill.promote import AutoPromote
 
-                self.auto_promote = AutoPromote(self.config, lambda: self.promoter)
+                self.auto_promote = AutoPromote(
+                    self.config, lambda: self.promoter, state_dir=self.state_dir
+                )
                 self._sessions.on_written = self.auto_promote.after_write
         return self._sessions
 
@@ -663,7 +667,9 @@ class Workspace:
         from mdmem.distill.workflow import Distiller
 
         embed = lambda: e.embed if (e := self.embedder()) is not None else None  # noqa: E731
-        return Distiller(self.config, self.documents, self.files, self.session_files, embed)
+        sessions = self.session_files  # (which starts the automatic promotion: tiers.auto)
+        auto = self.auto_promote.after_compact if self.auto_promote is not None else None
+        return Distiller(self.config, self.documents, self.files, sessions, embed, auto)
 
     def should_compact(self, messages: Conversation) -> bool:
         """True when ``messages`` are past ``compact.threshold_tokens`` (default 70,000),

@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdmem.config import Config
@@ -354,29 +355,42 @@ class AutoPromote:
       ``len``; past it, the file is looked at again only after it grew by 1,000 characters,
       or by L2's headroom over its trigger (in tokens) if smaller, so L2 stays in its budget.
     - L3 → L4, consolidation and the session archive, when a session ends (the write that
-      takes its ``status`` off ``running``: a regex over the file's head): one worker thread
-      checks what is due and does it, off the writer's path. Requests that come while it runs
-      are folded into one more pass; while L3 is still past its trigger, the next oldest
-      summaries go in another pass (its budget is hard). Consolidation runs past
-      ``consolidate.threshold``, and again only once L4 has grown by a tenth of the threshold
-      since the last one it ran (a run that merged little is not repeated at every session's
-      end).
+      takes its ``status`` off ``running``: a regex over the file's head), and after a
+      compaction writes ``.compact_memory.md`` or a summary (minimal mode has no session
+      files): one worker thread checks what is due and does it, off the writer's path.
+      Requests that come while it runs are folded into one more pass; while L3 is still past
+      its trigger, the next oldest summaries go in another pass (its budget is hard).
+      Consolidation runs past ``consolidate.threshold``, and again only once L4 has grown by a
+      tenth of the threshold since the last one it ran (a run that merged little is not
+      repeated at every session's end).
+    - With ``state_dir``, passes are coordinated across processes (:mod:`.promote_passes`):
+      one at a time per workspace, each session's end handled once, whichever process (the
+      agent's, or the watcher seeing another process's session end) sees it first.
     """
 
-    def __init__(self, config: Config, promoter: Callable[[], Promoter]) -> None:
+    def __init__(
+        self, config: Config, promoter: Callable[[], Promoter], state_dir: Path | None = None
+    ) -> None:
+        from mdmem.distill.promote_passes import SharedPasses
+
         self.trigger = int(config.tiers.l2_tokens * config.tiers.l2_trigger)
         headroom = config.tiers.l2_tokens - self.trigger  # a character is at most a token
         self.step = max(1, min(1_000, headroom))
         self.promoter = promoter
+        self.shared = SharedPasses(state_dir) if state_dir is not None else None
         self.checked: dict[str, int] = {}
         self.ended: set[str] = set()
         self.growth = max(1, config.consolidate.threshold // 10)
         self.consolidate_above = 0
         """L4 must pass this (besides the threshold) for the next automatic consolidation."""
+        self.passes = 0
+        """Promotion passes this process ran (a request already handled elsewhere runs none)."""
         self.reports: list[PromoteReport] = []
         """What the worker did, newest last (the last :data:`KEEP_REPORTS`)."""
         self._lock = threading.Lock()
         self._pending = False
+        self._forced = False
+        self._sessions: set[str] = set()
         self._worker: threading.Thread | None = None
 
     def after_write(self, rel: str, text: str) -> None:
@@ -388,13 +402,30 @@ class AutoPromote:
                 self.promoter().promote_l2(rel)
             except Exception as exc:  # promotion never breaks the session writing
                 log.warning("tiers: automatic promotion of %s skipped: %s", rel, exc)
-        if rel not in self.ended and not _RUNNING.search(text[:HEAD_CHARS]):
+        self.seen(rel, text[:HEAD_CHARS])
+
+    def seen(self, rel: str, head: str) -> None:
+        """A session file's head (its frontmatter): its end, seen the first time, asks the
+        worker for a pass. The watcher calls this for files other processes wrote."""
+        if rel not in self.ended and not _RUNNING.search(head[:HEAD_CHARS]):
             self.ended.add(rel)
             self.checked.pop(rel, None)
-            self.wake()
+            with self._lock:
+                self._sessions.add(rel)
+            self._start()
+
+    def after_compact(self, rel: str, text: str) -> None:
+        """A compaction wrote L3 (``.compact_memory.md``, or a session's summary) and its
+        memory flush L4: the worker checks whether L3 → L4 or consolidation is due."""
+        self.wake()
 
     def wake(self) -> None:
         """Check (in the worker) what promotion is due and do it."""
+        with self._lock:
+            self._forced = True
+        self._start()
+
+    def _start(self) -> None:
         with self._lock:
             self._pending = True
             if self._worker is not None:  # it looks at ``_pending`` before it stops
@@ -418,21 +449,58 @@ class AutoPromote:
                     self._worker = None
                     return
                 self._pending = False
+                sessions, self._sessions = self._sessions, set()
+                forced, self._forced = self._forced, False
             try:
-                report = self.promoter().run(live=False, consolidate_above=self.consolidate_above)
+                again = self._pass(sessions, forced)
             except Exception as exc:  # a failed pass is retried at the next session's end
                 log.warning("tiers: automatic promotion skipped: %s", exc)
                 continue
-            if any(s.kind == "consolidate" for s in report.steps):
-                l4 = next((t.items for t in report.after if t.name == "L4"), 0)
-                self.consolidate_above = l4 + self.growth
-            if report.steps:
-                self.reports = [*self.reports, report][-KEEP_REPORTS:]
-                log.info("tiers: %s", report.summary())
-            l3 = next((t for t in report.after if t.name == "L3"), None)
-            if l3 is not None and l3.tokens >= l3.trigger and _promoted_some(report):
-                with self._lock:  # L3's budget is hard: the next oldest go too
-                    self._pending = True
+            if again:
+                with self._lock:
+                    self._pending = self._forced = True
+
+    def _pass(self, sessions: set[str], forced: bool) -> bool:
+        """One pass if one is due; True when another should follow (L3 still past its
+        trigger, or requests another process queued while this one held the pass)."""
+        from mdmem.distill.promote_passes import Claim
+
+        if self.shared is None:
+            claim: Claim | None = Claim(frozenset(sessions), forced, self.consolidate_above)
+        else:
+            claim = self.shared.claim(sessions, forced)
+        if claim is None:  # another process runs a pass; it takes this request after
+            return False
+        self.consolidate_above = claim.consolidate_above
+        report: PromoteReport | None = None
+        try:
+            if claim.due:
+                above = claim.consolidate_above
+                report = self.promoter().run(live=False, consolidate_above=above)
+                self.passes += 1
+                self._note(report)
+        finally:
+            queued = False
+            if self.shared is not None:
+                queued = self.shared.release(
+                    claim, handled=report is not None, consolidate_above=self.consolidate_above
+                )
+        return queued or (report is not None and _l3_still_past(report))
+
+    def _note(self, report: PromoteReport) -> None:
+        if any(s.kind == "consolidate" for s in report.steps):
+            l4 = next((t.items for t in report.after if t.name == "L4"), 0)
+            self.consolidate_above = l4 + self.growth
+        if report.steps:
+            self.reports = [*self.reports, report][-KEEP_REPORTS:]
+            log.info("tiers: %s", report.summary())
+
+
+def _l3_still_past(report: PromoteReport) -> bool:
+    """L3's budget is hard: while it is past its trigger and a pass promoted some, the next
+    oldest go too."""
+    l3 = next((t for t in report.after if t.name == "L3"), None)
+    return l3 is not None and l3.tokens >= l3.trigger and _promoted_some(report)
 
 
 def _promoted_some(report: PromoteReport) -> bool:

@@ -53,6 +53,9 @@ class Distiller:
     embed: Callable[[], Callable[[list[str]], np.ndarray] | None]
     """The embedding function for near-duplicate checks (loaded only when there is a
     candidate), or None when embeddings are off."""
+    on_compacted: Callable[[str, str], None] | None = None
+    """Called with (path, new text) after a compaction wrote its summary (automatic tier
+    promotion: in minimal mode the only writer of L3)."""
 
     @property
     def redactor(self) -> Redactor:
@@ -135,6 +138,8 @@ class Distiller:
             return set_section(current, target, SUMMARY_SECTION, line + "\n\n" + body)
 
         text = writer.write(target, edit)
+        if not dry_run and self.on_compacted is not None:
+            self.on_compacted(target, text)
         return CompactReport(
             result.engine,
             result.tokens_before,

@@ -132,8 +132,11 @@ class Watcher:
         heartbeat: float = 2.0,
         serve: bool = False,
         watched: Callable[[str], bool] | None = None,
+        on_synced: Callable[[SyncReport], None] | None = None,
     ) -> None:
         self.ws = ws
+        self.on_synced = on_synced
+        """Called after each sync that re-indexed files (automatic promotion: live/promotion)."""
         self.watched = watched or _markdown
         self.debounce = debounce
         self.max_delay = max_delay
@@ -339,6 +342,8 @@ class Watcher:
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
         self._vouch(report)  # (after the log lines: what a reader of the log sees came first)
+        if self.on_synced is not None and report.paths:
+            self.on_synced(report)
 
     def _vouch(self, report: SyncReport | None) -> None:
         """After a sync that left the index matching every file, with no change seen since:
