@@ -18,6 +18,7 @@ from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
 from mdmem.memory.documents import Documents, DocumentSet
 from mdmem.memory.files import EditFile, SafeWriter, decode_markdown
+from mdmem.memory.own_writes import CountingWriter, OwnWrites
 from mdmem.memory.scan import ScanResult, include_spec, included
 from mdmem.memory.store import KnowledgeStore
 from mdmem.memory.templates import check_mode, init_files, switch_mode
@@ -75,7 +76,9 @@ class Workspace:
         self.config = config if config is not None else load_config(self.root)
         self._embedder = embedder
         self._index: IndexBackend | None = None
+        self._watcher_index: IndexBackend | None = None
         self._writer: SafeWriter | None = None
+        self._own_writes = OwnWrites()
         self._sessions: SessionFiles | None = None
         self.auto_promote: AutoPromote | None = None
         """Promotion as sessions are written (``tiers.auto``), once session files are used."""
@@ -165,18 +168,21 @@ class Workspace:
     @property
     def index(self) -> IndexBackend:
         if self._index is None:
-            from mdmem.index import open_index
-
-            self._index = open_index(
-                self.root,
-                self.state_dir,
-                self.config.files,
-                self.embedder,
-                redactor=self.redactor,
-                on_message=log.warning,
-                config=self.config.index,
-            )
+            self._index = self._open_index()
         return self._index
+
+    def _open_index(self) -> IndexBackend:
+        from mdmem.index import open_index
+
+        return open_index(
+            self.root,
+            self.state_dir,
+            self.config.files,
+            self.embedder,
+            redactor=self.redactor,
+            on_message=log.warning,
+            config=self.config.index,
+        )
 
     def copy_index_to_postgres(self, url: str | None = None) -> Copied:
         """Copy this workspace's SQLite index (synced first) into PostgreSQL, embedding
@@ -206,6 +212,14 @@ class Workspace:
         self.mark_interrupted()
         return self.index.sync(full=full, embed=embed, progress=progress)
 
+    def _watcher_sync(self, *, progress: Progress | None = None) -> SyncReport:
+        """:meth:`sync` on a connection of the watcher's own: a search in this process (the
+        query server's) answers from the last committed index instead of waiting for it."""
+        self.mark_interrupted()
+        if self._watcher_index is None:
+            self._watcher_index = self._open_index()
+        return self._watcher_index.sync(progress=progress)
+
     def search(
         self,
         query: str,
@@ -225,16 +239,18 @@ class Workspace:
         """The passages that answer ``query``, best first, each citing ``path:start-end``.
 
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
-        read, the results say so in ``.stale``. While a live watcher vouches that it has seen
-        no change since its last sync, the files are not checked (it indexes an edit within
-        about a tenth of a second). The parents' SHARED and the GLOBAL workspace's knowledge
+        read, the results say so in ``.stale``. While a live watcher runs, the files are not
+        checked and its sync is not waited for: the index is searched as it is, and the files
+        the watcher is still indexing (within its debounce and one sync) are listed in
+        ``.stale``; this workspace's own writes are indexed first, and :meth:`sync` before
+        a search waits for everything. The parents' SHARED and the GLOBAL workspace's knowledge
         are searched too, their indexes as they are, all ranked on one scale; each hit says its
         ``scope`` and ``workspace``. ``scopes`` keeps some of LOCAL, SHARED, INHERITED, GLOBAL.
         """
         from mdmem.index.federated import search_all
         from mdmem.index.latency import timed
         from mdmem.index.search import Filters, check_k, fresh_search
-        from mdmem.live.watch import current_vouch
+        from mdmem.live.watch import watcher_word
         from mdmem.memory.scopes import check_scopes
 
         k = self.config.search.k if k is None else check_k(k)
@@ -251,8 +267,9 @@ class Workspace:
             lock_timeout=SEARCH_LOCK_WAIT_S,
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
-            vouched=lambda: current_vouch(self.root),
+            vouched=lambda: watcher_word(self.root),
             embedder=model,
+            own_writes=self._own_writes,
         )
         with timed(self.state_dir):
             return search_all(
@@ -321,6 +338,7 @@ class Workspace:
             serve=serve,
             watched=lambda rel: included(rel, spec),
             on_synced=after_sync(self.session_files and self.auto_promote, lambda: self.promoter),
+            sync=self._watcher_sync,
         ).start()
 
     # ---- writing --------------------------------------------------------------------------
@@ -330,8 +348,9 @@ class Workspace:
         """The safe writer every program write goes through (lock, swap, journal)."""
         if self._writer is None:
             cfg = self.config.write
-            self._writer = SafeWriter(
+            self._writer = CountingWriter(
                 self.state_dir,
+                own=self._own_writes,
                 late_save_s=cfg.late_save_ms / 1000,
                 journal_versions=cfg.journal_versions,
                 journal_bytes=int(cfg.journal_mb * 1_000_000),
@@ -379,8 +398,9 @@ class Workspace:
             self.auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
-        if self._index is not None:
-            self._index.close()
+        for index in (self._index, self._watcher_index):
+            if index is not None:
+                index.close()
         if self._federation is not None:
             self._federation.close()
 

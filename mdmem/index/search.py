@@ -34,6 +34,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.sync import SyncReport, Vouch
 from mdmem.layout import SESSIONS_DIR
+from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.sessions import SUMMARY_SECTION
 
 FREQUENCY_SATURATION = 20
@@ -181,6 +182,7 @@ def fresh_search(
     mask: Callable[[str], str],
     vouched: Callable[[], Vouch | None] | None = None,
     embedder: Embedder | None = None,
+    own_writes: OwnWrites | None = None,
 ) -> SearchResults:
     """Re-index what changed, then :func:`search`; a damaged index is rebuilt and the whole
     run retried. Readers never wait long for a writer: past ``lock_timeout`` (or when the
@@ -188,18 +190,26 @@ def fresh_search(
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
     older text. ``vouched`` says what a live watcher vouches for: while the index is at that
-    generation, the files are not checked at all (no stat of every file). ``embedder``
-    replaces the index's model (one that keeps the query's vector for other workspaces)."""
+    generation, or while the watcher is indexing the changes it heard of (``Vouch.pending``,
+    reported as stale), the files are not checked at all (no stat of every file, no wait for
+    its sync). ``own_writes``: this workspace's writes; one no sync has indexed yet is
+    indexed first (read your own writes). ``embedder`` replaces the index's model (one that
+    keeps the query's vector for other workspaces)."""
     query = mask(query)
 
-    def run() -> tuple[SyncReport, list[Hit]]:
+    def run() -> tuple[SyncReport, list[Hit], str | None]:
         vouch = vouched() if vouched is not None else None
-        if vouch is not None and vouch.generation == index.generation():
+        mark = own_writes.unindexed() if own_writes is not None else None
+        lag = None
+        if vouch is not None and mark is None and _trusted(vouch, index):
             report = SyncReport(problems=list(vouch.problems), generation=vouch.generation)
+            report.stale, lag = list(vouch.pending or ()), _lag(vouch, index)
         else:
             report = index.sync(
                 embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
             )
+            if own_writes is not None and mark is not None and report.generation is not None:
+                own_writes.indexed(mark)
         model = (embedder or index.embedder()) if mode != "keyword" else None
         hits = search(
             index,
@@ -211,15 +221,36 @@ def fresh_search(
             filters=filters,
             track_access=track_access,
         )
-        return report, hits
+        return report, hits, lag
 
     with index.searching():
-        report, hits = index.recover(run)
+        report, hits, lag = index.recover(run)
     problems = [str(p) for p in report.problems]
     if report.readonly:
         problems.insert(0, report.readonly)
+    if lag:
+        problems.insert(0, lag)
     masked = [_masked(hit, mask) for hit in hits]
     return SearchResults(masked, stale=report.stale, problems=problems, mode=mode)
+
+
+def _trusted(vouch: Vouch, index: IndexBackend) -> bool:
+    """A watcher indexing what it heard of is trusted at any generation; one that vouches
+    for a matching index, only at that generation."""
+    return vouch.pending is not None or vouch.generation == index.generation()
+
+
+def _lag(vouch: Vouch, index: IndexBackend) -> str | None:
+    """What a search answered from a watcher still indexing says: which generation it read,
+    and how to wait for the files it lists as stale."""
+    if not vouch.pending:
+        return None
+    more = f" and {vouch.unlisted} more" if vouch.unlisted else ""
+    return (
+        f"the watcher is indexing {len(vouch.pending)} changed file(s){more}: searched the "
+        f"index as it is (generation {index.generation()}); sync() or `mdmem index` first "
+        "waits for them"
+    )
 
 
 def search(

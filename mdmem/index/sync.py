@@ -61,10 +61,16 @@ class SyncReport:
 @dataclass(frozen=True)
 class Vouch:
     """A live watcher's word that the index matched the files at ``generation`` (it has seen
-    no change since); ``problems``: what its last sync found wrong in them."""
+    no change since); ``problems``: what its last sync found wrong in them.
+
+    With ``pending`` (not None), a weaker word: the watcher has heard of changes since that
+    sync and is indexing them (these files, plus ``unlisted`` more); the index lags the files
+    by at most its debounce and one sync, whatever generation it is at now."""
 
     generation: int
     problems: tuple[Problem, ...] = ()
+    pending: tuple[str, ...] | None = None
+    unlisted: int = 0
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ def print_results(
     for path_ in data["stale"]:
         warn(
             f"{path_} changed but is not re-indexed yet (unreadable, big enough to leave to "
-            "`mdmem index`, or the index is busy or cannot be written); its last indexed "
-            "version was searched"
+            "`mdmem index`, being indexed by the watcher, or the index is busy or cannot be "
+            "written); its last indexed version was searched"
         )
 
 

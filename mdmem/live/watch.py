@@ -35,7 +35,7 @@ from mdmem.layout import (
 from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from mdmem.index.sync import SyncReport, Vouch
     from mdmem.live.protocol import Indexed
@@ -49,6 +49,8 @@ LOCK_RETRY_S = 1.0
 """How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
 VOUCH_BEATS = 3
 """A watcher's word on freshness holds this many heartbeat intervals (a frozen one loses it)."""
+PENDING_LISTED = 50
+"""Changed files not indexed yet that the heartbeat names (the rest are counted)."""
 
 
 class WatcherRunningError(MdmemError):
@@ -133,10 +135,14 @@ class Watcher:
         serve: bool = False,
         watched: Callable[[str], bool] | None = None,
         on_synced: Callable[[SyncReport], None] | None = None,
+        sync: Callable[..., SyncReport] | None = None,
     ) -> None:
+        """``sync(progress=...)``: how to sync (default ``ws.sync``); a workspace gives one on
+        a connection of its own, so that its searches never wait for the watcher's sync."""
         self.ws = ws
         self.on_synced = on_synced
         """Called after each sync that re-indexed files (automatic promotion: live/promotion)."""
+        self._sync_with = sync or ws.sync
         self.watched = watched or _markdown
         self.debounce = debounce
         self.max_delay = max_delay
@@ -163,6 +169,13 @@ class Watcher:
         self._root_id: tuple[int, int] | None = None
         self._vouched: tuple[int, list[dict[str, Any]]] | None = None
         """(index generation, problems) of the last sync, while no change came after it."""
+        self._synced: tuple[int, list[dict[str, Any]]] | None = None
+        """The same for the last complete sync, changes or not since (None: the last sync was
+        incomplete, or none ran yet): every change since is then in ``_heard``/``_syncing``."""
+        self._heard: set[str] = set()
+        """Files (and folders) changes were heard of since the current sync began."""
+        self._syncing: set[str] = set()
+        """Those heard of before the current sync began: it is indexing them."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -251,14 +264,18 @@ class Watcher:
 
     # ---- events ----------------------------------------------------------------------------
 
-    def notify(self) -> None:
+    def notify(self, paths: Iterable[str] = ()) -> None:
+        """A change was heard of (``paths``: relative to the root, for the heartbeat)."""
         now = time.monotonic()
         with self._cond:
             if self._first_event is None:
                 self._first_event = now
             self._last_event = now
             self._cond.notify_all()
-            if self._vouched is not None:  # a change not indexed yet: searches check again
+            new = [p for p in paths if p not in self._heard and p not in self._syncing]
+            self._heard.update(new)
+            listed = new and len(self._heard) + len(self._syncing) <= PENDING_LISTED
+            if self._vouched is not None or listed:  # a change not indexed yet: say so
                 self._vouched = None
                 self._write_heartbeat()
 
@@ -293,6 +310,9 @@ class Watcher:
                     self._retry_at = None
                 self._busy = settled or retry or reconcile
             if self._busy:
+                with self._cond:  # what this sync will index (a later change: the next one)
+                    self._syncing |= self._heard
+                    self._heard = set()
                 reason = "change" if settled and self.syncs else "start-up scan"
                 if not settled:
                     reason = "retry" if retry else "reconcile"
@@ -314,7 +334,7 @@ class Watcher:
 
     def _sync(self, reason: str) -> None:
         try:
-            report = self.ws.sync(progress=self._progress)
+            report = self._sync_with(progress=self._progress)
         except _Stopping:
             return  # what was committed stays; the next watcher's start-up scan does the rest
         except Exception as exc:
@@ -355,13 +375,18 @@ class Watcher:
             and not (report.stale or report.readonly or report.busy)
         )
         with self._cond:
-            if complete and self._first_event is None and not self._stopping:
+            if complete:
                 problems = [
                     {"path": p.path, "message": p.message, "line": p.line} for p in report.problems
                 ]
-                self._vouched = (report.generation, problems)  # type: ignore[assignment]
-            elif self._vouched is None:
-                return
+                self._synced = (report.generation, problems)  # type: ignore[assignment]
+                self._syncing = set()
+            else:  # not indexed after all: searches check the files themselves again
+                self._synced = None
+                self._heard |= self._syncing
+                self._syncing = set()
+            if complete and self._first_event is None and not self._stopping:
+                self._vouched = self._synced
             else:
                 self._vouched = None
             self._write_heartbeat()
@@ -392,7 +417,10 @@ class Watcher:
             "syncs": self.syncs,
             "socket": str(self.server.path) if self.server else None,
             "vouched": self._vouched[0] if self._vouched else None,
-            "problems": self._vouched[1] if self._vouched else [],
+            "problems": self._synced[1] if self._synced else [],
+            "synced": self._synced[0] if self._synced else None,
+            "pending": sorted(self._syncing | self._heard)[:PENDING_LISTED],
+            "pending_count": len(self._syncing) + len(self._heard),
         }
         path = self.ws.state_dir / WATCHER_FILE
         try:
@@ -415,11 +443,13 @@ class _Handler:
         if event.event_type not in RELEVANT_EVENTS:
             return  # opened / closed-without-write: our own reads would loop forever
         paths = [event.src_path, getattr(event, "dest_path", "") or ""]
-        if any(self._relevant(os.fsdecode(p), event.is_directory) for p in paths if p):
-            self.watcher.notify()
+        rels = [os.path.relpath(os.fsdecode(p), self.root) for p in paths if p]
+        relevant = [rel for rel in rels if self._relevant(rel, event.is_directory)]
+        if relevant:  # (a folder "modified" is a file in it changing: that one is named)
+            named = event.event_type != "modified" or not event.is_directory
+            self.watcher.notify(relevant if named else ())
 
-    def _relevant(self, path: str, is_directory: bool) -> bool:
-        rel = os.path.relpath(path, self.root)
+    def _relevant(self, rel: str, is_directory: bool) -> bool:
         parts = Path(rel).parts
         if not parts or parts[0] == ".." or IGNORED_DIRS.intersection(parts):
             return False
@@ -447,23 +477,35 @@ def current_vouch(root: Path) -> Vouch | None:
     """What the workspace's live watcher vouches for (see :class:`~mdmem.index.sync.Vouch`):
     None unless it holds the lock, its heartbeat is recent, and it has seen no change since its
     last complete sync. One small file read and one lock probe: no stat of every file."""
+    word = watcher_word(root)
+    return None if word is None or word.pending is not None else word
+
+
+def watcher_word(root: Path) -> Vouch | None:
+    """:func:`current_vouch`, or else the weaker word of a live watcher that has heard of
+    changes since its last complete sync and is indexing them (``Vouch.pending``): a search
+    may answer from the index as it is, which lags by at most the debounce and one sync.
+    None when no watcher is alive, or its last sync was incomplete (then nobody is sure to
+    index what changed: a search checks the files itself)."""
     from mdmem.index.sync import Vouch
     from mdmem.markdown.parse import Problem
 
     try:
         info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
-        generation = info["vouched"]
-        if generation is None:
+        vouched, synced = info["vouched"], info.get("synced")
+        if vouched is None and synced is None:
             return None
         age = time.time() - float(info["heartbeat"])
         if not 0 <= age <= VOUCH_BEATS * float(info["interval"]):
             return None
         problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in info["problems"])
+        pending = None if vouched is not None else tuple(str(p) for p in info["pending"])
+        unlisted = 0 if pending is None else int(info["pending_count"]) - len(pending)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if running_watcher(root) != info.get("pid"):
         return None
-    return Vouch(int(generation), problems)
+    return Vouch(int(vouched if vouched is not None else synced), problems, pending, unlisted)
 
 
 def watcher_info(root: Path) -> dict[str, Any] | None:
