@@ -485,6 +485,9 @@ def sweep_variants(name: str) -> dict[str, Variant]:
             for n in (0.2, 0.3, 0.5)
             for s in (0.2, 0.4, 0.6)
         },
+        "speaker": {
+            f"speaker {w}": Variant(with_(speaker_weight=w)) for w in (0.0, 0.1, 0.2, 0.3, 0.5)
+        },
         "fusion": {
             f"keyword {kw}": Variant(with_(keyword_weight=kw, vector_weight=round(1 - kw, 2)))
             for kw in (0.3, 0.4, 0.5, 0.6)

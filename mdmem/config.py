@@ -71,6 +71,9 @@ class SearchConfig:
     """Session files: share of the best neighbouring entry's score an entry gains."""
     session_weight: float = 0.4
     """Session files: share of the best score in the same session an entry gains."""
+    speaker_weight: float = 0.3
+    """Session files: share of its score a candidate gains when its speaker (the name opening
+    the turn) is the one person the query names."""
     candidates: int = 100
     """How many fused candidates are reranked."""
     keyword_candidates: int = 1000

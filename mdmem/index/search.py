@@ -4,9 +4,10 @@ Pure ranking over what an :class:`IndexBackend` returns: no query language here.
 Fusion: each ranking is scaled by its best score (BM25 / best BM25, cosine / best cosine) and
 the two are summed with ``keyword_weight`` and ``vector_weight``, over every chunk of the index.
 In event streams (session files) a chunk then gains ``neighbour_weight`` times its best
-neighbour's score and ``session_weight`` times the best score in its file. Relevance is that,
-scaled so the best candidate is 1; a candidate under ``min_relevance`` is no hit at all. The
-final score (``rerank = "scale"``) is
+neighbour's score and ``session_weight`` times the best score in its file; among the
+candidates, a turn spoken by the one person the query names gains ``speaker_weight`` of its
+score (:mod:`mdmem.index.speakers`). Relevance is that, scaled so the best candidate is 1; a
+candidate under ``min_relevance`` is no hit at all. The final score (``rerank = "scale"``) is
 
     relevance × (relevance_weight + recency_weight·recency
                  + importance_weight·importance + frequency_weight·frequency)
@@ -32,6 +33,7 @@ from mdmem.index.backend import ChunkRow, IndexBackend, Layout
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
+from mdmem.index.speakers import addressed, speaker
 from mdmem.index.sync import SyncReport, Vouch
 from mdmem.layout import SESSIONS_DIR
 from mdmem.memory.own_writes import OwnWrites
@@ -292,8 +294,9 @@ def search(
             return []
         rowids = [int(layout.rowids[i]) for i in best]
         rows = index.chunk_rows(rowids)
+        _lift_speaker(fused, best, [rows[r] for r in rowids], layout, query, config)
         access = index.access_counts([_access_key(r) for r in rows.values()])
-        ranked = _Reranker(config, today or dt.date.today(), float(fused[best[0]]))
+        ranked = _Reranker(config, today or dt.date.today(), float(fused[best].max()))
         hits = [
             ranked.hit(
                 rows[rowid],
@@ -451,6 +454,26 @@ def _with_context(fused: np.ndarray, layout: Layout, config: SearchConfig) -> np
         best = np.maximum.reduceat(np.clip(out, 0.0, None), layout.file_starts)
         out += config.session_weight * np.where(stream, best[layout.file_of], base)
     return out
+
+
+def _lift_speaker(
+    fused: np.ndarray,
+    best: np.ndarray,
+    rows: Sequence[ChunkRow],
+    layout: Layout,
+    query: str,
+    config: SearchConfig,
+) -> None:
+    """Candidates of event streams spoken by the one person the query names gain
+    ``speaker_weight`` of their score, in place (see :mod:`mdmem.index.speakers`)."""
+    if config.speaker_weight <= 0:
+        return
+    said = [speaker(r.text) if layout.stream[i] else None for i, r in zip(best, rows, strict=True)]
+    who = addressed(query, said)
+    if who is None:
+        return
+    lifted = best[[s == who for s in said]]
+    fused[lifted] *= 1.0 + config.speaker_weight
 
 
 def _allowed(index: IndexBackend, layout: Layout, filters: Filters) -> np.ndarray:
