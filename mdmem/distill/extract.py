@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdmem.config import LLMConfig
+from mdmem.distill.agent_rules import setting, states_decision, states_user_preference
 from mdmem.distill.rules import (
     IRREGULAR,
     MAX_TEXT,
     Piece,
     content_words,
     error_fix_chains,
+    says_fixed,
     split_pieces,
     strip_volatile,
     third_person,
@@ -150,15 +152,23 @@ def extract_offline(messages: Source, *, source: str | None = None) -> list[Cand
     return _unique(found)
 
 
+_NO_MEMORY_KINDS = frozenset({"error", "test", "call", "plan", "request", "chatter"})
+"""Events that say what happened, not what stays true."""
+
+
 def _from_piece(piece: Piece) -> Candidate | None:
     text = piece.text.strip()
     words = text.split()
-    if piece.action and piece.action not in ("thinking", "decision", "finding"):
-        return None  # tool calls and outputs state events, not lasting memories
     if piece.role not in ("user", "assistant") and not piece.speaker:
-        return None
+        return None  # tool outputs
     if text.endswith("?") or len(words) < 4 or len(words) > 60 or _HEDGE.search(text):
         return None
+    work = not piece.speaker and piece.kind not in _NO_MEMORY_KINDS
+    if piece.action:  # a logged step: what it states for good, if anything
+        if work and (found := _from_work(piece, text)):
+            return found
+        if piece.action not in ("thinking", "decision", "finding"):
+            return None  # other steps (commands, edits) state events, not lasting memories
     subject = piece.speaker or "User"
     text = without_instruction(text)
     if piece.role == "assistant" and not piece.speaker:
@@ -173,7 +183,31 @@ def _from_piece(piece: Piece) -> Candidate | None:
         or (_rule(text, subject) if piece.role == "user" and not piece.speaker else None)
         or _fact(text, subject, piece)
         or _pattern(text)
+        or (_from_work(piece, text) if work else None)
     )
+
+
+def _from_work(piece: Piece, text: str) -> Candidate | None:
+    """What a working session (requests, the agent's messages and logged steps) states for
+    good: a preference about the user, a decision in any wording (or a step the agent tagged
+    ``[decision]``), a setting of the environment."""
+    if states_user_preference(text):
+        return Candidate("preference", _sentence(text), _importance(text, "preference"), text)
+    tagged = piece.action.rsplit(".", 1)[-1] == "decision"
+    if (tagged or states_decision(text)) and not _TEMPORARY.search(text):
+        if piece.role == "user" and _RULE.match(text):
+            return None  # the user's own "always ..." is a rule: _rule words it
+        kind = "preference" if _RULE.match(text) else "fact"
+        memory = third_person(_sentence(text), "User")
+        return Candidate(kind, memory, _importance(text, kind), text)
+    if found := setting(text):
+        return Candidate("fact", third_person(found, "User"), _importance(found, "fact"), text)
+    return None
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] if text.split()[0].isalpha() else text
 
 
 # ---- chat: what people say about their lives ---------------------------------------------------
@@ -432,9 +466,16 @@ def _skill(chain: list[Piece]) -> Candidate | None:
     if not fix.action and fix.kind != "fix":
         return None
     error = _clause(strip_volatile(" ".join(p.text for p in errors)), 200, first=False)
-    text = f"When {error}: fix with {_clause(strip_volatile(fix.text), 200)}"
+    how = _clause(strip_volatile(fix.text, durations=False), 240, first=not says_fixed(fix.text))
+    if _FIXED_BY.match(how):  # "Fixed by starting the database ..." says how already
+        text = f"When {error}: {how[:1].lower()}{how[1:]}"
+    else:
+        text = f"When {error}: fix with {how}"
     evidence = " → ".join(p.text for p in chain)
     return Candidate("skill", text, IMPORTANCE["skill"], evidence[:MAX_TEXT])
+
+
+_FIXED_BY = re.compile(r"^(?:fixed|resolved|solved|worked around)\b", re.I)
 
 
 def _importance(text: str, kind: str) -> float:

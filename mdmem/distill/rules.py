@@ -177,15 +177,25 @@ _PLAN = re.compile(
 )
 
 
-_VOLATILE = re.compile(
+_STAMPS = (
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
     r"|\b\d{1,2}:\d{2}:\d{2}\b"
-    r"|\b(?:in |after |took )?\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|min|mins|minutes)\b"
     r"|\b(?:run|job|build|pipeline|attempt|pid|request|req)[ #:]+\d{4,}\b,?"
-    r"|#\d{5,}\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
+    r"|#\d{5,}\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
+)
+_VOLATILE = re.compile(
+    _STAMPS
+    + r"|\b(?:in |after |took )?\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds|min|mins|minutes)\b",
     re.I,
 )
 """What changes from one run to the next: timestamps, durations, run numbers, hashes."""
+
+
+_VOLATILE_BUT_DURATIONS = re.compile(
+    _STAMPS + r"|\b(?:in |after |took )\d+(?:\.\d+)?\s?(?:ms|s|sec|secs)\b", re.I
+)
+"""The same, but a duration stays unless it says how long something took: in a fix it is a
+setting ("a grace period of 30 seconds"), not how long a run took."""
 
 
 _NEGATED = re.compile(r"\b(?:don't|do not|never|not|no|should)\b", re.I)
@@ -269,6 +279,8 @@ def classify(text: str, action: str = "", role: str = "user", speaker: str | Non
     if action in _ERROR_ACTIONS:
         return "error"
     if action in _CHANGE_ACTIONS:
+        if _TEST.search(text) and not _CHANGE.search(text):
+            return "test"  # "Ran pytest tests/test_x.py: 40 passed" reports, changes nothing
         return "file" if _PATH.search(text) else "action"
     if action in _RESULT_ACTIONS:
         if _is_error(text):
@@ -362,9 +374,10 @@ def slot_of(text: str, piece: Piece | None = None) -> str | None:
 
 
 def chain_from(pieces: list[Piece], start: int, used: set[int]) -> list[int]:
-    """An error and what answered it: its cause (thinking right after), the fix (a change),
-    and the fix's result (the next test or result). Stops at the next error; in chat, at a
-    turn by someone else."""
+    """An error and what answered it: its cause (thinking right after), the fix, and the fix's
+    result (the next test or result). Stops at the next error; in chat, at a turn by someone
+    else. The fix is the step that says it fixed the error (a ``[fix]`` event, "fixed",
+    "resolved", "works now") when one follows before the next error, else the first change."""
     chain = [start]
     stream = bool(pieces[start].action)
     while (  # adjacent error lines of one stream are one error (status codes, then the cause)
@@ -374,25 +387,55 @@ def chain_from(pieces: list[Piece], start: int, used: set[int]) -> list[int]:
         and pieces[chain[-1] + 1].action
     ):
         chain.append(chain[-1] + 1)
-    fix: int | None = None
+    window: list[int] = []
     for n in range(chain[-1] + 1, min(len(pieces), start + 8)):
         piece = pieces[n]
         if n in used or piece.kind == "error" or piece.speaker != pieces[start].speaker:
             break
-        if fix is None:
-            if piece.kind in ("file", "fix") or (stream and piece.kind == "action"):
-                if not stream and not _about(piece, [pieces[i] for i in chain]):
-                    continue  # prose after an error (a closing summary) is no fix for it
-                fix = n
-                chain.append(n)
-            elif stream and piece.kind in ("thinking", "decision") and piece.action:
-                chain.append(n)
-        elif piece.kind in ("test", "result"):
-            chain.append(n)
-            break
+        window.append(n)
+    fix = _fix_in(pieces, window, [pieces[i] for i in chain], stream)
     if fix is None:
         return [n for n in chain if pieces[n].kind == "error"]
+    if stream:  # the cause: what the agent thought about it before the fix
+        chain += [
+            n
+            for n in window
+            if n < fix and pieces[n].kind in ("thinking", "decision") and pieces[n].action
+        ]
+    chain.append(fix)
+    chain += [n for n in window if n > fix and pieces[n].kind in ("test", "result")][:1]
     return chain
+
+
+def _fix_in(
+    pieces: list[Piece], window: list[int], errors: list[Piece], stream: bool
+) -> int | None:
+    """Which step of ``window`` fixed the error: the first that says so, else the first
+    change (in prose, one about the error: a closing summary is no fix for it)."""
+    changes = [
+        n
+        for n in window
+        if pieces[n].kind in ("file", "fix") or (stream and pieces[n].kind == "action")
+    ]
+    if not stream:
+        changes = [n for n in changes if _about(pieces[n], errors)]
+    said = [n for n in changes if pieces[n].kind == "fix" or says_fixed(pieces[n].text)]
+    return (said or changes or [None])[0]
+
+
+_FIXED = re.compile(
+    r"\b(?:fix(?:ed|es)|resolved|solved|that did it|did the trick|works now|now works|"
+    r"pass(?:es)? now|now pass(?:es)?|worked)\b",
+    re.I,
+)
+_NOT_FIXED = re.compile(
+    r"\b(?:not|n't|never|still|no longer)\b[^.;]{0,20}\b(?:fix|resolv|solv|work|pass)", re.I
+)
+
+
+def says_fixed(text: str) -> bool:
+    """Does a step say it fixed something ("Fixed by ...", "that did it", "passes now")?"""
+    return bool(_FIXED.search(text)) and not _NOT_FIXED.search(text)
 
 
 def _about(fix: Piece, errors: list[Piece]) -> bool:
@@ -510,10 +553,11 @@ def stem_set(text: str, volatile: bool = True) -> frozenset[str]:
     return frozenset(out)
 
 
-def strip_volatile(text: str) -> str:
+def strip_volatile(text: str, durations: bool = True) -> str:
     """``text`` without what differs between two runs of the same thing (timestamps,
-    durations, run and job numbers, commit hashes), so it can be reused and deduplicated."""
-    text = _VOLATILE.sub("", text)
+    durations, run and job numbers, commit hashes), so it can be reused and deduplicated.
+    ``durations=False`` keeps bare durations (only "took 3.2 s" and the like go)."""
+    text = (_VOLATILE if durations else _VOLATILE_BUT_DURATIONS).sub("", text)
     text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
     text = re.sub(r"^[\s,;:]+|\s+([,;:.])(?=\s|$)", r"\1", text)
     return one_line(text).strip(" ,;")
@@ -543,9 +587,23 @@ def error_fix_chains(pieces: list[Piece]) -> list[list[Piece]]:
         chain = chain_from(pieces, n, used)
         used.update(chain)
         found = [pieces[i] for i in chain]
-        if any(p.kind in ("file", "fix", "action") for p in found):
-            out.append(found)
+        if not any(p.kind in ("file", "fix", "action") for p in found):
+            continue
+        if not any(p.kind == "fix" or says_fixed(p.text) for p in found) and _comes_back(
+            pieces, chain
+        ):
+            continue  # the error came back after this step: it was no fix
+        out.append(found)
     return out
+
+
+def _comes_back(pieces: list[Piece], chain: list[int]) -> bool:
+    """Does the chain's error happen again later (the same words, volatile details aside)?"""
+    error = stem_set(pieces[chain[0]].text, volatile=False)
+    return any(
+        p.kind == "error" and jaccard(stem_set(p.text, volatile=False), error) >= 0.6
+        for p in pieces[chain[-1] + 1 :]
+    )
 
 
 def third_person(text: str, subject: str, *, we: str | None = None) -> str:

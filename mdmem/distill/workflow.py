@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from mdmem.memory.store import KnowledgeStore, today
 from mdmem.memory.writers import DryRunWriter, FileWriter, Writer
 from mdmem.redact import Redactor
 from mdmem.reports import CompactReport, ExtractReport, MemoryChange
+
+if TYPE_CHECKING:
+    from mdmem.distill.extract import Candidate
 
 Conversation = list[dict[str, Any]] | str | os.PathLike[str] | Session | SessionRecord | None
 """What to compact or extract from: chat messages (OpenAI-style dicts), a JSONL/JSON
@@ -180,6 +183,7 @@ class Distiller:
     ) -> ExtractReport:
         from mdmem.distill.dedupe import choose_section, decide
         from mdmem.distill.extract import extract_llm, extract_offline, text_hash
+        from mdmem.distill.reversal import supersede_reversed
 
         llm_kwargs = {"redactor": self.redactor, **llm_kwargs}  # nothing leaves unmasked
         llm = self.config.llm
@@ -198,6 +202,7 @@ class Distiller:
             for e in self.documents.entries_or_warn(f, "extract")
             if e.type in MEMORY_TYPES
         ]
+        candidates = _not_learned_before(self.documents, candidates, session_id)
         if skip_superseded:
             stale = {
                 text_hash(e.text)
@@ -238,6 +243,8 @@ class Distiller:
                     source=session_id,
                     related={kind: d.existing.id},
                 )
+            if written is not None and c.type in ("fact", "preference"):
+                changes += supersede_reversed(writer, existing, written, c, self.embed())
             changes.append(
                 MemoryChange(
                     d.action,
@@ -300,6 +307,25 @@ class Distiller:
             return path.resolve().relative_to(self.documents.root.resolve()).as_posix()
         except ValueError:
             return None
+
+
+def _not_learned_before(
+    documents: Documents, candidates: list[Candidate], source: str | None
+) -> list[Candidate]:
+    """Without what this same session already taught and a later memory has superseded since:
+    extracting a session again brings nothing back."""
+    from mdmem.distill.extract import text_hash
+
+    if source is None:
+        return candidates
+    gone = {
+        text_hash(e.text)
+        for f in KNOWLEDGE_FILES
+        if (documents.root / f).exists()
+        for e in documents.entries(f, include_archived=True)
+        if e.archived and "superseded_by" in e.meta and e.source == source
+    }
+    return [c for c in candidates if text_hash(c.text) not in gone]
 
 
 def _session_id(record: SessionRecord | None) -> str | None:
