@@ -19,6 +19,12 @@ Metrics:
                     ONE memory); kept: the share of those covered before still covered after
   newest / stale    for the 6 environment facts whose value changed: how many have their
                     newest value stated by an active memory, and how many an old value
+  extraction        before consolidation: skills "When <error>: <fix>" whose fix is the planted
+                    fix of that error (the generator knows it), and the planted decisions,
+                    preferences and environment facts one memory states (any phrasing, the
+                    "survives" rule)
+  old choices       memories naming a reversed decision's old choice (wkhtmltopdf, Celery)
+                    and not its replacement, before and after
   fidelity          composite score of the merges written and refused
   time              consolidation only, all runs
 Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covered, no merge
@@ -48,7 +54,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from agent_sessions import DAYS, ENVIRONMENT, SimSession, generate  # noqa: E402
+from agent_sessions import (  # noqa: E402
+    DAYS,
+    DECISIONS,
+    ENVIRONMENT,
+    ERRORS,
+    PREFERENCES,
+    SimSession,
+    generate,
+)
 from compaction import content_words, line_words, survives, tokens  # noqa: E402
 
 from mdmem import Workspace  # noqa: E402
@@ -126,6 +140,102 @@ def _states(phrasings: tuple[str, ...], value: str, texts: list[str], lines: lis
     )
 
 
+_FIX_PART = re.compile(r": (?=fix with |fixed |resolved |solved |worked around )", re.I)
+
+
+def pairing(ws: Workspace) -> tuple[int, int]:
+    """(skills whose fix is the planted fix of their error, skills of a planted error)."""
+    right = total = 0
+    for entry in ws.entries("learnings.md"):
+        parts = _FIX_PART.split(entry.text)
+        if entry.type != "skill" or len(parts) < 2:
+            continue
+        error, fix = ": ".join(parts[:-1]), parts[-1]
+        error_words, fix_words = content_words(error), content_words(fix)
+        ports = [v for e in ENVIRONMENT if e.key == "staging-port" for v in e.values]
+        matched = [
+            r
+            for r in ERRORS
+            if any(survives(e.format(port=p), [error_words]) for e in r.errors for p in ports)
+        ]
+        if not matched:
+            continue
+        total += 1
+        right += any(survives(f, [fix_words]) for f in matched[0].fixes)
+    return right, total
+
+
+def found(texts: list[str], sessions: list[SimSession]) -> dict[str, tuple[int, int]]:
+    """Planted decisions, preferences and environment facts one memory states: (found,
+    present) for each kind. Present: stated in at least one session (the generator introduces
+    a decision or preference only on a workday, so one planted on a weekend day never is)."""
+    lines = line_words(texts)
+    said = {e.fact for s in sessions for e in s.events}
+    env = [
+        tuple(p.format(v=v) for p in e.phrasings for v in e.values)
+        for e in ENVIRONMENT
+        if e.key in said
+    ]
+    kinds = {
+        "decisions": [d.phrasings for d in DECISIONS if d.key in said],
+        "preferences": [d.phrasings for d in PREFERENCES if d.key in said],
+        "environment": env,
+    }
+    out = {
+        kind: (sum(any(survives(p, lines) for p in ps) for ps in items), len(items))
+        for kind, items in kinds.items()
+    }
+    return out
+
+
+def same_fact(texts: list[str], sessions: list[SimSession], ws: Workspace) -> dict[str, float]:
+    """How far consolidation could go: the memories grouped by the one planted fact each
+    states (the statement whose content words it holds most of, by the "survives" rule), the
+    cut if each group became one memory, and how many pairs within a group reach
+    ``consolidate.similarity`` (the clustering's edge)."""
+    statements: dict[str, list[set[str]]] = {}
+    for sim in sessions:
+        for event in sim.events:
+            if event.fact is not None:
+                statements.setdefault(event.fact, []).append(content_words(event.text))
+    groups: dict[str, list[int]] = {}
+    for n, text in enumerate(texts):
+        words = content_words(text)
+        share = {k: max(len(t & words) / len(t) for t in ts if t) for k, ts in statements.items()}
+        best = max(share, key=share.__getitem__)
+        if share[best] >= 0.5:
+            groups.setdefault(best, []).append(n)
+    assert ws.embedder is not None
+    vectors = ws.embedder.embed(texts)
+    edge = ws.config.consolidate.similarity
+    pairs = linked = 0
+    for members in groups.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                pairs += 1
+                linked += float(vectors[a] @ vectors[b]) >= edge
+    grouped = sum(len(m) for m in groups.values())
+    return {
+        "facts": len(groups),
+        "memories_of_a_fact": grouped,
+        "ideal_cut": round((grouped - len(groups)) / max(1, len(texts)), 3),
+        "pairs": pairs,
+        "pairs_at_edge": linked,
+    }
+
+
+REVERSED = {"wkhtml": ("wkhtmltopdf", "weasyprint"), "celery": ("celery", "dramatiq")}
+"""The two reversed decisions: the choice given up, and the one taken."""
+
+
+def still_current(texts: list[str]) -> int:
+    """Active memories that name a choice given up and not the one that replaced it."""
+    return sum(
+        any(old in t.lower() and new not in t.lower() for old, new in REVERSED.values())
+        for t in texts
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -146,6 +256,9 @@ def main() -> None:
     redate(ws, days)
     ws.index.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
     before = active(ws)
+    paired = pairing(ws)
+    planted = found(before, sessions)
+    groups = same_fact(before, sessions, ws)
     reports, seconds, first_run = [], 0.0, 0
     while not reports or (reports[-1].merged and len(reports) < MAX_RUNS):
         started = time.perf_counter()
@@ -167,6 +280,9 @@ def main() -> None:
         "events": sum(len(s.events) for s in sessions),
         "evidence": len(evidence),
         "writing_and_extraction_s": round(writing, 1),
+        "skills_right_fix": paired,
+        "found_before_consolidation": planted,
+        "same_fact": groups,
         "entries_before": len(before),
         "entries_first_run": first_run,
         "entries_after": len(after),
@@ -189,6 +305,7 @@ def main() -> None:
         "fidelity_refused": refused,
         "seconds": round(seconds, 1),
     }
+    result["old_choice_memories"] = (still_current(before), still_current(after))
     ws.close()
     show(console, result)
     if args.json:
@@ -221,6 +338,14 @@ def show(console: Console, r: dict) -> None:
     table.add_row("merges written / refused", "", f"{r['merged']} / {r['refused']}")
     table.add_row("consolidation runs, time", "", f"{r['runs']}, {r['seconds']:.1f} s")
     console.print(table)
+    right, total = r["skills_right_fix"]
+    share = f"{right / total:.0%}" if total else "-"
+    console.print(
+        f"Extracted before consolidation: skills with the planted fix of their error {right} of "
+        f"{total} ({share}); "
+        + "; ".join(f"{k} {a} of {b}" for k, (a, b) in r["found_before_consolidation"].items())
+        + "."
+    )
     console.print(
         f"{r['sessions']} sessions, {r['events']:,} events written and extracted in "
         f"{r['writing_and_extraction_s']:.0f} s. First run: {r['alone']} memories with no "
@@ -233,6 +358,16 @@ def show(console: Console, r: dict) -> None:
         f"Entries cut by {cut:.1%} (goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); covered "
         f"evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
         f"merges written below the threshold: {below} (goal 0)."
+    )
+    g = r["same_fact"]
+    console.print(
+        f"Same-fact groups: {g['memories_of_a_fact']} memories state {g['facts']} planted facts "
+        f"(one memory each would cut {g['ideal_cut']:.1%}); of the {g['pairs']} pairs within a "
+        f"group, {g['pairs_at_edge']} reach cosine >= consolidate.similarity."
+    )
+    console.print(
+        f"Memories naming a reversed choice (wkhtmltopdf, Celery) and not its replacement: "
+        f"{r['old_choice_memories'][0]} before consolidation, {r['old_choice_memories'][1]} after."
     )
     for name in ("written", "refused"):
         v = r[f"fidelity_{name}"]

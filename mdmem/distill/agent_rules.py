@@ -72,8 +72,10 @@ def setting(text: str) -> str | None:
     bound to a concrete value ("Production runs PostgreSQL 15", "MAX_UPLOAD_MB is 10", "Sentry
     project for the backend: invoices-api"). A finding after a lead-in keeps only the finding
     ("Checked the server version: production PostgreSQL is 15"). Log lines of the agent's own
-    work (runs, edits, reads), questions, hedges and test results are none."""
-    text = text.strip()
+    work (runs, edits, reads), questions, hedges and test results are none. A closing "now"
+    goes (a memory is dated): "X is 16 now" then reads as "X is 15" with another value, which
+    is how deduplication tells a changed value."""
+    text = re.sub(r",?\s+now([.!]?)$", r"\1", text.strip())
     if lead := _LEAD_IN.match(text):
         text = text[lead.end() :]
         text = text[:1].upper() + text[1:] if text.split()[0].isalpha() else text

@@ -152,8 +152,8 @@ def extract_offline(messages: Source, *, source: str | None = None) -> list[Cand
     return _unique(found)
 
 
-_NO_MEMORY_KINDS = frozenset({"error", "test", "call", "plan", "request", "chatter"})
-"""Events that say what happened, not what stays true."""
+_NO_MEMORY_KINDS = frozenset({"error", "fix", "test", "call", "plan", "request", "chatter"})
+"""Events that say what happened, not what stays true (a fix is learned with its error)."""
 
 
 def _from_piece(piece: Piece) -> Candidate | None:
@@ -193,15 +193,16 @@ def _from_work(piece: Piece, text: str) -> Candidate | None:
     ``[decision]``), a setting of the environment."""
     if states_user_preference(text):
         return Candidate("preference", _sentence(text), _importance(text, "preference"), text)
+    worded = states_decision(text)
+    if not worded and (found := setting(text)):
+        return Candidate("fact", third_person(found, "User"), _importance(found, "fact"), text)
     tagged = piece.action.rsplit(".", 1)[-1] == "decision"
-    if (tagged or states_decision(text)) and not _TEMPORARY.search(text):
+    if (tagged or worded) and not _TEMPORARY.search(text):
         if piece.role == "user" and _RULE.match(text):
             return None  # the user's own "always ..." is a rule: _rule words it
         kind = "preference" if _RULE.match(text) else "fact"
         memory = third_person(_sentence(text), "User")
         return Candidate(kind, memory, _importance(text, kind), text)
-    if found := setting(text):
-        return Candidate("fact", third_person(found, "User"), _importance(found, "fact"), text)
     return None
 
 
