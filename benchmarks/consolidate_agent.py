@@ -23,6 +23,8 @@ Metrics:
                     fix of that error (the generator knows it), and the planted decisions,
                     preferences and environment facts one memory states (any phrasing, the
                     "survives" rule)
+  again             every 10th session extracted a second time: changes other than "skip"
+                    (0 expected; the active memories must stay the same)
   old choices       memories naming a reversed decision's old choice (wkhtmltopdf, Celery)
                     and not its replacement, before and after
   fidelity          composite score of the merges written and refused
@@ -143,6 +145,12 @@ def _states(phrasings: tuple[str, ...], value: str, texts: list[str], lines: lis
 _FIX_PART = re.compile(r": (?=fix with |fixed |resolved |solved |worked around )", re.I)
 
 
+def reextract(ws: Workspace, ids: list[str]) -> tuple[int, int]:
+    """Extract these sessions again: (sessions, changes other than skip); 0 expected."""
+    changes = [c for i in ids for c in ws.extract(i, offline=True).changes]
+    return len(ids), sum(c.action != "skip" for c in changes)
+
+
 def pairing(ws: Workspace) -> tuple[int, int]:
     """(skills whose fix is the planted fix of their error, skills of a planted error)."""
     right = total = 0
@@ -205,8 +213,9 @@ def same_fact(texts: list[str], sessions: list[SimSession], ws: Workspace) -> di
         best = max(share, key=share.__getitem__)
         if share[best] >= 0.5:
             groups.setdefault(best, []).append(n)
-    assert ws.embedder is not None
-    vectors = ws.embedder.embed(texts)
+    embedder = ws.embedder()
+    assert embedder is not None
+    vectors = embedder.embed(texts)
     edge = ws.config.consolidate.similarity
     pairs = linked = 0
     for members in groups.values():
@@ -257,6 +266,8 @@ def main() -> None:
     ws.index.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
     before = active(ws)
     paired = pairing(ws)
+    again = reextract(ws, list(days)[::10])
+    assert active(ws) == before, "extracting sessions again changed the memories"
     planted = found(before, sessions)
     groups = same_fact(before, sessions, ws)
     reports, seconds, first_run = [], 0.0, 0
@@ -281,6 +292,7 @@ def main() -> None:
         "evidence": len(evidence),
         "writing_and_extraction_s": round(writing, 1),
         "skills_right_fix": paired,
+        "reextracted": again,
         "found_before_consolidation": planted,
         "same_fact": groups,
         "entries_before": len(before),
@@ -358,6 +370,10 @@ def show(console: Console, r: dict) -> None:
         f"Entries cut by {cut:.1%} (goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); covered "
         f"evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
         f"merges written below the threshold: {below} (goal 0)."
+    )
+    console.print(
+        f"Every 10th session extracted again ({r['reextracted'][0]}): "
+        f"{r['reextracted'][1]} changes other than skip, memories unchanged."
     )
     g = r["same_fact"]
     console.print(
