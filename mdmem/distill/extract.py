@@ -193,15 +193,16 @@ def _from_work(piece: Piece, text: str) -> Candidate | None:
     ``[decision]``), a setting of the environment."""
     if states_user_preference(text):
         return Candidate("preference", _sentence(text), _importance(text, "preference"), text)
+    who = "User" if piece.role == "user" else "The agent"  # who "I" is
     worded = states_decision(text)
     if not worded and (found := setting(text)):
-        return Candidate("fact", third_person(found, "User"), _importance(found, "fact"), text)
+        return Candidate("fact", third_person(found, who), _importance(found, "fact"), text)
     tagged = piece.action.rsplit(".", 1)[-1] == "decision"
     if (tagged or worded) and not _TEMPORARY.search(text):
         if piece.role == "user" and _RULE.match(text):
             return None  # the user's own "always ..." is a rule: _rule words it
         kind = "preference" if _RULE.match(text) else "fact"
-        memory = third_person(_sentence(text), "User")
+        memory = third_person(_sentence(text), who)
         return Candidate(kind, memory, _importance(text, kind), text)
     return None
 

@@ -312,8 +312,8 @@ class Distiller:
 def _not_learned_before(
     documents: Documents, candidates: list[Candidate], source: str | None
 ) -> list[Candidate]:
-    """Without what this same session already taught and a later memory has superseded since:
-    extracting a session again brings nothing back."""
+    """Without what this same session already taught and a later memory has superseded, or
+    consolidation merged, since: extracting a session again brings nothing back."""
     from mdmem.distill.extract import text_hash
 
     if source is None:
@@ -323,7 +323,9 @@ def _not_learned_before(
         for f in KNOWLEDGE_FILES
         if (documents.root / f).exists()
         for e in documents.entries(f, include_archived=True)
-        if e.archived and "superseded_by" in e.meta and e.source == source
+        if e.archived
+        and e.source == source
+        and ("superseded_by" in e.meta or "consolidated_into" in e.meta)
     }
     return [c for c in candidates if text_hash(c.text) not in gone]
 
