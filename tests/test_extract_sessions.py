@@ -8,6 +8,8 @@ synthetic agent workspace")."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,23 @@ def test_re_extracting_changes_nothing(agent_ws: Workspace) -> None:
         report = agent_ws.extract(path, offline=True)
         assert {c.action for c in report.changes} <= {"skip"}, report.changes
     assert {f: (agent_ws.root / f).read_text() for f in files} == before
+
+
+def test_re_extracting_after_consolidation_brings_back_no_original(agent_ws: Workspace) -> None:
+    """Before: the originals consolidation merged (archived with consolidated_into) came back
+    when their session was extracted again, beside the merged memory."""
+    deploys = [
+        "The deploy target is Fly.io in region ams",
+        "Deploys go to Fly.io, region ams",
+        "Production deploys go to Fly.io in the ams region",
+    ]
+    path = run(agent_ws, "Deploy.", [("execute", text) for text in deploys])
+    memory = agent_ws.root / "memory.md"
+    old = (dt.date.today() - dt.timedelta(days=200)).isoformat()
+    memory.write_text(re.sub(r"created=\S+", f"created={old}", memory.read_text()))
+    agent_ws.index.bump_access([e.id for e in agent_ws.entries("memory.md")])
+    assert agent_ws.consolidate(offline=True).count("merged") == 1
+    before = memory.read_text()
+    report = agent_ws.extract(path, offline=True)
+    assert {c.action for c in report.changes} <= {"skip"}, report.changes
+    assert memory.read_text() == before
