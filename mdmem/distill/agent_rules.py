@@ -56,10 +56,6 @@ _WORK_LOG = re.compile(
     r"plan|reviewed|asked|split|refactored|merged|committed|pushed)\b",
     re.I,
 )
-_LEAD_IN = re.compile(
-    r"^(?:checked|verified|confirmed|found|noticed|saw|looked up|note|found out)\b[^:]{0,60}:\s+",
-    re.I,
-)
 _NOT_SETTING = re.compile(
     r"\?$|\.\.\.|…|\b(?:I|I'm|I've|maybe|might|perhaps|probably|should|would|could|will|todo|"
     r"done|next step|passed|failed|failing|errors?|pushed|committed|merged)\b",
@@ -70,15 +66,12 @@ _NOT_SETTING = re.compile(
 def setting(text: str) -> str | None:
     """The sentence, as a memory, when it states a setting of the environment: a named thing
     bound to a concrete value ("Production runs PostgreSQL 15", "MAX_UPLOAD_MB is 10", "Sentry
-    project for the backend: invoices-api"). A finding after a lead-in keeps only the finding
-    ("Checked the server version: production PostgreSQL is 15"). Log lines of the agent's own
-    work (runs, edits, reads), questions, hedges and test results are none. A closing "now"
+    project for the backend: invoices-api", "Checked the server version: production PostgreSQL
+    is 15"). Log lines of the agent's own work (runs, edits, reads), questions, hedges and test
+    results are none. A closing "now"
     goes (a memory is dated): "X is 16 now" then reads as "X is 15" with another value, which
     is how deduplication tells a changed value."""
     text = re.sub(r",?\s+now([.!]?)$", r"\1", text.strip())
-    if lead := _LEAD_IN.match(text):
-        text = text[lead.end() :]
-        text = text[:1].upper() + text[1:] if text.split()[0].isalpha() else text
     words = text.split()
     if not 3 <= len(words) <= 30 or _WORK_LOG.match(text) or _NOT_SETTING.search(text):
         return None

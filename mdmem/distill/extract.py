@@ -193,7 +193,7 @@ def _from_work(piece: Piece, text: str) -> Candidate | None:
     ``[decision]``), a setting of the environment."""
     if states_user_preference(text):
         return Candidate("preference", _sentence(text), _importance(text, "preference"), text)
-    who = "User" if piece.role == "user" else "The agent"  # who "I" is
+    who = "User"  # as _fact: first person in a working session is the user's
     worded = states_decision(text)
     if not worded and (found := setting(text)):
         return Candidate("fact", third_person(found, who), _importance(found, "fact"), text)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +36,6 @@ from mdmem.memory.store import KnowledgeStore, today
 from mdmem.memory.writers import DryRunWriter, FileWriter, Writer
 from mdmem.redact import Redactor
 from mdmem.reports import CompactReport, ExtractReport, MemoryChange
-
-if TYPE_CHECKING:
-    from mdmem.distill.extract import Candidate
 
 Conversation = list[dict[str, Any]] | str | os.PathLike[str] | Session | SessionRecord | None
 """What to compact or extract from: chat messages (OpenAI-style dicts), a JSONL/JSON
@@ -183,6 +180,7 @@ class Distiller:
     ) -> ExtractReport:
         from mdmem.distill.dedupe import choose_section, decide
         from mdmem.distill.extract import extract_llm, extract_offline, text_hash
+        from mdmem.distill.relearn import newest_wins, not_learned_before
         from mdmem.distill.reversal import supersede_reversed
 
         llm_kwargs = {"redactor": self.redactor, **llm_kwargs}  # nothing leaves unmasked
@@ -202,7 +200,15 @@ class Distiller:
             for e in self.documents.entries_or_warn(f, "extract")
             if e.type in MEMORY_TYPES
         ]
-        candidates = _not_learned_before(self.documents, candidates, session_id)
+        every = [
+            e
+            for f in KNOWLEDGE_FILES
+            if (self.documents.root / f).exists()
+            for e in self.documents.entries(f, include_archived=True)
+        ]
+        threshold = self.config.compact.dedupe_similarity
+        embed = self.embed() if candidates else None
+        candidates = not_learned_before(candidates, every, session_id, embed, threshold)
         if skip_superseded:
             stale = {
                 text_hash(e.text)
@@ -220,6 +226,7 @@ class Distiller:
             llm=llm if use_llm else None,
             **llm_kwargs,
         )
+        decisions = newest_wins(decisions, session_id)
         store = KnowledgeStore(self.documents, writer, self.redactor)
         mask = self.redactor.mask
         changes = []
@@ -307,27 +314,6 @@ class Distiller:
             return path.resolve().relative_to(self.documents.root.resolve()).as_posix()
         except ValueError:
             return None
-
-
-def _not_learned_before(
-    documents: Documents, candidates: list[Candidate], source: str | None
-) -> list[Candidate]:
-    """Without what this same session already taught and a later memory has superseded, or
-    consolidation merged, since: extracting a session again brings nothing back."""
-    from mdmem.distill.extract import text_hash
-
-    if source is None:
-        return candidates
-    gone = {
-        text_hash(e.text)
-        for f in KNOWLEDGE_FILES
-        if (documents.root / f).exists()
-        for e in documents.entries(f, include_archived=True)
-        if e.archived
-        and e.source == source
-        and ("superseded_by" in e.meta or "consolidated_into" in e.meta)
-    }
-    return [c for c in candidates if text_hash(c.text) not in gone]
 
 
 def _session_id(record: SessionRecord | None) -> str | None:
