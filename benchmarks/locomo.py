@@ -52,6 +52,7 @@ from mdmem.config import SearchConfig  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.search import Filters, search  # noqa: E402
 from mdmem.index.sqlite.db import set_rank  # noqa: E402
+from mdmem.index.when import spans  # noqa: E402
 from mdmem.markdown.parse import parse_document  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo10.json"
@@ -414,7 +415,12 @@ def sweep(
     table = Table(title=f"sweep on conversations {convs[0]}-{convs[-1]} (hybrid)")
     table.add_column("rendering")
     table.add_column("variant")
-    for column in (*METRICS, *(f"{c} rec@2000" for c in CATEGORIES.values()), "p95 ms"):
+    for column in (
+        *METRICS,
+        *(f"{c} rec@2000" for c in CATEGORIES.values()),
+        "timed rec@2000",
+        "p95 ms",
+    ):
         table.add_column(column, justify="right")
     totals: dict[str, list[tuple[Question, dict[str, float]]]] = defaultdict(list)
     for rendering in renderings:
@@ -446,6 +452,23 @@ def sweep(
         for name, rows in totals.items():
             table.add_row("all", name, *_sweep_cells(rows), "")
     console.print(table)
+    console.print(timed_share([q for q in qs if q.conv in convs]))
+
+
+def timed(question: Question) -> bool:
+    """Whether the question names a time :mod:`mdmem.index.when` reads (relative ones count
+    from today, so on LoCoMo only those anchored on a date the question names match)."""
+    return bool(spans(question.text, dt.date.today()))
+
+
+def timed_share(qs: Sequence[Question]) -> str:
+    """The share of questions, overall and per category, that name a time."""
+    parts = []
+    for category in ("overall", *CATEGORIES.values()):
+        group = [q for q in qs if category in ("overall", q.category)]
+        n = sum(timed(q) for q in group)
+        parts.append(f"{category} {n}/{len(group)} ({n / max(1, len(group)):.1%})")
+    return "Questions naming a time (timed): " + ", ".join(parts)
 
 
 def _sweep_cells(rows: list[tuple[Question, dict[str, float]]]) -> list[str]:
@@ -453,6 +476,8 @@ def _sweep_cells(rows: list[tuple[Question, dict[str, float]]]) -> list[str]:
     for category in CATEGORIES.values():
         values = [s["rec@2000"] for q, s in rows if q.category == category]
         cells.append(f"{statistics.fmean(values):.3f}")
+    values = [s["rec@2000"] for q, s in rows if timed(q)]
+    cells.append(f"{statistics.fmean(values):.3f}" if values else "-")
     return cells
 
 
@@ -487,6 +512,10 @@ def sweep_variants(name: str) -> dict[str, Variant]:
         },
         "speaker": {
             f"speaker {w}": Variant(with_(speaker_weight=w)) for w in (0.0, 0.1, 0.2, 0.3, 0.5)
+        },
+        "when": {
+            f"when {w} days {d}": Variant(with_(when_weight=w, when_days=d))
+            for w, d in [(0.0, 0), *((w, d) for w in (0.2, 0.5, 1.0) for d in (0, 14, 30))]
         },
         "fusion": {
             f"keyword {kw}": Variant(with_(keyword_weight=kw, vector_weight=round(1 - kw, 2)))
