@@ -409,7 +409,8 @@ def sweep(
     console: Console,
     convs: Sequence[int] = tuple(SPLITS["tune"]),
 ) -> None:
-    """Rank the tuning split's questions under each variant (hybrid), query vectors cached."""
+    """Rank the questions of ``convs`` (the tuning split unless a check on another) under each
+    variant (hybrid), query vectors cached."""
     qs = questions(samples)
     cached = CachedEmbedder(model, [q.text for q in qs])
     table = Table(title=f"sweep on conversations {convs[0]}-{convs[-1]} (hybrid)")
@@ -517,6 +518,10 @@ def sweep_variants(name: str) -> dict[str, Variant]:
             f"when {w} days {d}": Variant(with_(when_weight=w, when_days=d))
             for w, d in [(0.0, 0), *((w, d) for w in (0.2, 0.5, 1.0) for d in (0, 14, 30))]
         },
+        "when-kept": {
+            f"when {w} days {d}": Variant(with_(when_weight=w, when_days=d))
+            for w, d in [(0.0, 0), (0.2, 14)]
+        },
         "fusion": {
             f"keyword {kw}": Variant(with_(keyword_weight=kw, vector_weight=round(1 - kw, 2)))
             for kw in (0.3, 0.4, 0.5, 0.6)
@@ -539,7 +544,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--renderings", default="a,b,c")
     parser.add_argument("--modes", default="hybrid")
-    parser.add_argument("--convs", default="all", help="tune (0-4), test (5-9), all, or 0-2")
+    parser.add_argument(
+        "--convs", help="tune (0-4), test (5-9), all, or 0-2 (default: all; a sweep: tune)"
+    )
     parser.add_argument("--sweep", help="rank the tuning split under a named grid of configs")
     parser.add_argument("--rebuild", action="store_true", help="re-render the workspaces")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -549,9 +556,10 @@ def main() -> None:
     model = SentenceTransformerEmbedder()
     renderings = args.renderings.split(",")
     if args.sweep:
-        sweep(samples, renderings, sweep_variants(args.sweep), model, console)
+        convs = parse_convs(args.convs or "tune")
+        sweep(samples, renderings, sweep_variants(args.sweep), model, console, convs)
         return
-    convs = parse_convs(args.convs)
+    convs = parse_convs(args.convs or "all")
     results: dict[tuple[str, str], Run] = {}
     for rendering in renderings:
         runs, seconds = evaluate(

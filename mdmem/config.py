@@ -74,7 +74,7 @@ class SearchConfig:
     speaker_weight: float = 0.3
     """Session files: share of its score a candidate gains when its speaker (the name opening
     the turn) is the one person the query names."""
-    when_weight: float = 0.0
+    when_weight: float = 0.2
     """Share of its score a candidate gains when dated in the days the query names ("in May
     2023", "last week"; :mod:`mdmem.index.when`)."""
     when_days: int = 14

@@ -55,6 +55,8 @@ D = dt.date
         # no time of an event: "as of" dates the question, "may" the verb, an event anchor
         ("How long since he adopted a pet, as of November 2023?", []),
         ("we may march on", []),
+        ("What did Jan say about the Oct release?", []),
+        ("the Oct 3 release", [Span(D(2000, 10, 3), D(2000, 10, 3), yearly=True)]),
         ("When did Melanie paint a sunrise?", []),
         ("what did she do before the trip", []),
     ],

@@ -37,7 +37,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.speakers import addressed, speaker
 from mdmem.index.sync import SyncReport, Vouch
-from mdmem.index.when import chunk_days, lifted
+from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
 from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.sessions import SUMMARY_SECTION
@@ -509,10 +509,11 @@ def _lift_when(
 ) -> np.ndarray:
     """Candidates dated in the days the query names gain ``when_weight`` of their score, in
     place (see :mod:`mdmem.index.when`); which of ``best`` were lifted."""
-    if config.when_weight <= 0:
+    named = spans(query, today) if config.when_weight > 0 else ()
+    if not named:
         return np.zeros(len(best), dtype=bool)
     days = [chunk_days(r.created, r.path) for r in rows]
-    dated = np.array(lifted(query, days, today, config.when_days), dtype=bool)
+    dated = np.array(lifted(named, days, config.when_days), dtype=bool)
     fused[best[dated]] *= 1.0 + config.when_weight
     return dated
 

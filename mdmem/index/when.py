@@ -1,7 +1,7 @@
 """The days a query's time expressions name: "in May 2023", "the last week of October 2023",
 "summer 2022", "last week", "3 days ago", "on Monday". Ranking lifts the candidates dated in
-those days (``search.when_weight``): a chunk's date is its entry's or its file's (frontmatter
-``started``/``date``/``created``, a session's name, else a date in the file's name).
+those days (``search.when_weight``): a chunk's dates are its own (the entry's, the file's
+frontmatter ``started``/``date``/``created``, a session's start) and a date in its file's name.
 
 Pure and small by design: a regular-expression grammar over the phrasings people use, no
 dependency (``dateparser`` finds single dates, not the ranges "May 2023" or "last week" stand
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ def _month(word: str) -> int:
     return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(word.lower().rstrip(".")[:3]))
 
 
-def _month_span(year: int, month: int, first_day: int = 1, last_day: int = 31) -> tuple:
+def _month_span(
+    year: int, month: int, first_day: int = 1, last_day: int = 31
+) -> tuple[dt.date, dt.date]:
     end = calendar.monthrange(year, month)[1]
     return dt.date(year, month, min(first_day, end)), dt.date(year, month, min(last_day, end))
 
@@ -207,10 +210,15 @@ def _span(kind: str, parts: dict[str, str], match: re.Match[str], today: dt.date
 
 
 def _a_month(word: str, match: re.Match[str], parts: dict[str, str]) -> bool:
-    """ "may" and "march" are words too: a month only capitalised or next to a day or year."""
-    if word.lower().rstrip(".") not in ("may", "mar", "march") or word[0].isupper():
-        return True
-    return "d" in parts or "y" in parts or match.group(0).lower() != word.lower()
+    """Month names are words and names too ("we may march", "Jan said"): "may" and "march" are
+    months capitalised, an abbreviation only next to a day or a year."""
+    dated = "d" in parts or "y" in parts
+    bare = word.lower().rstrip(".")
+    if bare not in _MONTHS:
+        return dated
+    if bare in ("may", "march") and not word[0].isupper():
+        return dated or match.group(0).lower() != word.lower()
+    return True
 
 
 def _month_part(year: int | None, month: int, parts: dict[str, str]) -> Span:
@@ -281,15 +289,10 @@ def _this_or_last(which: str, unit: str, today: dt.date) -> Span:
     return Span(monday, min(today, monday + dt.timedelta(days=6)))
 
 
-def lifted(
-    query: str, days: Sequence[Sequence[str]], today: dt.date, slack_days: int
-) -> list[bool]:
+def lifted(named: Sequence[Span], days: Sequence[Sequence[str]], slack_days: int) -> list[bool]:
     """Which candidates, given the ISO dates of each (:func:`chunk_days`), have one in a span
-    the query names: all False when it names none."""
-    found = spans(query, today)
-    if not found:
-        return [False] * len(days)
-    return [any(_holds(found, day, slack_days) for day in dates) for dates in days]
+    of ``named`` (:func:`spans`) or up to ``slack_days`` after it."""
+    return [any(_holds(named, day, slack_days) for day in dates) for dates in days]
 
 
 def _holds(found: Sequence[Span], day: str, slack_days: int) -> bool:
@@ -304,5 +307,9 @@ def chunk_days(created: str | None, path: str) -> tuple[str, ...]:
     """A chunk's dates: its own (entry, frontmatter, a session's start; else the day the index
     first saw it) and a date in its file's name (``journal/2023-05-08.md``), which the index
     keeps as context only."""
-    named = _name_date(path.rsplit("/", 1)[-1].removesuffix(".md"))
-    return tuple(d for d in dict.fromkeys((created, named)) if d)
+    return tuple(d for d in dict.fromkeys((created, _file_day(path))) if d)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_day(path: str) -> str | None:
+    return _name_date(path.rsplit("/", 1)[-1].removesuffix(".md"))
