@@ -19,7 +19,7 @@ ten ("all"). Latency: one ``Workspace.search`` call, freshness check included, w
 vector embedded beforehand (any other embedding a search made would count).
 
 Usage:  .venv/bin/python benchmarks/locomo.py [--renderings a,b,c] [--modes hybrid]
-            [--convs 0-4] [--sweep NAME] [--json PATH]
+            [--convs 0-4] [--sweep NAME] [--json PATH] [--time-lift-cost]
 The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo10.json and not redistributed.
 """
 
@@ -52,7 +52,7 @@ from mdmem.config import SearchConfig  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.search import Filters, search  # noqa: E402
 from mdmem.index.sqlite.db import set_rank  # noqa: E402
-from mdmem.index.when import spans  # noqa: E402
+from mdmem.index.when import chunk_days, lifted, spans  # noqa: E402
 from mdmem.markdown.parse import parse_document  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo10.json"
@@ -530,6 +530,29 @@ def sweep_variants(name: str) -> dict[str, Variant]:
     return grids[name]
 
 
+def time_lift_cost(samples: list[dict], console: Console, repeats: int = 3) -> None:
+    """What the time lift adds to a search: reading the question's time expressions, and,
+    when it names one, the dates of 100 candidates (session files of its conversation)."""
+    qs = questions(samples)
+    timings: list[float] = []
+    for _ in range(repeats):
+        for q in qs:
+            paths = [
+                (when.date().isoformat(), f".sessions/{when:%Y%m%d_%H%M%S}_session-{n}.md")
+                for n, when, _, _ in sessions(samples[q.conv])
+            ]
+            rows = [paths[i % len(paths)] for i in range(100)]
+            started = time.perf_counter()
+            named = spans(q.text, dt.date.today())
+            if named:
+                lifted(named, [chunk_days(c, p) for c, p in rows], 14)
+            timings.append((time.perf_counter() - started) * 1000)
+    console.print(
+        f"time lift, {len(qs)} questions × {repeats}: median "
+        f"{statistics.median(timings):.3f} ms, p95 {p95(timings):.3f} ms"
+    )
+
+
 def parse_convs(text: str) -> list[int]:
     if text in SPLITS:
         return list(SPLITS[text])
@@ -550,9 +573,15 @@ def main() -> None:
     parser.add_argument("--sweep", help="rank the tuning split under a named grid of configs")
     parser.add_argument("--rebuild", action="store_true", help="re-render the workspaces")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--time-lift-cost", action="store_true", help="only time the time lift's own work"
+    )
     args = parser.parse_args()
     console = Console(width=200)
     samples = json.loads(args.data.read_text())
+    if args.time_lift_cost:
+        time_lift_cost(samples, console)
+        return
     model = SentenceTransformerEmbedder()
     renderings = args.renderings.split(",")
     if args.sweep:
