@@ -19,7 +19,7 @@ ten ("all"). Latency: one ``Workspace.search`` call, freshness check included, w
 vector embedded beforehand (any other embedding a search made would count).
 
 Usage:  .venv/bin/python benchmarks/locomo.py [--renderings a,b,c] [--modes hybrid]
-            [--convs 0-4] [--sweep NAME] [--json PATH]
+            [--convs 0-4] [--sweep NAME] [--json PATH] [--time-lift-cost]
 The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo10.json and not redistributed.
 """
 
@@ -52,6 +52,7 @@ from mdmem.config import SearchConfig  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.search import Filters, search  # noqa: E402
 from mdmem.index.sqlite.db import set_rank  # noqa: E402
+from mdmem.index.when import chunk_days, lifted, spans  # noqa: E402
 from mdmem.markdown.parse import parse_document  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo10.json"
@@ -408,13 +409,19 @@ def sweep(
     console: Console,
     convs: Sequence[int] = tuple(SPLITS["tune"]),
 ) -> None:
-    """Rank the tuning split's questions under each variant (hybrid), query vectors cached."""
+    """Rank the questions of ``convs`` (the tuning split unless a check on another) under each
+    variant (hybrid), query vectors cached."""
     qs = questions(samples)
     cached = CachedEmbedder(model, [q.text for q in qs])
     table = Table(title=f"sweep on conversations {convs[0]}-{convs[-1]} (hybrid)")
     table.add_column("rendering")
     table.add_column("variant")
-    for column in (*METRICS, *(f"{c} rec@2000" for c in CATEGORIES.values()), "p95 ms"):
+    for column in (
+        *METRICS,
+        *(f"{c} rec@2000" for c in CATEGORIES.values()),
+        "timed rec@2000",
+        "p95 ms",
+    ):
         table.add_column(column, justify="right")
     totals: dict[str, list[tuple[Question, dict[str, float]]]] = defaultdict(list)
     for rendering in renderings:
@@ -446,6 +453,23 @@ def sweep(
         for name, rows in totals.items():
             table.add_row("all", name, *_sweep_cells(rows), "")
     console.print(table)
+    console.print(timed_share([q for q in qs if q.conv in convs]))
+
+
+def timed(question: Question) -> bool:
+    """Whether the question names a time :mod:`mdmem.index.when` reads (relative ones count
+    from today, so on LoCoMo only those anchored on a date the question names match)."""
+    return bool(spans(question.text, dt.date.today()))
+
+
+def timed_share(qs: Sequence[Question]) -> str:
+    """The share of questions, overall and per category, that name a time."""
+    parts = []
+    for category in ("overall", *CATEGORIES.values()):
+        group = [q for q in qs if category in ("overall", q.category)]
+        n = sum(timed(q) for q in group)
+        parts.append(f"{category} {n}/{len(group)} ({n / max(1, len(group)):.1%})")
+    return "Questions naming a time (timed): " + ", ".join(parts)
 
 
 def _sweep_cells(rows: list[tuple[Question, dict[str, float]]]) -> list[str]:
@@ -453,6 +477,8 @@ def _sweep_cells(rows: list[tuple[Question, dict[str, float]]]) -> list[str]:
     for category in CATEGORIES.values():
         values = [s["rec@2000"] for q, s in rows if q.category == category]
         cells.append(f"{statistics.fmean(values):.3f}")
+    values = [s["rec@2000"] for q, s in rows if timed(q)]
+    cells.append(f"{statistics.fmean(values):.3f}" if values else "-")
     return cells
 
 
@@ -488,12 +514,43 @@ def sweep_variants(name: str) -> dict[str, Variant]:
         "speaker": {
             f"speaker {w}": Variant(with_(speaker_weight=w)) for w in (0.0, 0.1, 0.2, 0.3, 0.5)
         },
+        "when": {
+            f"when {w} days {d}": Variant(with_(when_weight=w, when_days=d))
+            for w, d in [(0.0, 0), *((w, d) for w in (0.2, 0.5, 1.0) for d in (0, 14, 30))]
+        },
+        "when-kept": {
+            f"when {w} days {d}": Variant(with_(when_weight=w, when_days=d))
+            for w, d in [(0.0, 0), (0.2, 14)]
+        },
         "fusion": {
             f"keyword {kw}": Variant(with_(keyword_weight=kw, vector_weight=round(1 - kw, 2)))
             for kw in (0.3, 0.4, 0.5, 0.6)
         },
     }
     return grids[name]
+
+
+def time_lift_cost(samples: list[dict], console: Console, repeats: int = 3) -> None:
+    """What the time lift adds to a search: reading the question's time expressions, and,
+    when it names one, the dates of 100 candidates (session files of its conversation)."""
+    qs = questions(samples)
+    timings: list[float] = []
+    for _ in range(repeats):
+        for q in qs:
+            paths = [
+                (when.date().isoformat(), f".sessions/{when:%Y%m%d_%H%M%S}_session-{n}.md")
+                for n, when, _, _ in sessions(samples[q.conv])
+            ]
+            rows = [paths[i % len(paths)] for i in range(100)]
+            started = time.perf_counter()
+            named = spans(q.text, dt.date.today())
+            if named:
+                lifted(named, [chunk_days(c, p) for c, p in rows], 14)
+            timings.append((time.perf_counter() - started) * 1000)
+    console.print(
+        f"time lift, {len(qs)} questions × {repeats}: median "
+        f"{statistics.median(timings):.3f} ms, p95 {p95(timings):.3f} ms"
+    )
 
 
 def parse_convs(text: str) -> list[int]:
@@ -510,19 +567,28 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--renderings", default="a,b,c")
     parser.add_argument("--modes", default="hybrid")
-    parser.add_argument("--convs", default="all", help="tune (0-4), test (5-9), all, or 0-2")
+    parser.add_argument(
+        "--convs", help="tune (0-4), test (5-9), all, or 0-2 (default: all; a sweep: tune)"
+    )
     parser.add_argument("--sweep", help="rank the tuning split under a named grid of configs")
     parser.add_argument("--rebuild", action="store_true", help="re-render the workspaces")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--time-lift-cost", action="store_true", help="only time the time lift's own work"
+    )
     args = parser.parse_args()
     console = Console(width=200)
     samples = json.loads(args.data.read_text())
+    if args.time_lift_cost:
+        time_lift_cost(samples, console)
+        return
     model = SentenceTransformerEmbedder()
     renderings = args.renderings.split(",")
     if args.sweep:
-        sweep(samples, renderings, sweep_variants(args.sweep), model, console)
+        convs = parse_convs(args.convs or "tune")
+        sweep(samples, renderings, sweep_variants(args.sweep), model, console, convs)
         return
-    convs = parse_convs(args.convs)
+    convs = parse_convs(args.convs or "all")
     results: dict[tuple[str, str], Run] = {}
     for rendering in renderings:
         runs, seconds = evaluate(

@@ -74,6 +74,12 @@ class SearchConfig:
     speaker_weight: float = 0.3
     """Session files: share of its score a candidate gains when its speaker (the name opening
     the turn) is the one person the query names."""
+    when_weight: float = 0.2
+    """Share of its score a candidate gains when dated in the days the query names ("in May
+    2023", "last week"; :mod:`mdmem.index.when`)."""
+    when_days: int = 14
+    """A candidate dated up to this many days after those days still gains (an event is
+    talked about after it happens)."""
     candidates: int = 100
     """How many fused candidates are reranked."""
     keyword_candidates: int = 1000

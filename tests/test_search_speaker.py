@@ -11,6 +11,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.index.speakers import addressed, speaker
+from mdmem.live.output import why
 
 CHAT = """# Session 1: John and Tim
 
@@ -62,3 +63,17 @@ def _ranked(tmp_path: Path, weight: float) -> list[str]:
 def test_the_named_speakers_turn_comes_first_only_with_the_lift(tmp_path: Path) -> None:
     assert _ranked(tmp_path, 0.0)[0] == "John"
     assert _ranked(tmp_path, 1.0)[0] == "Tim"
+
+
+def test_explain_shows_the_speaker_lift_on_the_turns_it_lifted(tmp_path: Path) -> None:
+    root = Workspace.init(tmp_path / "ws", mode="full").root
+    (root / ".sessions" / "20230508_140000_chat.md").write_text(CHAT, encoding="utf-8")
+    ws = Workspace.open(root)
+    try:
+        hits = ws.search("Which books does Tim read?", mode="keyword", k=3, track_access=False)
+    finally:
+        ws.close()
+    lifted = {h.text.split("**")[1]: h.scores.speaker for h in hits}
+    assert lifted == {"Tim": 0.3, "John": 0.0}
+    for hit in hits:
+        assert ("speaker named +30%" in why(hit.scores.to_dict())) == (hit.scores.speaker > 0)

@@ -6,8 +6,10 @@ the two are summed with ``keyword_weight`` and ``vector_weight``, over every chu
 In event streams (session files) a chunk then gains ``neighbour_weight`` times its best
 neighbour's score and ``session_weight`` times the best score in its file; among the
 candidates, a turn spoken by the one person the query names gains ``speaker_weight`` of its
-score (:mod:`mdmem.index.speakers`). Relevance is that, scaled so the best candidate is 1; a
-candidate under ``min_relevance`` is no hit at all. The final score (``rerank = "scale"``) is
+score (:mod:`mdmem.index.speakers`), and a chunk dated in the days the query names ("in May
+2023", "last week") ``when_weight`` (:mod:`mdmem.index.when`). Relevance is that, scaled so
+the best candidate is 1; a candidate under ``min_relevance`` is no hit at all. The final
+score (``rerank = "scale"``) is
 
     relevance × (relevance_weight + recency_weight·recency
                  + importance_weight·importance + frequency_weight·frequency)
@@ -35,6 +37,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.speakers import addressed, speaker
 from mdmem.index.sync import SyncReport, Vouch
+from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
 from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.sessions import SUMMARY_SECTION
@@ -59,6 +62,10 @@ class Scores:
     floor: float = 0.0
     """The relevance a candidate needed to be a hit (``search.min_relevance``): this hit made
     the cut because ``relevance`` ≥ ``floor``."""
+    speaker: float = 0.0
+    """The share of its score the hit gained as a turn of the person the query names."""
+    when: float = 0.0
+    """The share of its score the hit gained as dated in the days the query names."""
 
     def to_dict(self) -> dict[str, float | None]:
         return {
@@ -70,6 +77,8 @@ class Scores:
             "frequency": self.frequency,
             "context": self.context,
             "floor": self.floor,
+            "speaker": self.speaker,
+            "when": self.when,
         }
 
 
@@ -294,9 +303,12 @@ def search(
             return []
         rowids = [int(layout.rowids[i]) for i in best]
         rows = index.chunk_rows(rowids)
-        _lift_speaker(fused, best, [rows[r] for r in rowids], layout, query, config)
+        today = today or dt.date.today()
+        candidates = [rows[r] for r in rowids]
+        spoken = _lift_speaker(fused, best, candidates, layout, query, config)
+        dated = _lift_when(fused, best, candidates, query, config, today)
         access = index.access_counts([_access_key(r) for r in rows.values()])
-        ranked = _Reranker(config, today or dt.date.today(), float(fused[best].max()))
+        ranked = _Reranker(config, today, float(fused[best].max()))
         hits = [
             ranked.hit(
                 rows[rowid],
@@ -305,8 +317,12 @@ def search(
                 keyword=float(keyword[i]) if keyword[i] > 0 else None,
                 vector=float(vector[i]) if vector is not None else None,
                 hits=access.get(_access_key(rows[rowid]), 0),
+                lifts=(
+                    float(spoken[n]) * config.speaker_weight,
+                    float(dated[n]) * config.when_weight,
+                ),
             )
-            for i, rowid in zip(best, rowids, strict=True)
+            for n, (i, rowid) in enumerate(zip(best, rowids, strict=True))
         ]
         hits.sort(key=lambda h: h.score, reverse=True)
         hits = _without_restatements(hits)[:k]
@@ -338,7 +354,9 @@ class _Reranker:
         keyword: float | None,
         vector: float | None,
         hits: int,
+        lifts: tuple[float, float] = (0.0, 0.0),
     ) -> Hit:
+        """``lifts``: the shares of its score the speaker and time lifts added."""
         config = self.config
         relevance = fused / self.top
         evergreen = glob_spec(config.evergreen).match_file(row.path)
@@ -361,6 +379,8 @@ class _Reranker:
                 frequency=frequency,
                 context=context / self.top,
                 floor=config.min_relevance,
+                speaker=lifts[0],
+                when=lifts[1],
             ),
             type=row.type,
             importance=row.importance,
@@ -463,17 +483,39 @@ def _lift_speaker(
     layout: Layout,
     query: str,
     config: SearchConfig,
-) -> None:
+) -> np.ndarray:
     """Candidates of event streams spoken by the one person the query names gain
-    ``speaker_weight`` of their score, in place (see :mod:`mdmem.index.speakers`)."""
+    ``speaker_weight`` of their score, in place (see :mod:`mdmem.index.speakers`); which of
+    ``best`` were lifted."""
+    none = np.zeros(len(best), dtype=bool)
     if config.speaker_weight <= 0:
-        return
+        return none
     said = [speaker(r.text) if layout.stream[i] else None for i, r in zip(best, rows, strict=True)]
     who = addressed(query, said)
     if who is None:
-        return
-    lifted = best[[s == who for s in said]]
-    fused[lifted] *= 1.0 + config.speaker_weight
+        return none
+    spoken = np.array([s == who for s in said], dtype=bool)
+    fused[best[spoken]] *= 1.0 + config.speaker_weight
+    return spoken
+
+
+def _lift_when(
+    fused: np.ndarray,
+    best: np.ndarray,
+    rows: Sequence[ChunkRow],
+    query: str,
+    config: SearchConfig,
+    today: dt.date,
+) -> np.ndarray:
+    """Candidates dated in the days the query names gain ``when_weight`` of their score, in
+    place (see :mod:`mdmem.index.when`); which of ``best`` were lifted."""
+    named = spans(query, today) if config.when_weight > 0 else ()
+    if not named:
+        return np.zeros(len(best), dtype=bool)
+    days = [chunk_days(r.created, r.path) for r in rows]
+    dated = np.array(lifted(named, days, config.when_days), dtype=bool)
+    fused[best[dated]] *= 1.0 + config.when_weight
+    return dated
 
 
 def _allowed(index: IndexBackend, layout: Layout, filters: Filters) -> np.ndarray:

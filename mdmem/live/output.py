@@ -103,6 +103,8 @@ def why(scores: dict[str, Any]) -> str:
             ("words matched", scores["keyword"] is not None),
             ("meaning close", scores["vector"] is not None and scores["vector"] > 0),
             (f"context +{scores['context']:.3f}", scores["context"] > 0),
+            (f"speaker named +{scores.get('speaker', 0):.0%}", scores.get("speaker", 0) > 0),
+            (f"dated as asked +{scores.get('when', 0):.0%}", scores.get("when", 0) > 0),
         )
         if on
     ]
