@@ -129,7 +129,7 @@ def test_a_reader_error_stops_the_threads_and_is_raised_as_it_was() -> None:
         store_vectors=lambda hashes, vectors: None,
     )
     report = neutral.SyncReport()
-    with pytest.raises(UnicodeError, match="f8.md"):
+    with pytest.raises(UnicodeError, match=r"f8\.md"):
         neutral.pipeline(stats, read, writer, None, report)
     assert written == [[f"f{n}.md" for n in range(8)]]
     assert [p.path for p in report.problems] == ["f0.md"]  # what was read is reported

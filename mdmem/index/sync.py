@@ -193,10 +193,18 @@ def read_own_writes(
     of every file. Any sync only brings the index nearer the files, so the watcher's word
     holds at the generation this one leaves. Without a watcher, or when the files written
     are not known or could not be indexed, the mark is returned and the search checks
-    every file, as before."""
+    every file, as before. The watcher's word stays carried past these syncs for the searches
+    after, while no other sync moves the index."""
     vouch = vouched() if vouched is not None else None
-    pending = own.pending() if own is not None else None
-    if pending is None or own is None:
+    if own is None:
+        return vouch, None
+    said = vouch.generation if vouch is not None else 0  # the watcher's word as it gave it
+    if vouch is not None and vouch.pending is None:
+        carried = own.carried(said)
+        if carried is not None and carried == index.generation():
+            vouch = replace(vouch, generation=carried)  # only our own syncs since its word
+    pending = own.pending()
+    if pending is None:
         return vouch, None
     mark, paths = pending
     trusted = vouch is not None and (
@@ -211,9 +219,11 @@ def read_own_writes(
         return vouch, mark
     own.indexed(mark)
     synced = set(report.paths) | {p.path for p in report.problems}
-    problems = tuple(p for p in vouch.problems if p.path not in synced)
-    generation = vouch.generation if vouch.pending is not None else report.generation
-    return replace(vouch, generation=generation, problems=problems + tuple(report.problems)), None
+    problems = tuple(p for p in vouch.problems if p.path not in synced) + tuple(report.problems)
+    if vouch.pending is not None:
+        return replace(vouch, problems=problems), None
+    own.carry(said, report.generation)
+    return replace(vouch, generation=report.generation, problems=problems), None
 
 
 def stale_report(report: SyncReport, fresh: Freshness) -> SyncReport:
