@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from postgres_cluster import both_backends
 
 from mdmem import Workspace
 from mdmem.live.watch import current_vouch
@@ -37,32 +38,32 @@ def workspace(tmp_path: Path, config: str = CONFIG) -> Path:
     return root
 
 
-def indexed_paths(ws: Workspace) -> set[str]:
+def indexed_paths(ws: Workspace) -> set[str]:  # (SQLite)
     return {r[0] for r in ws.index.conn.execute("SELECT path FROM files")}
 
 
-def test_sync_paths_indexes_the_files_named_and_no_other(tmp_path: Path) -> None:
-    root = workspace(tmp_path)
+@both_backends
+def test_sync_paths_indexes_the_files_named_and_no_other(indexed: Workspace) -> None:
+    root = indexed.root
     (root / ".gitignore").write_text("scratch/\n")
-    with Workspace.open(root) as ws:
-        ws.sync()
-        (root / "notes" / "mine.md").write_text("# Mine\n\n- The otter lives upstream\n")
-        (root / "notes" / "theirs.md").write_text("# Theirs\n\n- The heron waits downstream\n")
-        (root / "scratch").mkdir()
-        (root / "scratch" / "draft.md").write_text("# Draft\n\n- Ignored by git\n")
-        gone = sorted(indexed_paths(ws))[0]
-        (root / gone).unlink()
-        report = ws.index.sync_paths(
-            [str((root / "notes" / "mine.md").resolve()), "scratch/draft.md", gone, "../x.md"],
-            embed=False,
-        )
-        assert sorted(report.paths) == sorted(["notes/mine.md", gone])
-        assert report.added == 1 and report.removed == 1 and report.generation is not None
-        paths = indexed_paths(ws)
-        assert "notes/mine.md" in paths and gone not in paths
-        assert "notes/theirs.md" not in paths and "scratch/draft.md" not in paths
-        assert [f.path for f in ws.index.freshness().changed] == ["notes/theirs.md"]
-        assert ws.index.sync_paths(["notes/mine.md"], embed=False).changed == 0
+    (root / "notes" / "mine.md").write_text("# Mine\n\n- The otter lives upstream\n")
+    (root / "notes" / "theirs.md").write_text("# Theirs\n\n- The heron waits downstream\n")
+    (root / "scratch").mkdir()
+    (root / "scratch" / "draft.md").write_text("# Draft\n\n- Ignored by git\n")
+    gone = "learnings.md"
+    (root / gone).unlink()
+    assert indexed.index.freshness().removed == [gone]
+    mine = str((root / "notes" / "mine.md").resolve())
+    report = indexed.index.sync_paths(
+        [mine, "scratch/draft.md", gone, "../outside.md"], embed=False
+    )
+    assert sorted(report.paths) == sorted(["notes/mine.md", gone])
+    assert report.added == 1 and report.removed == 1
+    fresh = indexed.index.freshness()
+    assert [f.path for f in fresh.changed] == ["notes/theirs.md"] and fresh.removed == []
+    assert indexed.index.sync_paths(["notes/mine.md"], embed=False).changed == 0
+    hits = indexed.search("otter upstream heron downstream", mode="keyword")  # (syncs all)
+    assert {hit.path for hit in hits} == {"notes/mine.md", "notes/theirs.md"}
 
 
 @pytest.mark.slow
