@@ -12,8 +12,8 @@ For each, in alternated rounds (a busy neighbour hits each alike):
   raw, text only         the chunks' own text without their file context, in the sync's
               batches: the difference is the cost of the context tokens
   model busy  the share of the sync's wall time the model spent embedding (measured inside
-              the same sync, so a neighbour's load cancels out)
-Best of ``--rounds`` (3). The load average is printed.
+              the same sync, so a neighbour's load cancels out), median of the rounds
+Rates: best of ``--rounds`` (3). The load average is printed.
 
 Usage:  nice -n 19 .venv/bin/python benchmarks/index_rate.py [--conversation 0] [--files 200]
 """
@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -119,7 +120,7 @@ def measure(name: str, source: Path, model: SentenceTransformerEmbedder, rounds:
         f"{n / best['hash']:.1f}",
         f"{n / best['plain']:.1f}",
         f"{best['batches'] / best['sync']:.0%}",
-        f"{max(busy):.0%}",
+        f"{statistics.median(busy):.1%}",
     ]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pathspec
@@ -34,9 +34,6 @@ from mdmem.memory.files import read_markdown
 from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
 from mdmem.redact import Redactor
-
-if TYPE_CHECKING:
-    from mdmem.index.backend import IndexBackend
 
 BATCH_FILES = 200
 EMBED_BATCH = 64
@@ -176,8 +173,23 @@ def _indexable(root: Path, files: FilesConfig, rel: str) -> bool:
     return True
 
 
+class PathSyncing(Protocol):
+    """What :func:`read_own_writes` needs of an ``IndexBackend``."""
+
+    def generation(self) -> int: ...
+
+    def sync_paths(
+        self,
+        paths: Sequence[str],
+        *,
+        embed: bool = True,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport: ...
+
+
 def read_own_writes(
-    index: IndexBackend,
+    index: PathSyncing,
     vouched: Callable[[], Vouch | None] | None,
     own: OwnWrites | None,
     *,
