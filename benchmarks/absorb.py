@@ -17,6 +17,9 @@ Then, with a watcher running (``ws.watch()``, the real model embedding what chan
 2. ``ws.search`` end to end, p50 / p95 over ``--queries`` queries per mode, with the watcher
    vouching (no stat of any file), in two phases: the index unchanged, and while a file
    changes every ``--interval`` seconds (each search may pay an absorb).
+3. ``--changes`` times per mode: the workspace's own write (``ws.remember``), then at once
+   ``ws.search`` (read your own writes: it must find the new entry); hybrid includes
+   embedding the new entry. ``--own-only`` runs this phase alone.
 
 Medians and nearest-rank p95s, wall clock; the load average is printed with the results.
 """
@@ -98,6 +101,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--own-only", action="store_true", help="only phase 3")
     args = parser.parse_args()
     log = Console(stderr=True)
     console = Console()
@@ -127,10 +131,14 @@ def main() -> None:
             for q in warmup:
                 for mode in ("hybrid", "keyword"):
                     ws.search(q, mode=mode, track_access=False)
+            log.log(f"{chunks:,} chunks; {args.changes} own writes per mode")
+            for mode in ("keyword", "hybrid"):
+                results[f"{mode}, right after an own write"] = own_writes(ws, mode, args.changes)
+            loads.append(load_average())
             log.log(f"{chunks:,} chunks; {args.changes} changes, one file each")
             absorbs.times.clear()
             first: dict[str, list[float]] = {"hybrid": [], "keyword": []}
-            for n in range(args.changes):
+            for n in range(0 if args.own_only else args.changes):
                 generation = ws.index.generation()
                 add_entry(notes[(n * 997) % len(notes)], n)
                 wait_vouched(ws, generation)
@@ -140,7 +148,7 @@ def main() -> None:
                     first[mode].append(timed(search))
             absorb = list(absorbs.times)
             loads.append(load_average())
-            for mode in ("keyword", "hybrid"):
+            for mode in () if args.own_only else ("keyword", "hybrid"):
                 log.log(f"search, {mode}: unchanged index")
                 results[f"{mode} unchanged"] = [
                     timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False))
@@ -154,11 +162,14 @@ def main() -> None:
     table = Table(title=f"Absorbing a change at {chunks:,} chunks ({args.files:,} files)")
     table.add_column("measure")
     table.add_column("p50 / p95 ms", justify="right")
-    table.add_row(f"absorb one changed file: layout + vectors ({len(absorb)} changes)", ms(absorb))
+    if absorb:
+        label = f"absorb one changed file: layout + vectors ({len(absorb)} changes)"
+        table.add_row(label, ms(absorb))
     table.add_row("before: full read of the layout (3 runs)", ms(full["layout"]))
     table.add_row("before: full read of the vectors (3 runs)", ms(full["vectors"]))
     for mode in ("hybrid", "keyword"):
-        table.add_row(f"first ws.search after a change, {mode}", ms(first[mode]))
+        if first[mode]:
+            table.add_row(f"first ws.search after a change, {mode}", ms(first[mode]))
     for name, values in results.items():
         table.add_row(f"ws.search with a watcher, {name}", ms(values))
     table.caption = f"load average (1, 5, 15 min) at start / middle / end: {' | '.join(loads)}"
@@ -169,6 +180,21 @@ def timed(fn: Callable[[], object]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+def own_writes(ws: Workspace, mode: str, count: int) -> list[float]:
+    """``ws.search`` right after each of ``count`` own writes; each must find its write."""
+    times = []
+    for n in range(count):
+        word = f"quokka{mode}{n}"
+        ws.remember(f"The {word} ledger export moved to the annex")
+        started = time.perf_counter()
+        hits = ws.search(f"{word} ledger", mode=mode, track_access=False)
+        times.append(time.perf_counter() - started)
+        if not any(word in hit.text for hit in hits):
+            raise RuntimeError(f"a search right after an own write missed it ({mode})")
+        time.sleep(0.5)  # the watcher hears of it and indexes it
+    return times
 
 
 def full_reads(ws: Workspace, model_id: str) -> dict[str, list[float]]:

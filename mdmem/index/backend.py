@@ -171,6 +171,19 @@ class IndexBackend(Protocol):
         Never waits longer than ``lock_timeout`` for another writer (then ``busy``)."""
         ...
 
+    def sync_paths(
+        self,
+        paths: Sequence[str],
+        *,
+        embed: bool = True,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport:
+        """:meth:`sync` for these files only (absolute, or relative to the workspace): a
+        stat of each, not of every file. What a workspace does after its own writes while a
+        watcher vouches for the rest."""
+        ...
+
     def recover(self, op: Callable[[], T]) -> T:
         """Run ``op``; when the store turns out damaged or replaced, repair it and run once
         more."""

@@ -36,7 +36,7 @@ from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.speakers import addressed, speaker
-from mdmem.index.sync import SyncReport, Vouch
+from mdmem.index.sync import SyncReport, Vouch, read_own_writes
 from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
 from mdmem.memory.own_writes import OwnWrites
@@ -209,8 +209,14 @@ def fresh_search(
     query = mask(query)
 
     def run() -> tuple[SyncReport, list[Hit], str | None]:
-        vouch = vouched() if vouched is not None else None
-        mark = own_writes.unindexed() if own_writes is not None else None
+        vouch, mark = read_own_writes(
+            index,
+            vouched,
+            own_writes,
+            embed=mode != "keyword",
+            lock_timeout=lock_timeout,
+            defer_bytes=defer_bytes,
+        )
         lag = None
         if vouch is not None and mark is None and _trusted(vouch, index):
             report = SyncReport(problems=list(vouch.problems), generation=vouch.generation)

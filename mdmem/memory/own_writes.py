@@ -18,16 +18,36 @@ from mdmem.memory.files import SafeWriter, WriteResult
 
 
 class OwnWrites:
-    """A count of writes made and of writes a sync has indexed (thread-safe)."""
+    """A count of writes made and of writes a sync has indexed, and which files the writes
+    not yet indexed touched (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made = 0
         self._indexed = 0
+        self._paths: dict[str, int] = {}
+        """A written file (its real, absolute path) -> the number of the last write to it."""
+        self._unnamed = 0
+        """The number of the last write whose file is not known."""
+        self._carried: tuple[int, int] | None = None
 
-    def wrote(self) -> None:
+    def wrote(self, path: str | None = None) -> None:
         with self._lock:
             self._made += 1
+            if path is None:
+                self._unnamed = self._made
+            else:
+                self._paths[path] = self._made
+
+    def pending(self) -> tuple[int, list[str] | None] | None:
+        """None when every write is indexed; else (the mark for :meth:`indexed`, the files
+        written since, or None when a write did not name its file)."""
+        with self._lock:
+            if self._made <= self._indexed:
+                return None
+            if self._unnamed > self._indexed:
+                return self._made, None
+            return self._made, sorted(p for p, n in self._paths.items() if n > self._indexed)
 
     def unindexed(self) -> int | None:
         """None when every write is indexed; else a mark to pass to :meth:`indexed` once a
@@ -35,9 +55,23 @@ class OwnWrites:
         with self._lock:
             return self._made if self._made > self._indexed else None
 
+    def carry(self, vouched: int, generation: int) -> None:
+        """A live watcher vouched for the index at generation ``vouched``; this workspace's
+        syncs of its own writes alone have brought it to ``generation`` since."""
+        with self._lock:
+            self._carried = (vouched, generation)
+
+    def carried(self, vouched: int) -> int | None:
+        """The generation the watcher's word at ``vouched`` was carried to, or None."""
+        with self._lock:
+            if self._carried is None or self._carried[0] != vouched:
+                return None
+            return self._carried[1]
+
     def indexed(self, mark: int) -> None:
         with self._lock:
             self._indexed = max(self._indexed, mark)
+            self._paths = {p: n for p, n in self._paths.items() if n > self._indexed}
 
 
 class CountingWriter(SafeWriter):
@@ -53,4 +87,4 @@ class CountingWriter(SafeWriter):
         try:
             return super().edit_locked(target, edit, **options)
         finally:  # (a conflict raised after a write wrote too: one needless sync at worst)
-            self.own.wrote()
+            self.own.wrote(str(target.path))

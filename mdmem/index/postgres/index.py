@@ -146,6 +146,23 @@ class PostgresIndex(View):
         report.seconds = time.perf_counter() - started
         return report
 
+    def sync_paths(
+        self,
+        paths: Sequence[str],
+        *,
+        embed: bool = True,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport:
+        """:meth:`sync` for these files only (a workspace's own writes): a stat of each."""
+        started = time.perf_counter()
+        only = list(paths)
+        report = self.recover(
+            lambda: self._sync_once(False, embed, None, lock_timeout, defer_bytes, only)
+        )
+        report.seconds = time.perf_counter() - started
+        return report
+
     def _sync_once(
         self,
         full: bool,
@@ -153,6 +170,7 @@ class PostgresIndex(View):
         progress: Progress | None,
         lock_timeout: float,
         defer_bytes: int | None,
+        only: list[str] | None = None,
     ) -> SyncReport:
         owner = self.meta("origin")
         if owner is not None and owner != origin(self.root):
@@ -165,7 +183,7 @@ class PostgresIndex(View):
             if not held:
                 return neutral.stale_report(SyncReport(busy=True), self.freshness())
             report = SyncReport()
-            self._sync_locked(full, embed, progress, report, defer_bytes)
+            self._sync_locked(full, embed, progress, report, defer_bytes, only)
             return report
 
     @contextlib.contextmanager
@@ -193,11 +211,16 @@ class PostgresIndex(View):
         progress: Progress | None,
         report: SyncReport,
         defer_bytes: int | None,
+        only: list[str] | None = None,
     ) -> None:
         embedder = self.embedder() if embed else None
         if self.meta("chunker_version") != self.chunker_key:
-            full = True
-        fresh = self.freshness()
+            full, only = True, None  # a rebuild: every file
+        if only is None:
+            fresh = self.freshness()
+        else:
+            known = store.known_stats_of(self.conn, neutral.relative(self.root, only))
+            fresh = neutral.freshness_of(self.root, self.files, known, only)
         report.problems = fresh.problems
         changed, removed = (fresh.files if full else fresh.changed), fresh.removed
         if defer_bytes is not None:

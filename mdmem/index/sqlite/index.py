@@ -249,6 +249,23 @@ class SqliteIndex:
         report.seconds = time.perf_counter() - started
         return report
 
+    def sync_paths(
+        self,
+        paths: Sequence[str],
+        *,
+        embed: bool = True,
+        lock_timeout: float = 600.0,
+        defer_bytes: int | None = None,
+    ) -> SyncReport:
+        """:meth:`sync` for these files only (a workspace's own writes): a stat of each."""
+        started = time.perf_counter()
+        only = list(paths)
+        report = self.recover(
+            lambda: self._sync_once(False, embed, None, lock_timeout, defer_bytes, only)
+        )
+        report.seconds = time.perf_counter() - started
+        return report
+
     def _sync_once(
         self,
         full: bool,
@@ -256,13 +273,14 @@ class SqliteIndex:
         progress: Progress | None,
         lock_timeout: float,
         defer_bytes: int | None,
+        only: list[str] | None = None,
     ) -> SyncReport:
         from filelock import FileLock, Timeout
 
         report = SyncReport()
         try:
             with FileLock(str(self.lock_path), timeout=lock_timeout):
-                self._sync_locked(full, embed, progress, report, defer_bytes)
+                self._sync_locked(full, embed, progress, report, defer_bytes, only)
         except Timeout:
             return neutral.stale_report(SyncReport(busy=True), self.freshness())
         except (sqlite3.DatabaseError, OSError) as exc:
@@ -279,40 +297,69 @@ class SqliteIndex:
         progress: Progress | None,
         report: SyncReport,
         defer_bytes: int | None = None,
+        only: list[str] | None = None,
     ) -> None:
         embedder = self.embedder() if embed else None
         built_with = self.meta("chunker_version")
         if built_with != self.chunker_key:
-            full = True
-        fresh = self.freshness()
+            full, only = True, None  # a rebuild: every file
+        if only is None:
+            fresh = self.freshness()
+        else:
+            known = store.known_stats_of(self.conn, neutral.relative(self.root, only))
+            fresh = neutral.freshness_of(self.root, self.files, known, only)
         report.problems = fresh.problems
         changed, removed = (fresh.files if full else fresh.changed), fresh.removed
         if defer_bytes is not None:
             changed = neutral.defer_big(changed, defer_bytes, self.max_bytes, report)
         known = store.known_hashes(self.conn)
-        total = len(changed)
-        for start in range(0, total, neutral.BATCH_FILES):
-            batch = changed[start : start + neutral.BATCH_FILES]
-            self._sync_batch(batch, known, full, report)
-            if progress:
-                progress("files", min(start + neutral.BATCH_FILES, total), total)
-        if removed:
-            with transaction(self.conn):
-                for path in removed:
-                    store.delete_path(self.conn, path)
-                store.bump_generation(self.conn)
-            report.removed = len(removed)
-            report.paths.extend(removed)
         new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
-        # Looking for chunks without a vector scans the whole index: only when something
-        # was written since the last complete embedding pass, or the model changed.
-        looked = embedder is not None and (
-            new_model
-            or report.chunks_written
-            or self.meta("embedded_generation") != str(self.generation())
+        looked, checked = False, 0
+
+        def finish_files() -> neutral.Missing:
+            nonlocal looked, checked
+            if removed:
+                with transaction(self.conn):
+                    for path in removed:
+                        store.delete_path(self.conn, path)
+                    store.bump_generation(self.conn)
+                report.removed = len(removed)
+                report.paths.extend(removed)
+            # Looking for chunks without a vector scans the whole index: only when something
+            # was written since the last complete embedding pass, or the model changed.
+            looked = embedder is not None and bool(
+                new_model
+                or report.chunks_written
+                or self.meta("embedded_generation") != str(self.generation())
+            )
+            if embedder is None or not looked:
+                return []
+            checked = read.last_change(self.conn)
+            return self._missing_vectors(embedder.model_id, new_model)
+
+        def read_files(
+            batch: list[FileStat], side: SyncReport
+        ) -> tuple[list[FileStat], list[neutral.ParsedFile]]:
+            return neutral.read_batch(
+                self.root,
+                batch,
+                known,
+                full=full,
+                max_bytes=self.max_bytes,
+                redactor=self.redactor,
+                report=side,
+            )
+
+        writer = neutral.Writer(
+            store_files=lambda touched, parsed: self._store_batch(
+                touched, parsed, known, report, embedder
+            ),
+            finish_files=finish_files,
+            store_vectors=lambda hashes, vectors: self._store_vectors(embedder, hashes, vectors),
         )
-        if embedder is not None and looked:
-            report.embedded = self._embed_missing(embedder, progress, new_model)
+        report.embedded = neutral.pipeline(changed, read_files, writer, embedder, report, progress)
+        if looked:
+            store.set_meta(self.conn, "embedded_seq", str(checked))
         if looked and not (report.changed or report.embedded or full or new_model):
             # nothing was missing
             store.set_meta(self.conn, "embedded_generation", str(self.generation()))
@@ -368,18 +415,15 @@ class SqliteIndex:
             if self._on_message:
                 self._on_message("index rebuilt; a reader kept the WAL open (truncated later)")
 
-    def _sync_batch(
-        self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
-    ) -> None:
-        touched, parsed = neutral.read_batch(
-            self.root,
-            batch,
-            known,
-            full=full,
-            max_bytes=self.max_bytes,
-            redactor=self.redactor,
-            report=report,
-        )
+    def _store_batch(
+        self,
+        touched: list[FileStat],
+        parsed: list[neutral.ParsedFile],
+        known: dict[str, str],
+        report: SyncReport,
+        embedder: Embedder | None,
+    ) -> neutral.Missing:
+        """One transaction per batch of files; returns their texts without a vector."""
         now = dt.datetime.now().isoformat(timespec="seconds")
         with transaction(self.conn):
             for stat in touched:
@@ -397,26 +441,18 @@ class SqliteIndex:
                 store.put_file(self.conn, item.stat, item.digest, now)
             if parsed:
                 store.bump_generation(self.conn)
+        if embedder is None or not parsed:
+            return []
+        paths = [item.stat.path for item in parsed]
+        return store.missing_vectors_of(self.conn, embedder.model_id, paths)
 
-    def _embed_missing(
-        self, embedder: Embedder, progress: Progress | None, new_model: bool = False
-    ) -> int:
-        # shortest first, across all files: a batch of similar lengths pads little (each
-        # batch is as long as its longest text), and a big sync commits many small ones early
-        checked = read.last_change(self.conn)
-        missing = sorted(self._missing_vectors(embedder.model_id, new_model), key=_text_length)
-        done = 0
-        for start in range(0, len(missing), neutral.EMBED_BATCH):
-            part = missing[start : start + neutral.EMBED_BATCH]
-            vectors = embedder.embed([text for _, text in part])
-            with transaction(self.conn):
-                store.bump_generation(self.conn)
-                store.put_vectors(self.conn, embedder.model_id, [h for h, _ in part], vectors)
-            done += len(part)
-            if progress:
-                progress("embedding", done, len(missing))
-        store.set_meta(self.conn, "embedded_seq", str(checked))
-        return done
+    def _store_vectors(
+        self, embedder: Embedder | None, hashes: list[str], vectors: np.ndarray
+    ) -> None:
+        assert embedder is not None
+        with transaction(self.conn):
+            store.bump_generation(self.conn)
+            store.put_vectors(self.conn, embedder.model_id, hashes, vectors)
 
     def _missing_vectors(self, model_id: str, new_model: bool) -> list[tuple[str, str]]:
         """Texts with no vector of ``model_id``: among the chunks of the files the change log
@@ -519,7 +555,3 @@ class SqliteIndex:
                 store.bump_generation(self.conn)
             truncated = scrub(self.conn)
         return Forgotten(len(rows), vectors, truncated)
-
-
-def _text_length(item: tuple[str, str]) -> int:
-    return len(item[1])

@@ -75,6 +75,16 @@ def known_stats(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
     }
 
 
+def known_stats_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """:func:`known_stats` of these files only."""
+    found = {}
+    for path in paths:
+        row = conn.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
+        if row is not None:
+            found[path] = (row[0], row[1])
+    return found
+
+
 def known_hashes(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT path, hash FROM files").fetchall())
 

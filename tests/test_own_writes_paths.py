@@ -1,0 +1,107 @@
+"""Read your own writes without checking every file (issue 15): while a watcher vouches for
+the index, a search after this workspace's own write indexes the files it wrote, by path, and
+trusts the watcher for the rest: a file changed behind its back stays unseen until the
+watcher indexes it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from postgres_cluster import both_backends
+
+from mdmem import Workspace
+from mdmem.live.watch import current_vouch
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+CONFIG = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def workspace(tmp_path: Path, config: str = CONFIG) -> Path:
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root)
+    (root / "mdmem.toml").write_text(config)
+    return root
+
+
+def indexed_paths(ws: Workspace) -> set[str]:  # (SQLite)
+    return {r[0] for r in ws.index.conn.execute("SELECT path FROM files")}
+
+
+@both_backends
+def test_sync_paths_indexes_the_files_named_and_no_other(indexed: Workspace) -> None:
+    root = indexed.root
+    (root / ".gitignore").write_text("scratch/\n")
+    (root / "notes" / "mine.md").write_text("# Mine\n\n- The otter lives upstream\n")
+    (root / "notes" / "theirs.md").write_text("# Theirs\n\n- The heron waits downstream\n")
+    (root / "scratch").mkdir()
+    (root / "scratch" / "draft.md").write_text("# Draft\n\n- Ignored by git\n")
+    gone = "learnings.md"
+    (root / gone).unlink()
+    assert indexed.index.freshness().removed == [gone]
+    mine = str((root / "notes" / "mine.md").resolve())
+    report = indexed.index.sync_paths(
+        [mine, "scratch/draft.md", gone, "../outside.md"], embed=False
+    )
+    assert sorted(report.paths) == sorted(["notes/mine.md", gone])
+    assert report.added == 1 and report.removed == 1
+    fresh = indexed.index.freshness()
+    assert [f.path for f in fresh.changed] == ["notes/theirs.md"] and fresh.removed == []
+    assert indexed.index.sync_paths(["notes/mine.md"], embed=False).changed == 0
+    hits = indexed.search("otter upstream heron downstream", mode="keyword")  # (syncs all)
+    assert {hit.path for hit in hits} == {"notes/mine.md", "notes/theirs.md"}
+
+
+@pytest.mark.slow
+def test_an_own_write_is_found_while_a_change_behind_the_back_waits_for_the_watcher(
+    tmp_path: Path,
+) -> None:
+    # a watcher in another process, frozen before it hears of either change: its word
+    # (given for the index before them) holds for three heartbeats
+    root = workspace(tmp_path, CONFIG + "[watch]\nheartbeat_seconds = 5.0\n")
+    mdmem = Path(sys.executable).parent / "mdmem"
+    watch = subprocess.Popen([str(mdmem), "-w", str(root), "watch", "--no-serve"])
+    try:
+        with Workspace.open(root) as ws:
+            wait_until(
+                lambda: (
+                    (v := current_vouch(root)) is not None and v.generation == ws.index.generation()
+                ),
+                "the watcher never vouched for the index",
+            )
+            os.kill(watch.pid, signal.SIGSTOP)
+            try:
+                (root / "notes" / "zebra.md").write_text(
+                    "# Town\n\n- The zebra crossing is on Elm Street\n"
+                )
+                ws.remember("The yak shed is behind the barn")
+                hits = ws.search("yak shed behind the barn", mode="keyword")
+                assert hits and "yak shed" in hits[0].text and hits.fresh
+                # the full check of every file would have indexed this one too
+                assert not ws.search("zebra crossing Elm Street", mode="keyword")
+                assert "notes/zebra.md" not in indexed_paths(ws)
+                assert ws.search("yak shed", mode="keyword")  # still trusted: the same
+                assert not ws.search("zebra crossing", mode="keyword")
+            finally:
+                os.kill(watch.pid, signal.SIGCONT)
+            wait_until(
+                lambda: bool(ws.search("zebra crossing Elm Street", mode="keyword")),
+                "the watcher never indexed the change behind the workspace's back",
+            )
+    finally:
+        watch.terminate()
+        watch.wait(timeout=30)
