@@ -208,7 +208,7 @@ def main() -> None:
                 ms(r["keyword"]),  # type: ignore[arg-type]
                 recall,
             )
-    console = Console()
+    console = Console(width=220)  # the whole table, also when printed to a file
     console.print(table)
     console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
 
