@@ -259,6 +259,10 @@ class IndexConfig:
     candidates: int = 400
     """postgres: nearest vectors the HNSW index returns per search (``hnsw.ef_search`` is
     set to at least this). SQLite scores every vector exactly."""
+    compact_vectors_from: int = 50_000
+    """sqlite: from this many chunks, vectors are kept as float16 in faiss in a file beside
+    the index (``index.db-vectors``), half the memory and 2.4x faster at 1M chunks; below it
+    a float32 matrix in memory. Both scan every vector."""
 
 
 RESOLVER_NAMES = ("parent-wins", "child-wins", "merge")

@@ -25,7 +25,7 @@ from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored
 from mdmem.index.chunks import CHUNKER_VERSION, sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
-from mdmem.index.sqlite import read, store
+from mdmem.index.sqlite import read, store, vector_store
 from mdmem.index.sqlite.db import (
     connect,
     damaged,
@@ -39,7 +39,7 @@ from mdmem.index.sqlite.db import (
 from mdmem.index.sqlite.keyword import TermCounts, keyword
 from mdmem.index.sqlite.layout_cache import LayoutCache
 from mdmem.index.sqlite.store import transaction
-from mdmem.index.sqlite.vector_cache import VectorCache
+from mdmem.index.sqlite.vector_store import CompactVectors, VectorChoice, Vectors, store_path
 from mdmem.index.sync import Freshness, Progress, SyncReport
 from mdmem.markdown.parse import Problem
 from mdmem.memory.scan import FileStat
@@ -62,10 +62,13 @@ class SqliteIndex:
         lock_path: Path | None = None,
         redactor: Redactor = DEFAULT,
         read_only: bool = False,
+        compact_vectors_from: int = 50_000,
     ) -> None:
         """``redactor`` masks secrets in the chunks the index stores (the files stay as they
         are); changing what it masks rebuilds the index once. ``read_only``: another
-        workspace's index (a parent's), opened read-only and never healed or synced here."""
+        workspace's index (a parent's), opened read-only and never healed or synced here.
+        ``compact_vectors_from``: chunks from which vectors live in the float16 store beside
+        the index (:mod:`.vector_store`), not in a float32 matrix."""
         self.root = root
         self.redactor = redactor
         self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
@@ -78,7 +81,11 @@ class SqliteIndex:
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._cache = LayoutCache()
+        self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
+        self._cache = LayoutCache(self._vector_choice)
+        self._keyword_seen: tuple[int, int, np.ndarray] | None = None
+        """(thread, generation, positions) of the last keyword candidates: the compact store
+        scores them exactly for the vector side of the same search."""
         """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
         self._terms = TermCounts()
         self._lock = threading.RLock()
@@ -110,7 +117,7 @@ class SqliteIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        self._cache = LayoutCache()
+        self._cache = LayoutCache(self._vector_choice)
 
     # ---- healing ---------------------------------------------------------------------------
 
@@ -402,6 +409,7 @@ class SqliteIndex:
                 mask_rows(self.conn, stale, self.redactor, sha)
             drop_unused_vectors(self.conn)
             store.bump_generation(self.conn)
+        self._vectors_forgotten()
         try:
             truncated = scrub(self.conn, vacuum=True)
         except sqlite3.OperationalError as exc:  # another process busy with the file
@@ -478,7 +486,7 @@ class SqliteIndex:
             self._cache.refresh(self.conn)
         return self._cache.layout
 
-    def vector_cache(self, model_id: str) -> VectorCache:
+    def vector_cache(self, model_id: str) -> Vectors:
         """The vectors of ``model_id``, in memory, in step with the layout: after a change
         only the texts it has not seen are read (see :mod:`.vector_cache`)."""
         with read.snapshot(self.conn):
@@ -491,14 +499,29 @@ class SqliteIndex:
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         """The most common words of a long query are left out (see :mod:`.keyword`)."""
         layout = self.layout()
-        return keyword(self.conn, layout, query, limit, self._terms, self.generation())
+        found = keyword(self.conn, layout, query, limit, self._terms, self.generation())
+        if found.positions is not None:
+            self._keyword_seen = (threading.get_ident(), self.generation(), found.positions)
+        return found
 
     def vector_candidates(
         self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
     ) -> Scored | None:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
-        ``filters`` to all of them."""
-        scores = self.vector_cache(model_id).scores(query)
+        ``filters`` to all of them. Above ``compact_vectors_from`` chunks: faiss's nearest
+        among those ``filters`` allow, and exact scores for this search's keyword candidates
+        (see :mod:`.vector_store`)."""
+        cache = self.vector_cache(model_id)
+        if isinstance(cache, CompactVectors):
+            layout = self.layout()
+            seen, self._keyword_seen = self._keyword_seen, None
+            also = None
+            if seen is not None and seen[:2] == (threading.get_ident(), self.generation()):
+                also = seen[2]
+            filters = filters or Filters()
+            mask = vector_store.allowed(layout, filters, lambda: self.filtered(filters))
+            return cache.candidates(query, layout, mask, also)
+        scores = cache.scores(query)
         return None if scores is None else Scored(None, scores)
 
     def filtered(self, filters: Filters) -> np.ndarray:
@@ -553,5 +576,12 @@ class SqliteIndex:
                 vectors = drop_unused_vectors(self.conn, [h for _, _, h in rows])
                 store.forget_keys(self.conn, [*entry_ids, *plain], plain)
                 store.bump_generation(self.conn)
+            self._vectors_forgotten()
             truncated = scrub(self.conn)
         return Forgotten(len(rows), vectors, truncated)
+
+    def _vectors_forgotten(self) -> None:
+        """The vector store beside the index drops what SQLite just dropped."""
+        with read.snapshot(self.conn):
+            self._cache.refresh(self.conn)
+        vector_store.forgotten(self._cache.vectors, self._vector_choice.path)

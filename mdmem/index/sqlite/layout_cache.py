@@ -21,6 +21,7 @@ import numpy as np
 from mdmem.index.backend import Layout
 from mdmem.index.sqlite import read, store
 from mdmem.index.sqlite.vector_cache import Span, VectorCache
+from mdmem.index.sqlite.vector_store import VectorChoice, Vectors
 
 RELOAD_FILES_SHARE = 0.2
 """Read the layout whole when more than this share of the files changed at once."""
@@ -30,14 +31,16 @@ RELOAD_FILES_MIN = 256
 class LayoutCache:
     """One connection's layout, texts and vectors, in step with one generation of the index."""
 
-    def __init__(self) -> None:
+    def __init__(self, choice: VectorChoice | None = None) -> None:
+        """``choice``: the compact store for large layouts (none: always the float32 cache)."""
+        self.choice = choice
         self.generation: int | None = None
         self.seq = 0
         """The change log's entry this layout includes."""
         self.layout = Layout.build([])
         self.texts: list[str] = []
         """The ``text_hash`` of each position."""
-        self.vectors: VectorCache | None = None
+        self.vectors: Vectors | None = None
         self.loads = 0
         self.splices = 0
 
@@ -59,12 +62,19 @@ class LayoutCache:
             self.seq = changes[0]
         self.generation = generation
 
-    def vector_cache(self, conn: sqlite3.Connection, model_id: str) -> VectorCache:
+    def vector_cache(self, conn: sqlite3.Connection, model_id: str) -> Vectors:
         """The vectors of ``model_id``; from now on they follow every splice."""
         self.refresh(conn)
-        if self.vectors is None or self.vectors.model_id != model_id:
-            self.vectors = VectorCache(model_id)
-            self.vectors.update(conn, self.texts)
+        n = len(self.texts)
+        if (
+            self.vectors is None
+            or self.vectors.model_id != model_id
+            or (self.choice is not None and not self.choice.fits(self.vectors, n))
+        ):
+            self.vectors = None  # the old one's memory goes before the new one is read
+            made = self.choice.make(model_id, n) if self.choice else VectorCache(model_id)
+            made.update(conn, self.texts)
+            self.vectors = made
         return self.vectors
 
     def _load(self, conn: sqlite3.Connection) -> None:

@@ -1,0 +1,217 @@
+"""mdmem at 1M chunks: index size, RSS, cold load, no-op re-index, hybrid and keyword latency,
+with the compact vector store (faiss float16, ``index/sqlite/vector_store.py``) and, for
+comparison, the float32 matrix (``vector_cache.py``).
+
+Usage:  nice -n 19 .venv/bin/python benchmarks/million.py [--sizes 100000,1000000]
+                                                          [--queries 30] [--only store,float32]
+
+The workspaces are ``benchmarks/speed.py``'s (same generator, seed and place,
+``.bench/speed/search-N``: real Markdown, real FTS5, random unit vectors under the real model's
+id). One that already holds N chunks and their vectors is reused as it is (building 1M takes
+about 11 minutes); otherwise it is built with speed.py's builders.
+
+Each variant runs in a fresh process (so RSS and the cold load are its own), with the real
+model loaded first (its ~530 MB are in every RSS figure):
+- cold load: the first hybrid search's ranking in that process (layout, vectors: the store's
+  file read, or the float32 matrix read from SQLite; the store's file is written first if
+  missing, which is timed separately as "store built");
+- no-op re-index: ``Workspace.sync(embed=False)`` with nothing changed, median of 3;
+- hybrid and keyword: ranking only (``mdmem.index.search.search`` with the queries' real
+  vectors embedded up front), p50 / p95 over the queries;
+- recall@10: the share of the float32 path's top 10 hits (hybrid) that the store also returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from speed import (
+    ENTRIES_PER_FILE,
+    SEED,
+    WORK,
+    Corpus,
+    PrecomputedEmbedder,
+    chunk_count,
+    fill_random_vectors,
+    ms,
+    timed,
+)
+
+from mdmem import Workspace
+from mdmem.config import IndexConfig, load_config
+from mdmem.index.filters import Filters
+from mdmem.index.search import search
+
+VARIANTS = {"store": 0, "float32": 10**12}
+"""``index.compact_vectors_from`` of each variant."""
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def ensure(size: int, model_id: str, log: Console) -> Path:
+    """speed.py's workspace of ``size`` chunks, reused when it is complete."""
+    root = WORK / f"search-{size}"
+    db = root / ".mdmem" / "index.db"
+    if db.exists():
+        with Workspace(root) as ws:
+            conn = ws.index.conn
+            chunks = chunk_count(ws)
+            embedded = conn.execute(
+                "SELECT count(*) FROM embeddings WHERE model = ?", (model_id,)
+            ).fetchone()[0]
+        if chunks >= size and embedded >= chunks * 0.99:
+            log.log(f"{size:,}: reusing {root} ({chunks:,} chunks, {embedded:,} vectors)")
+            return root
+    files = max(1, size // ENTRIES_PER_FILE)
+    root = Corpus().workspace(root, files, lambda _: ENTRIES_PER_FILE)
+    log.log(f"{size:,}: {files:,} files written, indexing")
+    with Workspace(root) as ws:
+        took = timed(lambda: ws.sync(embed=False))
+        fill_random_vectors(ws, model_id, np.random.default_rng(SEED + size))
+        log.log(f"{size:,}: {chunk_count(ws):,} chunks indexed in {took:.0f} s")
+    return root
+
+
+def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+    """The measurements of one variant, in this (fresh) process."""
+    from mdmem.index.embed import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    vectors = dict(zip(queries, embedder.embed(queries), strict=True))
+    stand_in = PrecomputedEmbedder(embedder.model_id, vectors)
+    config = load_config(root)
+    config = replace(config, index=IndexConfig(compact_vectors_from=VARIANTS[variant]))
+    out: dict[str, object] = {"rss_model": rss_mb()}
+    with Workspace(root, config, embedder=embedder) as ws:
+        index, search_config = ws.index, ws.config.search
+        store = Path(str(index.db_path) + "-vectors")
+        if variant == "store" and not store.exists():
+            out["built"] = timed(lambda: index.vector_cache(embedder.model_id))
+            index.close()
+
+        def ranked(query: str, mode: str) -> list[tuple[str, int]]:
+            hits = search(
+                index,
+                stand_in,  # type: ignore[arg-type]
+                query,
+                k=10,
+                mode=mode,
+                config=search_config,
+                filters=Filters(),
+                track_access=False,
+            )
+            return [(h.path, h.start_line) for h in hits]
+
+        out["cold"] = timed(lambda: ranked(queries[0], "hybrid"))
+        out["rss_loaded"] = rss_mb()
+        noop = [timed(lambda: ws.sync(embed=False)) for _ in range(3)]
+        out["noop"] = statistics.median(noop)
+        for mode in ("hybrid", "keyword"):
+            for query in queries[:3]:
+                ranked(query, mode)
+            times = []
+            for query in queries:
+                started = time.perf_counter()
+                ranked(query, mode)
+                times.append(time.perf_counter() - started)
+            out[mode] = times
+        out["top10"] = [ranked(q, "hybrid") for q in queries]
+        out["rss"] = rss_mb()
+        out["disk"] = sum(
+            p.stat().st_size for p in index.db_path.parent.glob("index.db*") if p.is_file()
+        )
+        out["store_disk"] = store.stat().st_size if store.exists() else 0
+    return out
+
+
+def run_child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+    args = [sys.executable, __file__, "--child", str(root), variant, json.dumps(queries)]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        result = child(Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))
+        print(json.dumps(result))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--only", default="store,float32")
+    args = parser.parse_args()
+    log = Console(stderr=True)
+    import random
+
+    corpus = Corpus()
+    rng = random.Random(f"{SEED}-million")
+    queries = [corpus.query(rng) for _ in range(args.queries)]
+    from mdmem.index.embed import DEFAULT_MODEL
+
+    table = Table(title="mdmem at scale (ranking; model loaded in every process)")
+    for column in (
+        "chunks",
+        "vectors",
+        "index on disk MB (of it: store)",
+        "RSS MB: model / loaded / after",
+        "store built s",
+        "cold load ms",
+        "no-op re-index s",
+        "hybrid ms p50 / p95",
+        "keyword ms p50 / p95",
+        "recall@10 vs float32",
+    ):
+        table.add_column(column, justify="right")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        root = ensure(size, f"sentence-transformers/{DEFAULT_MODEL}", log)
+        results = {}
+        for variant in args.only.split(","):
+            log.log(f"{size:,}: {variant}, load average {os.getloadavg()[0]:.1f}")
+            results[variant] = run_child(root, variant, queries)
+        for variant, r in results.items():
+            recall = ""
+            if variant == "store" and "float32" in results:
+                truth = results["float32"]["top10"]
+                shares = [
+                    len({tuple(h) for h in a} & {tuple(h) for h in b}) / max(len(b), 1)
+                    for a, b in zip(r["top10"], truth, strict=True)  # type: ignore[call-overload]
+                ]
+                recall = f"{statistics.mean(shares):.3f}"
+            table.add_row(
+                f"{size:,}",
+                "faiss float16" if variant == "store" else "float32 numpy",
+                f"{r['disk'] / 1e6:,.0f} ({r['store_disk'] / 1e6:,.0f})",  # type: ignore[operator]
+                f"{r['rss_model']:,.0f} / {r['rss_loaded']:,.0f} / {r['rss']:,.0f}",
+                f"{r['built']:.1f}" if "built" in r else "",
+                f"{r['cold'] * 1000:,.0f}",  # type: ignore[operator]
+                f"{r['noop']:.2f}",
+                ms(r["hybrid"]),  # type: ignore[arg-type]
+                ms(r["keyword"]),  # type: ignore[arg-type]
+                recall,
+            )
+    console = Console(width=220)  # the whole table, also when printed to a file
+    console.print(table)
+    console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The compact vector store (float16 in faiss, in a file beside the index) used above
+``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite when its file
+is missing, damaged or foreign, follows edits incrementally, forgets for good, survives a writer
+killed midway, and ranks as the float32 path does (scores within float16 rounding)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdmem import Workspace
+from mdmem.config import IndexConfig, load_config
+from mdmem.index.sqlite import read
+from mdmem.index.sqlite.vector_store import CompactVectors, StoreError, store_path
+
+pytest.importorskip("faiss")
+
+FP16 = 2e-3
+"""Largest difference of a cosine between float16 and float32 vectors (unit, 384-d)."""
+
+
+def _workspace(root: Path, embedder, threshold: int = 0) -> Workspace:  # type: ignore[no-untyped-def]
+    config = load_config(root)
+    config = replace(config, index=IndexConfig(compact_vectors_from=threshold))
+    return Workspace(root, config, embedder=embedder)
+
+
+def _notes(root: Path, files: int = 8) -> None:
+    (root / "notes").mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        facts = "\n".join(
+            f"- Fact {j} of note {i}: the {j}th server is in rack {i}, row {i * j}"
+            for j in range(4)
+        )
+        (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
+
+
+def _store(ws: Workspace) -> CompactVectors:
+    store = ws.index.vector_cache(ws.embedder().model_id)  # type: ignore[union-attr]
+    assert isinstance(store, CompactVectors)
+    return store
+
+
+def _matches_exact(ws: Workspace, queries: list[str]) -> None:
+    """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
+    the exact top 10 with the same order and scores."""
+    index, embedder = ws.index, ws.embedder()
+    assert embedder is not None
+    store = _store(ws)
+    layout = index.layout()
+    exact = read.vectors(index.conn, layout, embedder.model_id)
+    assert np.abs(store.layout_matrix() - exact).max() < 1e-3
+    for query in queries:
+        q = embedder.embed([query])[0]
+        truth = exact @ q
+        found = store.candidates(q, layout, ~layout.archived, nearest=10)
+        assert found is not None and found.positions is not None
+        scores = found.dense(len(truth))
+        top = np.argsort(-truth)[:10]
+        assert list(np.argsort(-scores)[:10]) == list(top)
+        assert np.abs(scores[found.positions] - truth[found.positions]).max() < FP16
+
+
+def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, embedder) -> None:
+    root = tmp_path / "ws"
+    _notes(root)
+    ws = _workspace(root, embedder)
+    ws.sync()
+    first = _store(ws)
+    path = store_path(ws.index.db_path)
+    assert first.writes == 1 and path.is_file()
+    _matches_exact(ws, ["which rack holds the 2th server of note 5"])
+    model = embedder.model_id
+    hashes = ws.index._cache.texts
+
+    def fresh() -> CompactVectors:
+        store = CompactVectors(model, path)
+        with read.snapshot(ws.index.conn):
+            store.update(ws.index.conn, hashes)
+        return store
+
+    again = fresh()  # the file as written: loaded, nothing read from SQLite
+    assert (again.writes, again.reads) == (0, 0)
+    assert np.array_equal(again.layout_matrix(), first.layout_matrix())
+
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # one flipped bit in the codes
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="checksum"):
+        CompactVectors(model, path)._load()
+    rebuilt = fresh()
+    assert rebuilt.writes == 1 and np.array_equal(rebuilt.layout_matrix(), first.layout_matrix())
+
+    path.write_bytes(path.read_bytes()[:-100])  # truncated
+    assert fresh().writes == 1
+    path.unlink()
+    assert fresh().writes == 1 and path.is_file()
+    with pytest.raises(StoreError, match="another model"):
+        CompactVectors("another/model", path)._load()
+    foreign = CompactVectors("another/model", path)  # no vector of it: an empty store, and
+    with read.snapshot(ws.index.conn):  # the file of the model that has vectors stays
+        foreign.update(ws.index.conn, hashes)
+    assert foreign.rows == 0 and fresh().writes == 0
+
+
+def test_edits_follow_incrementally_and_rank_as_the_float32_path(tmp_path: Path, embedder) -> None:
+    root = tmp_path / "ws"
+    _notes(root, files=24)
+    ws = _workspace(root, embedder)
+    ws.sync()
+    store = _store(ws)
+    queries = ["rack of the 3th server of note 1", "where is the coffee machine"]
+    note = root / "notes" / "n03.md"
+    note.write_text(note.read_text() + "- The coffee machine is on floor 2\n")  # added
+    ws.sync()
+    (root / "notes" / "n04.md").write_text("# Note 4\n\n## Facts\n- Rack 9 holds the backups\n")
+    ws.sync()  # replaced
+    (root / "notes" / "n06.md").unlink()  # deleted
+    ws.sync()
+    assert _store(ws) is store  # followed, not reloaded
+    assert store.writes == 1 and len(store.delta_of) > 0 and (store.refs == 0).any()
+    _matches_exact(ws, queries)
+
+    for i in range(40):  # past REWRITE_SHARE: the file is rewritten, still exact
+        (root / "notes" / f"x{i}.md").write_text(f"# X\n\n- Extra fact {i} about tape {i}\n")
+    ws.sync()
+    _matches_exact(ws, queries)
+    assert store.writes == 2 and not store.delta_of and not (store.refs == 0).any()
+
+    # whole searches: the same hits as the float32 path, scores within float16 rounding
+    plain = _workspace(root, embedder, threshold=10**9)
+    for query in [*queries, "rack 9 backups", "note 7"]:
+        compact = ws.search(query, k=8, track_access=False)
+        exact = plain.search(query, k=8, track_access=False)
+        assert [(h.path, h.start_line) for h in compact] == [(h.path, h.start_line) for h in exact]
+        for a, b in zip(compact, exact, strict=True):
+            assert abs(a.score - b.score) < FP16
+            assert abs((a.scores.vector or 0) - (b.scores.vector or 0)) < FP16
+
+
+def test_forget_leaves_no_vector_in_the_file(tmp_path: Path, embedder) -> None:
+    root = tmp_path / "ws"
+    _notes(root, files=3)
+    ws = _workspace(root, embedder)
+    entry = ws.remember("The vault code is 7341 and it opens the basement door")
+    ws.sync()
+    store = _store(ws)
+    path = store_path(ws.index.db_path)
+    layout = ws.index.layout()
+    rows = ws.index.chunk_rows([int(r) for r in layout.rowids])
+    at = [i for i, r in enumerate(layout.rowids) if "vault" in rows[int(r)].text]
+    secret = read.vectors(ws.index.conn, layout, embedder.model_id)[at]
+    codes = [v.astype("<f2").tobytes() for v in secret]
+    assert all(c in path.read_bytes() for c in codes)  # fp16 codes, as faiss stores them
+    texts = [ws.index._cache.texts[i].encode() for i in at]
+    ws.forget(entry.id)
+    after = path.read_bytes()
+    assert not any(c in after for c in codes)
+    assert not any(t in after for t in texts)
+    exact = read.vectors(ws.index.conn, ws.index.layout(), embedder.model_id)
+    assert np.abs(store.layout_matrix() - exact).max() < 1e-3
+
+
+def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) -> None:
+    root = tmp_path / "ws"
+    _notes(root, files=4)
+    ws = _workspace(root, embedder)
+    ws.sync()
+    before = _store(ws).layout_matrix()
+    path = store_path(ws.index.db_path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from mdmem.index.sqlite.vector_store import CompactVectors
+        store = CompactVectors({embedder.model_id!r}, __import__("pathlib").Path({str(path)!r}))
+        store._load()
+        def blocks():
+            yield store.hashes[:1], b"x" * store._code_size()
+            os.kill(os.getpid(), signal.SIGKILL)
+        store._write(blocks())
+        """
+    )
+    killed = subprocess.run([sys.executable, "-c", script], check=False)
+    assert killed.returncode == -9
+    again = CompactVectors(embedder.model_id, path)
+    with read.snapshot(ws.index.conn):
+        again.update(ws.index.conn, ws.index._cache.texts)
+    assert again.writes == 0  # the old file, whole, not rebuilt
+    assert np.array_equal(again.layout_matrix(), before)
