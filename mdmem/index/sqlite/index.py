@@ -62,7 +62,7 @@ class SqliteIndex:
         lock_path: Path | None = None,
         redactor: Redactor = DEFAULT,
         read_only: bool = False,
-        compact_vectors_from: int = 50_000,
+        compact_vectors_from: int = 250_000,
     ) -> None:
         """``redactor`` masks secrets in the chunks the index stores (the files stay as they
         are); changing what it masks rebuilds the index once. ``read_only``: another
