@@ -267,8 +267,8 @@ def test_async_methods_never_block_the_event_loop(tmp_path: Path) -> None:
     calls = {
         "asearch": lambda: ws.asearch("deploys", k=5),
         "abuild_context": lambda: ws.abuild_context("invoices", budget_tokens=2000),
-        "acompact": lambda: ws.acompact(transcript(600), offline=True, dry_run=True, flush=False),
-        "aextract": lambda: ws.aextract(transcript(60), offline=True, dry_run=True),
+        "acompact": lambda: ws.acompact(transcript(3000), offline=True, dry_run=True, flush=False),
+        "aextract": lambda: ws.aextract(transcript(150), offline=True, dry_run=True),
     }
     work = {
         "asearch": lambda: write_notes("a", 200),
