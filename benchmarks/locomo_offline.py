@@ -2,10 +2,11 @@
 ``mdmem.index.search.search`` over the workspaces ``benchmarks/locomo.py`` built and indexed
 (run it first), with one part swapped:
 
-  ctx-*      the vector side scores each turn of an event stream by an embedding of the turn
+  ctx        the vector side scores each turn of an event stream by an embedding of the turn
              with the turn before it (the reply "Yes, I did!" means what the question it
-             answers asked); those texts are embedded once and kept in .bench/locomo/ctx-*.npz,
-             with the texts/s it took
+             answers asked); those texts are embedded once and kept in .bench/locomo/ctx-*.npz.
+             Weighed on indexes of chunker version 6; version 7 made it the default (its
+             indexed text already holds the turn before, so run this idea on the code before)
   query-*    the question with its scaffolding stripped by rule ("Would Tim likely enjoy X?"
              → "Tim enjoy X"), on the vector side, the keyword side or both
   sessions-* the returned hits reordered so that part of the budget goes to distinct sessions
@@ -13,7 +14,7 @@
              least ``t`` of the top one, at most ``S`` of them), then the rest in rank order
 
 Usage:  .venv/bin/python benchmarks/locomo_offline.py --idea ctx|query|sessions
-            [--renderings a,b,c] [--convs tune] [--report]
+            [--renderings a,b,c] [--convs tune] [--report] [--context-cost]
 ``--report`` prints bootstrap intervals per split and category (as ``locomo.py``) for the
 variants named by ``--variants``.
 """

@@ -4,7 +4,8 @@ Every entry is a chunk; content that is not an entry (code blocks, tables, HTML)
 chunks per section, so every line of a file is findable. Long units split at line boundaries
 with a one-line overlap. Each chunk carries its file's context (title, headings, the date in
 words, participants, tags), in its embedding text and in a keyword column of its own, so that a
-bare "yes, on Tuesday" is still findable on any layout, with or without headings. Secrets are
+bare "yes, on Tuesday" is still findable on any layout, with or without headings; in a session
+file the embedding text also holds the turn before (what a reply answers). Secrets are
 masked in what the index stores (text, heading, context, embedded text), never in the file.
 """
 
