@@ -125,3 +125,23 @@ def test_an_index_of_schema_2_gains_the_context_column(tmp_path: Path) -> None:
     found = ws.search("Caroline May 2023", k=5, mode="keyword")  # re-chunked: context is back
     assert {h.text[:13] for h in found} == {"**Caroline** ", "**Melanie** ["}
     ws.close()
+
+
+def test_a_session_turn_is_embedded_with_the_turn_before_it() -> None:
+    """A short reply means what it answers: the vector side gets the turn before it, the
+    keyword side only the turn's own words; appending a turn re-embeds no earlier one."""
+    path = f".sessions/{STEM}.md"
+    first, second = chunk_document(parse_document(path, BULLETS))
+    header = first.embed_text.split("\n")[0]
+    assert first.embed_text == f"{header}\n{first.text}"
+    assert second.embed_text == f"{header}\n{first.text}\n{second.text}"
+    assert second.text == "**Melanie** [D1:4]: That's great, how was it?"
+    longer = chunk_document(parse_document(path, BULLETS + "- **Caroline** [D1:5]: Yes!\n"))
+    assert [c.id for c in longer[:2]] == [first.id, second.id]
+    assert longer[2].embed_text.endswith(f"\n{second.text}\n**Caroline** [D1:5]: Yes!")
+    long = BULLETS.replace("yesterday", "yesterday " + "and talked " * 100)
+    turn, reply = chunk_document(parse_document(path, long))
+    cut = reply.embed_text.split("\n")[1]
+    assert 300 < len(cut) <= 400 and turn.text.startswith(cut + " ")  # cut at a word
+    notes = chunk_document(parse_document("notes/facts.md", "- Deploys go to eu-west\n- Db: pg\n"))
+    assert notes[1].embed_text.endswith("\nDb: pg") and "eu-west" not in notes[1].embed_text

@@ -4,7 +4,8 @@ Every entry is a chunk; content that is not an entry (code blocks, tables, HTML)
 chunks per section, so every line of a file is findable. Long units split at line boundaries
 with a one-line overlap. Each chunk carries its file's context (title, headings, the date in
 words, participants, tags), in its embedding text and in a keyword column of its own, so that a
-bare "yes, on Tuesday" is still findable on any layout, with or without headings. Secrets are
+bare "yes, on Tuesday" is still findable on any layout, with or without headings; in a session
+file the embedding text also holds the turn before (what a reply answers). Secrets are
 masked in what the index stores (text, heading, context, embedded text), never in the file.
 """
 
@@ -12,25 +13,29 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mdmem.markdown.entries import Entry, default_type_for_file, type_from_heading
 from mdmem.markdown.parse import Document, Heading
 from mdmem.memory.task import STATE, TASK_FILE
 from mdmem.redact import Redactor
 
-CHUNKER_VERSION = 6
+CHUNKER_VERSION = 7
 """5: secrets masked in chunk text (an index built before holds them: it is rebuilt once).
 6: file-level context (date in words, participants, tags) and the task's state lines typed
-``state``."""
+``state``. 7: a session's turn embedded with the turn before it."""
 MAX_CHARS = 1500
 PEOPLE_KEYS = ("participants", "speakers", "people", "attendees", "authors", "author")
 """Frontmatter keys that name the people of a file (a list, or names separated by commas)."""
 TAG_KEYS = ("tags", "keywords")
 MAX_NAMES = 6
 """At most this many participants and tags each: context stays short."""
+PREVIOUS_CHARS = 400
+"""At most this much of the turn before goes into a session turn's embedded text (cut at a
+word): the model reads 256 word pieces, and the turn itself must not be cut."""
 _SESSION_NAME = re.compile(r"^(\d{8})_(\d{6})_")
 _NAME_DATE = re.compile(r"(?<!\d)(\d{4})-?(\d{2})-?(\d{2})(?:[_T -]?\d{4}(?:\d{2})?)?(?!\d)")
 """A date in a file name, ``20230508``, ``2023-05-08`` or ``20230508_135600``."""
@@ -66,6 +71,10 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _chunk_id(path: str, start: int, end: int, embed_text: str) -> str:
+    return sha(f"{CHUNKER_VERSION}\0{path}\0{start}\0{end}\0{embed_text}")[:16]
+
+
 def chunk_document(doc: Document, redactor: Redactor | None = None) -> list[Chunk]:
     """``redactor`` masks secrets in what the index keeps (a person's file stays as it is)."""
     context = _FileContext.of(doc, redactor if redactor is not None else _same)
@@ -77,7 +86,33 @@ def chunk_document(doc: Document, redactor: Redactor | None = None) -> list[Chun
         for s, e, part in _split(start, end, text):
             chunks.append(context.chunk(heading_path, s, e, part, None))
     chunks.sort(key=lambda c: (c.start_line, c.end_line))
+    if context.session is not None:
+        chunks = _with_previous(chunks)
     return chunks
+
+
+def _with_previous(chunks: list[Chunk]) -> list[Chunk]:
+    """In a session (an event stream) each chunk's embedded text also holds the chunk before
+    it, between the header line and its own text: a reply ("Yes, I did!", "Thanks, it was
+    great") means what the turn it answers asked, so the vector side finds it by that
+    (README: Retrieval quality on LoCoMo, 0.918 → 0.930 rec@2000 on rendering a). The
+    keyword side keeps the turn's own words only. Appending a turn changes no earlier chunk."""
+    out = chunks[:1]
+    for before, chunk in itertools.pairwise(chunks):
+        header, _, body = chunk.embed_text.partition("\n")
+        previous = before.text
+        if len(previous) > PREVIOUS_CHARS:
+            previous = previous[:PREVIOUS_CHARS].rsplit(" ", 1)[0]
+        embed_text = f"{header}\n{previous}\n{body}"
+        out.append(
+            replace(
+                chunk,
+                id=_chunk_id(chunk.path, chunk.start_line, chunk.end_line, embed_text),
+                embed_text=embed_text,
+                text_hash=sha(embed_text),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -143,7 +178,7 @@ class _FileContext:
         in_heading = self.title.lower() == first_heading.lower()
         context = " · ".join([*([] if in_heading else [self.title]), *extra])
         return Chunk(
-            id=sha(f"{CHUNKER_VERSION}\0{self.path}\0{start}\0{end}\0{embed_text}")[:16],
+            id=_chunk_id(self.path, start, end, embed_text),
             path=self.path,
             start_line=start,
             end_line=end,
