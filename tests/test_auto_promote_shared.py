@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mdmem import Workspace
@@ -189,3 +190,50 @@ def test_a_request_made_while_another_process_runs_a_pass_is_queued_for_it(
     assert again is not None and not again.due
     b.release(again, handled=False, consolidate_above=7)
     assert a.handled() == ["s1", "s2"]
+
+
+class _AsksDuringRun:
+    """The real promoter; while its pass runs, ``ask`` is called (another process asking)."""
+
+    def __init__(self, real: object, ask: Callable[[], object]) -> None:
+        self.real, self.ask = real, ask
+
+    def run(self, **kwargs: object) -> object:
+        self.ask()
+        return self.real.run(**kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+def test_the_same_end_queued_by_another_process_during_the_pass_runs_no_second_pass(
+    tmp_path: Path,
+) -> None:
+    """Reproduces a failure seen under load: the watcher asked for the end of a session while
+    the agent's process was running that end's pass; the request was queued, and taking the
+    queue ran a second, forced pass in the agent's process (2 passes for one end)."""
+    ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
+    (ws.root / "mdmem.toml").write_text(FULL.format(l3=100_000))
+    ws = Workspace.open(ws.root)
+    assert ws.session_files is not None and ws.auto_promote is not None
+    auto = ws.auto_promote
+    real = auto.promoter
+    other = SharedPasses(ws.state_dir)  # the watcher's process, seeing the same end
+    rels: list[str] = []
+    asked: list[object] = []
+
+    def ask_once() -> None:
+        if not asked:
+            asked.append(other.claim(set(rels), False))
+
+    auto.promoter = lambda: _AsksDuringRun(real(), ask_once)  # type: ignore[assignment,return-value]
+    with ws.session("invoices") as s:
+        for i in range(6):
+            s.event("decision", f"step {i}: {FACTS[i % len(FACTS)]}", 0.9)
+        rels.append(s.path)
+    assert auto.wait(30)
+    assert asked == [None]  # the pass lock was held: the request was queued
+    assert auto.passes == 1
+    assert other.handled() == rels
+    assert other.claim([], False) is not None  # nothing left queued or forced
+    ws.close()

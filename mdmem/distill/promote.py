@@ -452,17 +452,20 @@ class AutoPromote:
                 sessions, self._sessions = self._sessions, set()
                 forced, self._forced = self._forced, False
             try:
-                again = self._pass(sessions, forced)
+                queued, l3_past = self._pass(sessions, forced)
             except Exception as exc:  # a failed pass is retried at the next session's end
                 log.warning("tiers: automatic promotion skipped: %s", exc)
                 continue
-            if again:
+            if queued or l3_past:
                 with self._lock:
-                    self._pending = self._forced = True
+                    self._pending = True
+                    self._forced = self._forced or l3_past
 
-    def _pass(self, sessions: set[str], forced: bool) -> bool:
-        """One pass if one is due; True when another should follow (L3 still past its
-        trigger, or requests another process queued while this one held the pass)."""
+    def _pass(self, sessions: set[str], forced: bool) -> tuple[bool, bool]:
+        """One pass if one is due; (requests another process queued while this one held the
+        pass, L3 still past its trigger). Either means another look; only the second forces
+        a pass: the queue brings its own sessions and its own ``forced``, and a session end
+        queued that this pass handled is no reason for another."""
         from mdmem.distill.promote_passes import Claim
 
         if self.shared is None:
@@ -485,7 +488,7 @@ class AutoPromote:
                 queued = self.shared.release(
                     claim, handled=report is not None, consolidate_above=self.consolidate_above
                 )
-        return queued or (report is not None and _l3_still_past(report))
+        return queued, report is not None and _l3_still_past(report)
 
     def _note(self, report: PromoteReport) -> None:
         if any(s.kind == "consolidate" for s in report.steps):
