@@ -109,7 +109,7 @@ class CompactVectors:
         self.writes = 0
         self.writable = True
         """False once the folder refused a write (read-only): the store lives in memory."""
-        self._inverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._inverse: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # ---- the layout's texts ----------------------------------------------------------------
 
@@ -187,12 +187,12 @@ class CompactVectors:
         if not self.dim or query.shape[0] != self.dim:
             return None
         query = np.ascontiguousarray(query, dtype=np.float32)
-        nb = self.rows
         found = self._nearest(query, allowed, nearest)
-        first, many = self._positions()
-        positions = [first[found], np.nonzero(self.order >= nb)[0]]
-        for row in found[many[found]]:
-            positions.append(np.nonzero(self.order == row)[0])
+        first, many, shared, in_delta = self._positions()
+        positions = [first[found], in_delta]
+        held = found[many[found]]
+        if held.size:  # texts several chunks hold: every position of each
+            positions.append(shared[np.isin(self.order[shared], held)])
         if also is not None:
             positions.append(also.astype(np.int64, copy=False))
         picked = np.unique(np.concatenate(positions))
@@ -220,23 +220,29 @@ class CompactVectors:
         rows = rows[0]
         return rows[rows >= 0]
 
-    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
-        """A layout position of each slot, and which slots several positions hold."""
+    def _positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each slot a layout position holding it and whether several do; the positions
+        of those shared slots; the positions of delta slots. Kept until the layout changes,
+        so a search never scans the whole layout."""
         if self._inverse is None:
             slots = self.rows + len(self.delta)
             first = np.zeros(slots, dtype=np.int64)
             first[self.order] = np.arange(len(self.order))
             many = np.bincount(self.order, minlength=slots) > 1
-            self._inverse = (first, many)
+            shared = np.flatnonzero(many[self.order])
+            in_delta = np.flatnonzero(self.order >= self.rows)
+            self._inverse = (first, many, shared, in_delta)
         return self._inverse
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
-        """float32 vectors of these slots (base rows decoded from fp16)."""
+        """float32 vectors of these slots (base rows decoded from fp16 by numpy from faiss's
+        own codes: faiss's ``reconstruct_batch`` took several times as long)."""
         nb = self.rows
         out = np.zeros((len(slots), max(self.dim, 1)), dtype=np.float32)
         in_base = slots < nb
         if in_base.any() and self.base is not None:
-            out[in_base] = self.base.reconstruct_batch(slots[in_base])
+            codes = _codes_view(self.faiss, self.base, nb, self._code_size())
+            out[in_base] = codes[slots[in_base]].view(np.float16)
         if (~in_base).any():
             out[~in_base] = self.delta[slots[~in_base] - nb]
         return out
