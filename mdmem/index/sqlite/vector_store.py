@@ -235,14 +235,14 @@ class CompactVectors:
         return self._inverse
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
-        """float32 vectors of these slots (base rows decoded from fp16 by numpy from faiss's
-        own codes: faiss's ``reconstruct_batch`` took several times as long)."""
+        """float32 vectors of these slots: base rows decoded from faiss's own fp16 codes in one
+        call (``reconstruct_batch`` took 3.5 times as long, numpy's float16 cast 1.7 times)."""
         nb = self.rows
         out = np.zeros((len(slots), max(self.dim, 1)), dtype=np.float32)
         in_base = slots < nb
         if in_base.any() and self.base is not None:
             codes = _codes_view(self.faiss, self.base, nb, self._code_size())
-            out[in_base] = codes[slots[in_base]].view(np.float16)
+            out[in_base] = self.base.sa_decode(codes[slots[in_base]])
         if (~in_base).any():
             out[~in_base] = self.delta[slots[~in_base] - nb]
         return out
