@@ -18,18 +18,21 @@ from mdmem.index.sqlite.keyword import split_terms
 def test_the_most_common_terms_go_last_and_one_always_stays(monkeypatch) -> None:
     monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 100)
     counts = {"one": 300, "work": 90, "ledger": 40, "zebra": 2}
-    monkeypatch.setattr(keyword, "MIN_SHARE", 0.05)
-    assert split_terms(["one", "ledger", "work", "zebra"], counts, 1000) == (
+    assert split_terms(["one", "ledger", "work", "zebra"], counts) == (
         ["ledger", "zebra"],
         ["one", "work"],
     )
-    assert split_terms(["one", "work"], counts, 1000) == (["work"], ["one"])  # one stays
-    # a term in fewer than MIN_SHARE of the chunks stays, however many rows the query matches
-    assert split_terms(["one", "work"], counts, 100_000) == (["one", "work"], [])
-    assert split_terms(["ledger", "zebra"], counts, 1000) == (["ledger", "zebra"], [])
+    assert split_terms(["one", "work"], {"one": 300, "work": 90}) == (["work"], ["one"])
+    assert split_terms(["one"], {"one": 300}) == (["one"], [])  # the rarest always stays
+    assert split_terms(["ledger", "zebra"], {"ledger": 40, "zebra": 2}) == (
+        ["ledger", "zebra"],
+        [],
+    )  # within the budget
     # a term that cannot be scored last (a phrase of several tokens) stays; the next goes
     movable = lambda t: t != "one"  # noqa: E731
-    assert split_terms(["one", "ledger", "work"], counts, 1000, movable) == (
+    assert split_terms(
+        ["one", "ledger", "work"], {"one": 300, "ledger": 40, "work": 90}, movable
+    ) == (
         ["one", "ledger"],
         ["work"],
     )
@@ -66,7 +69,6 @@ def test_candidates_score_what_the_full_query_gives_them(
     ws = _workspace(tmp_path / "ws")
     full = _scores(ws, query)
     monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 10)
-    monkeypatch.setattr(keyword, "MIN_SHARE", 0.0)
     later = _scores(ws, query)
     zebra = {p for p, _ in _scores(ws, "zebra").items()}
     assert set(later) == zebra < set(full)  # the candidates: the chunks with the rare word

@@ -28,15 +28,12 @@ from mdmem.index.backend import Layout, Scored
 from mdmem.index.fts import query_terms
 from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
-POSTINGS_BUDGET = 10_000
+POSTINGS_BUDGET = 20_000
 """Matching rows (summed over the terms) FTS5 may score for a keyword query; past it the most
-common terms are scored only on the candidates the others find (benchmarks/speed.py, "all
-terms" rows; benchmarks/million.py)."""
-MIN_SHARE = 0.0
-"""Only a term in at least this share of the chunks is ever scored last."""
-EXTRA = 1.0
-"""Candidates FTS5 returns by the rarer terms, as a multiple of ``limit``: the common terms'
-shares can lift a chunk that the rarer terms alone rank just below the cut."""
+common terms are scored only on the candidates the others find. At 1M chunks
+(benchmarks/million.py's corpus) 10,000 kept the keyword part at p95 31 ms of CPU but the top 10
+held only 0.75 of the full query's, 20,000 took 45 ms for 0.91, 30,000 57 ms for 0.95; every
+term, 430 ms (README, "Speed and memory")."""
 K1, B = 1.2, 0.75
 """FTS5's BM25 constants (``fts5_aux.c``)."""
 
@@ -79,17 +76,16 @@ class TermCounts:
 def split_terms(
     terms: list[str],
     counts: dict[str, int],
-    chunks: int,
     movable: Callable[[str], bool] = lambda _: True,
 ) -> tuple[list[str], list[str]]:
     """(terms FTS5 scores, terms scored last), each in the query's order: while the terms FTS5
-    scores match more than the budget together, the most common ``movable`` one of at least
-    :data:`MIN_SHARE` of the chunks is scored last; the rarest term always stays."""
+    scores match more than the budget together, the most common ``movable`` one is scored
+    last; the rarest term always stays."""
     by_count = sorted(terms, key=lambda t: counts[t])
-    total = sum(counts.values())
+    total = sum(counts[t] for t in terms)
     later: set[str] = set()
     for term in reversed(by_count[1:]):
-        if total <= POSTINGS_BUDGET or counts[term] < MIN_SHARE * chunks:
+        if total <= POSTINGS_BUDGET:
             break
         if movable(term):
             later.add(term)
@@ -110,13 +106,12 @@ def keyword(
     later: list[str] = []
     if len(terms) > 1:
         found = counts.of(conn, generation, terms)
-        terms, later = split_terms(terms, found, len(layout.rowids), single_token)
+        terms, later = split_terms(terms, found, single_token)
     rows: list[tuple[int, float]] = []
     if terms:
-        fetch = limit if not later else max(limit, int(limit * EXTRA))
         rows = conn.execute(
             "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            (" OR ".join(_quoted(t) for t in terms), fetch),
+            (" OR ".join(_quoted(t) for t in terms), limit),
         ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
@@ -124,9 +119,6 @@ def keyword(
         n_rows, avgdl = counts.stats(conn, generation)
         idf = [_idf(n_rows, c) for c in counts.of(conn, generation, later).values()]
         scores = scores + later_scores(conn, ids, later, idf, avgdl)
-        if len(ids) > limit:
-            best = np.argsort(-scores, kind="stable")[:limit]
-            ids, scores = ids[best], scores[best]
     scores = np.maximum(scores, 1e-9)
     return Scored(layout.positions(ids) if len(ids) else ids, scores)
 
