@@ -43,6 +43,7 @@ def _workspace(root: Path) -> Workspace:
     for i in range(40):
         extra = " The zebra crossing is closed." if i == 7 else ""
         extra += " A zebra ledger, ledgers and more ledgers." if i in (3, 11, 12) else ""
+        extra += " The ledger was long" + " and long" * 80 + "." if i == 11 else ""  # > 127 tokens
         heading = "## Ledger notes\n\n" if i % 5 == 0 else ""
         (root / "notes" / f"n{i:02}.md").write_text(
             f"# Note {i}\n\n{heading}- The ledger of week {i} is balanced.{extra}\n"

@@ -134,16 +134,16 @@ def later_scores(
     it: the chunks' indexed columns are tokenized again by the same tokenizer, and their
     lengths are FTS5's own."""
     lookup = "(SELECT value FROM json_each(?))"
-    ids = "[" + ",".join(str(int(r)) for r in rowids) + "]"
+    ids = "[" + ",".join(map(str, rowids.tolist())) + "]"
     texts = conn.execute(
         f"SELECT id, c0, c1, c2 FROM chunks_fts_content WHERE id IN {lookup}", (ids,)
     ).fetchall()
-    lengths = dict(
-        (i, sum(_varints(sz)))
+    lengths = {
+        i: sum(sz) if max(sz, default=0) < 0x80 else sum(_varints(sz))  # one byte a column
         for i, sz in conn.execute(
             f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN {lookup}", (ids,)
         )
-    )
+    }
     tokens = _Tokenizer.local()
     weighted = tokens.counts(texts, terms)
     at = {int(r): n for n, r in enumerate(rowids)}
