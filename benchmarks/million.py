@@ -61,6 +61,7 @@ from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
+from mdmem.index.sqlite import keyword
 
 VARIANTS = {"store": 0, "float32": 10**12}
 """``index.compact_vectors_from`` of each variant."""
@@ -98,7 +99,7 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     return root
 
 
-def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> dict[str, object]:
     """The measurements of one variant, in this (fresh) process."""
     from mdmem.index.embed import SentenceTransformerEmbedder
 
@@ -133,6 +134,7 @@ def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
         out["rss_loaded"] = rss_mb()
         noop = [timed(lambda: ws.sync(embed=False)) for _ in range(3)]
         out["noop"] = statistics.median(noop)
+        full: dict[tuple[str, str], list[tuple[str, int]]] = {}
         for mode in ("hybrid", "keyword"):
             for query in queries[:3]:
                 ranked(query, mode)
@@ -151,6 +153,7 @@ def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
                     every.append(time.perf_counter() - wall)
                     cpu[f"{mode}_every"].append(time.process_time() - used)
                 overlap.append(len(set(top) & set(exact)) / max(len(exact), 1))
+                full[(mode, query)] = exact
             out[mode], out[f"{mode}_every"], out[f"{mode}_overlap"] = times, every, overlap
             out.update({f"{name}_cpu": values for name, values in cpu.items()})
         parts: dict[str, list[float]] = {}
@@ -167,6 +170,18 @@ def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
                     parts.setdefault(f"{name}_cpu", []).append(time.process_time() - used)
         out.update(parts)
         out["top10"] = [ranked(q, "hybrid") for q in queries]
+        saved = keyword.POSTINGS_BUDGET
+        for budget in budgets:  # keyword search alone at other budgets: CPU ms, top 10 kept
+            keyword.POSTINGS_BUDGET = budget
+            used, kept = [], []
+            for query in queries:
+                started = time.process_time()
+                top = ranked(query, "keyword")
+                used.append(time.process_time() - started)
+                exact = full[("keyword", query)]
+                kept.append(len(set(top) & set(exact)) / max(len(exact), 1))
+            out[f"budget {budget}"] = (used, kept)
+        keyword.POSTINGS_BUDGET = saved
         out["rss"] = rss_mb()
         out["disk"] = sum(
             p.stat().st_size for p in index.db_path.parent.glob("index.db*") if p.is_file()
@@ -181,22 +196,33 @@ def with_cpu(result: dict[str, object], name: str) -> str:
     return f"{ms(result[name])} ({ms(result[f'{name}_cpu'])})"  # type: ignore[arg-type]
 
 
-def run_child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+def run_child(
+    root: Path, variant: str, queries: list[str], budgets: list[int]
+) -> dict[str, object]:
     args = [sys.executable, __file__, "--child", str(root), variant, json.dumps(queries)]
+    args.append(json.dumps(budgets))
     done = subprocess.run(args, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        result = child(Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))
+        result = child(
+            Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+        )
         print(json.dumps(result))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--only", default="store,float32")
+    parser.add_argument(
+        "--budgets",
+        default="",
+        help="also time keyword search alone at these keyword.POSTINGS_BUDGET values",
+    )
     args = parser.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",") if b]
     log = Console(stderr=True)
     import random
 
@@ -223,12 +249,14 @@ def main() -> None:
         "recall@10 vs float32",
     ):
         table.add_column(column, justify="right")
+    swept: list[tuple[int, str, dict[str, object]]] = []
     for size in [int(s) for s in args.sizes.split(",")]:
         root = ensure(size, f"sentence-transformers/{DEFAULT_MODEL}", log)
         results = {}
         for variant in args.only.split(","):
             log.log(f"{size:,}: {variant}, load average {os.getloadavg()[0]:.1f}")
-            results[variant] = run_child(root, variant, queries)
+            results[variant] = run_child(root, variant, queries, budgets)
+            swept.append((size, variant, results[variant]))
         for variant, r in results.items():
             recall = ""
             if variant == "store" and "float32" in results:
@@ -257,6 +285,17 @@ def main() -> None:
             )
     console = Console(width=220)  # the whole table, also when printed to a file
     console.print(table)
+    if budgets:
+        sweep = Table(title="keyword search alone at other budgets (ranking)")
+        for column in ("chunks", "vectors", "budget", "CPU ms p50 / p95", "top 10 = every term's"):
+            sweep.add_column(column, justify="right")
+        for size, variant, r in swept:
+            for budget in budgets:
+                used, kept = r[f"budget {budget}"]  # type: ignore[misc]
+                sweep.add_row(
+                    f"{size:,}", variant, f"{budget:,}", ms(used), f"{statistics.mean(kept):.3f}"
+                )
+        console.print(sweep)
     console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
 
 
