@@ -30,10 +30,10 @@ from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
 POSTINGS_BUDGET = 20_000
 """Matching rows (summed over the terms) FTS5 may score for a keyword query; past it the most
-common terms are scored only on the candidates the others find. At 1M chunks
-(benchmarks/million.py's corpus) 10,000 kept the keyword part at p95 31 ms of CPU but the top 10
-held only 0.75 of the full query's, 20,000 took 45 ms for 0.91, 30,000 57 ms for 0.95; every
-term, 430 ms (README, "Speed and memory")."""
+common terms are scored only on the candidates the others find. At 1M chunks (keyword search,
+p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/million.py
+--budgets``): 10,000 took 46 ms for 0.74, 20,000 59 ms for 0.88, 30,000 67 ms for 0.94; every
+term, 369 ms (README, "Speed and memory")."""
 K1, B = 1.2, 0.75
 """FTS5's BM25 constants (``fts5_aux.c``)."""
 
