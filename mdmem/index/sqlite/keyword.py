@@ -180,6 +180,8 @@ class _Tokenizer:
     def token(self, term: str) -> str | None:
         """The one token ``term`` becomes, None when it becomes none or several."""
         if term not in self.tokens:
+            if len(self.tokens) >= 10_000:  # a long-lived server meets many words
+                self.tokens.clear()
             found = self._tokens([(-1, term, "", "")])
             self.tokens[term] = found[0] if len(found) == 1 else None
         return self.tokens[term]
