@@ -17,7 +17,13 @@ model loaded first (its ~530 MB are in every RSS figure):
   missing, which is timed separately as "store built");
 - no-op re-index: ``Workspace.sync(embed=False)`` with nothing changed, median of 3;
 - hybrid and keyword: ranking only (``mdmem.index.search.search`` with the queries' real
-  vectors embedded up front), p50 / p95 over the queries;
+  vectors embedded up front), p50 / p95 over the queries, wall clock and (in brackets) the
+  process's CPU time, which a shared machine's other load does not inflate; each query also
+  runs with every term scored by FTS5 ("every term": no term scored last, see
+  ``index/sqlite/keyword.py``), alternately, and "top 10 = every term's" is the share of that
+  top 10 the shipped search returns;
+- keyword / vector part: ``keyword_candidates`` and ``vector_candidates`` alone (the two
+  retrievers; the rest of a hybrid search is fusion and reranking in ``search.py``);
 - recall@10: the share of the float32 path's top 10 hits (hybrid) that the store also returns.
 """
 
@@ -44,6 +50,7 @@ from speed import (
     WORK,
     Corpus,
     PrecomputedEmbedder,
+    all_terms,
     chunk_count,
     fill_random_vectors,
     ms,
@@ -54,6 +61,7 @@ from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
+from mdmem.index.sqlite import keyword
 
 VARIANTS = {"store": 0, "float32": 10**12}
 """``index.compact_vectors_from`` of each variant."""
@@ -91,13 +99,14 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     return root
 
 
-def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> dict[str, object]:
     """The measurements of one variant, in this (fresh) process."""
     from mdmem.index.embed import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     vectors = dict(zip(queries, embedder.embed(queries), strict=True))
     stand_in = PrecomputedEmbedder(embedder.model_id, vectors)
+    model = embedder.model_id
     config = load_config(root)
     config = replace(config, index=IndexConfig(compact_vectors_from=VARIANTS[variant]))
     out: dict[str, object] = {"rss_model": rss_mb()}
@@ -125,16 +134,54 @@ def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
         out["rss_loaded"] = rss_mb()
         noop = [timed(lambda: ws.sync(embed=False)) for _ in range(3)]
         out["noop"] = statistics.median(noop)
+        full: dict[tuple[str, str], list[tuple[str, int]]] = {}
         for mode in ("hybrid", "keyword"):
             for query in queries[:3]:
                 ranked(query, mode)
-            times = []
-            for query in queries:
-                started = time.perf_counter()
-                ranked(query, mode)
-                times.append(time.perf_counter() - started)
-            out[mode] = times
+                with all_terms():
+                    ranked(query, mode)
+            times, every, overlap = [], [], []
+            cpu: dict[str, list[float]] = {mode: [], f"{mode}_every": []}
+            for query in queries:  # as shipped and with every term scored by FTS5, alternately
+                wall, used = time.perf_counter(), time.process_time()
+                top = ranked(query, mode)
+                times.append(time.perf_counter() - wall)
+                cpu[mode].append(time.process_time() - used)
+                with all_terms():
+                    wall, used = time.perf_counter(), time.process_time()
+                    exact = ranked(query, mode)
+                    every.append(time.perf_counter() - wall)
+                    cpu[f"{mode}_every"].append(time.process_time() - used)
+                overlap.append(len(set(top) & set(exact)) / max(len(exact), 1))
+                full[(mode, query)] = exact
+            out[mode], out[f"{mode}_every"], out[f"{mode}_overlap"] = times, every, overlap
+            out.update({f"{name}_cpu": values for name, values in cpu.items()})
+        parts: dict[str, list[float]] = {}
+        limit = search_config.keyword_candidates
+        for query in queries:  # where a hybrid search's time goes: the two retrievers alone
+            with index.reading():
+                for name, part in (
+                    ("keyword part", lambda q=query: index.keyword_candidates(q, limit)),
+                    ("vector part", lambda q=query: index.vector_candidates(model, vectors[q])),
+                ):
+                    wall, used = time.perf_counter(), time.process_time()
+                    part()
+                    parts.setdefault(name, []).append(time.perf_counter() - wall)
+                    parts.setdefault(f"{name}_cpu", []).append(time.process_time() - used)
+        out.update(parts)
         out["top10"] = [ranked(q, "hybrid") for q in queries]
+        saved = keyword.POSTINGS_BUDGET
+        for budget in budgets:  # keyword search alone at other budgets: CPU ms, top 10 kept
+            keyword.POSTINGS_BUDGET = budget
+            used, kept = [], []
+            for query in queries:
+                started = time.process_time()
+                top = ranked(query, "keyword")
+                used.append(time.process_time() - started)
+                exact = full[("keyword", query)]
+                kept.append(len(set(top) & set(exact)) / max(len(exact), 1))
+            out[f"budget {budget}"] = (used, kept)
+        keyword.POSTINGS_BUDGET = saved
         out["rss"] = rss_mb()
         out["disk"] = sum(
             p.stat().st_size for p in index.db_path.parent.glob("index.db*") if p.is_file()
@@ -143,22 +190,39 @@ def child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
     return out
 
 
-def run_child(root: Path, variant: str, queries: list[str]) -> dict[str, object]:
+def with_cpu(result: dict[str, object], name: str) -> str:
+    """Wall-clock p50 / p95 ms, and in brackets the process's CPU time (all its threads): on
+    a shared machine the wall clock also counts the time other processes held the cores."""
+    return f"{ms(result[name])} ({ms(result[f'{name}_cpu'])})"  # type: ignore[arg-type]
+
+
+def run_child(
+    root: Path, variant: str, queries: list[str], budgets: list[int]
+) -> dict[str, object]:
     args = [sys.executable, __file__, "--child", str(root), variant, json.dumps(queries)]
+    args.append(json.dumps(budgets))
     done = subprocess.run(args, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        result = child(Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))
+        result = child(
+            Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+        )
         print(json.dumps(result))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--only", default="store,float32")
+    parser.add_argument(
+        "--budgets",
+        default="",
+        help="also time keyword search alone at these keyword.POSTINGS_BUDGET values",
+    )
     args = parser.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",") if b]
     log = Console(stderr=True)
     import random
 
@@ -176,17 +240,23 @@ def main() -> None:
         "store built s",
         "cold load ms",
         "no-op re-index s",
-        "hybrid ms p50 / p95",
-        "keyword ms p50 / p95",
+        "hybrid ms p50 / p95 (CPU)",
+        "hybrid, every term",
+        "keyword ms p50 / p95 (CPU)",
+        "keyword, every term",
+        "top 10 = every term's: hybrid / keyword",
+        "keyword; vector part ms (CPU)",
         "recall@10 vs float32",
     ):
         table.add_column(column, justify="right")
+    swept: list[tuple[int, str, dict[str, object]]] = []
     for size in [int(s) for s in args.sizes.split(",")]:
         root = ensure(size, f"sentence-transformers/{DEFAULT_MODEL}", log)
         results = {}
         for variant in args.only.split(","):
             log.log(f"{size:,}: {variant}, load average {os.getloadavg()[0]:.1f}")
-            results[variant] = run_child(root, variant, queries)
+            results[variant] = run_child(root, variant, queries, budgets)
+            swept.append((size, variant, results[variant]))
         for variant, r in results.items():
             recall = ""
             if variant == "store" and "float32" in results:
@@ -204,12 +274,28 @@ def main() -> None:
                 f"{r['built']:.1f}" if "built" in r else "",
                 f"{r['cold'] * 1000:,.0f}",  # type: ignore[operator]
                 f"{r['noop']:.2f}",
-                ms(r["hybrid"]),  # type: ignore[arg-type]
-                ms(r["keyword"]),  # type: ignore[arg-type]
+                with_cpu(r, "hybrid"),
+                with_cpu(r, "hybrid_every"),
+                with_cpu(r, "keyword"),
+                with_cpu(r, "keyword_every"),
+                f"{statistics.mean(r['hybrid_overlap']):.3f} / "  # type: ignore[arg-type]
+                f"{statistics.mean(r['keyword_overlap']):.3f}",  # type: ignore[arg-type]
+                f"{with_cpu(r, 'keyword part')}; {with_cpu(r, 'vector part')}",
                 recall,
             )
     console = Console(width=220)  # the whole table, also when printed to a file
     console.print(table)
+    if budgets:
+        sweep = Table(title="keyword search alone at other budgets (ranking)")
+        for column in ("chunks", "vectors", "budget", "CPU ms p50 / p95", "top 10 = every term's"):
+            sweep.add_column(column, justify="right")
+        for size, variant, r in swept:
+            for budget in budgets:
+                used, kept = r[f"budget {budget}"]  # type: ignore[misc]
+                sweep.add_row(
+                    f"{size:,}", variant, f"{budget:,}", ms(used), f"{statistics.mean(kept):.3f}"
+                )
+        console.print(sweep)
     console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
 
 

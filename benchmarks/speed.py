@@ -41,7 +41,9 @@ What each figure means:
    memory; "1 file ms" what the first search pays, layout + vectors, to bring them in step
    after one file gained an entry (indexed, its vector stored; embedding excluded), median of 7.
    "all terms" rows: (a) with every query term kept, timed alternately with (a) itself, which
-   leaves the most common terms out past a budget of matching rows (``index/sqlite/keyword.py``).
+   scores the most common terms last, past a budget of matching rows: FTS5 finds candidates by
+   the rarer terms, and the common terms' BM25 shares are added to those
+   (``index/sqlite/keyword.py``).
    The index is built with ``sync(embed=False)`` from the real text (real FTS5), then the
    ``embeddings`` table is filled directly with random unit float32 vectors (384-d) for every
    distinct text hash, under the real model's id: embedding 100k chunks for real would take
@@ -501,7 +503,7 @@ def search_at(
                 ranked(stand_in, query, mode)
                 ws.search(query, mode=mode, track_access=False)
             a, a_all = [], []
-            for q in queries:  # with and without leaving common terms out, alternately
+            for q in queries:  # common terms scored last, and every term by FTS5, alternately
                 a.append(timed(lambda q=q, m=mode: ranked(stand_in, q, m)))
                 with all_terms():
                     a_all.append(timed(lambda q=q, m=mode: ranked(stand_in, q, m)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -46,6 +47,14 @@ class Layout:
     archived: np.ndarray
     by_rowid: np.ndarray
     """argsort of ``rowids``: with ``np.searchsorted`` it maps rowids to positions."""
+
+    @cached_property
+    def stream_files(self) -> np.ndarray:
+        """For each file in ``file_starts``, whether it holds an event-stream chunk (whose
+        score the rest of the file lifts): computed once per layout, not per search."""
+        if not len(self.file_starts):
+            return np.zeros(0, dtype=bool)
+        return np.logical_or.reduceat(self.stream, self.file_starts)
 
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         sorted_ids = self.rowids[self.by_rowid]

@@ -2,7 +2,8 @@
 Pure ranking over what an :class:`IndexBackend` returns: no query language here.
 
 Fusion: each ranking is scaled by its best score (BM25 / best BM25, cosine / best cosine) and
-the two are summed with ``keyword_weight`` and ``vector_weight``, over every chunk of the index.
+the two are summed with ``keyword_weight`` and ``vector_weight``, over the candidates (and the
+chunks whose context they lift: every other chunk scores 0).
 In event streams (session files) a chunk then gains ``neighbour_weight`` times its best
 neighbour's score and ``session_weight`` times the best score in its file; among the
 candidates, a turn spoken by the one person the query names gains ``speaker_weight`` of its
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mdmem.config import SearchConfig
-from mdmem.index.backend import ChunkRow, IndexBackend, Layout
+from mdmem.index.backend import ChunkRow, IndexBackend, Layout, Scored
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
@@ -292,26 +293,32 @@ def search(
         if n == 0 or not query.strip():
             return []
         allowed = _allowed(index, layout, filters)
-        keyword = np.zeros(n)
+        found: dict[str, Scored] = {}
         if mode in ("hybrid", "keyword"):
-            keyword = index.keyword_candidates(query, config.keyword_candidates).dense(n)
-            keyword[~allowed] = 0.0
-        vector: np.ndarray | None = None
+            found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
         if mode in ("hybrid", "vector") and embedder is not None:
             query_vector = embedder.embed([query])[0]
-            found = index.vector_candidates(embedder.model_id, query_vector, filters=filters)
-            vector = None if found is None else found.dense(n)
-        alone = _fuse(keyword, vector, allowed, mode, config)
-        fused = _with_context(alone, layout, config)
-        fused[~allowed] = 0.0
+            vectors = index.vector_candidates(embedder.model_id, query_vector, filters=filters)
+            if vectors is not None:
+                found["vector"] = vectors
+        positions = _rows(layout, list(found.values()), config)
+        if not positions.size:
+            return []
+        ok = _of(allowed, positions)
+        keyword = _gather(found.get("keyword"), positions)
+        keyword[~ok] = 0.0
+        vector = None if "vector" not in found else _gather(found["vector"], positions)
+        alone = _fuse(keyword, vector, ok, mode, config)
+        fused = _with_context(alone, positions, layout, config)
+        fused[~ok] = 0.0
         best = _candidates(fused, max(config.candidates, k * 3), config.min_relevance)
         if not best.size:
             return []
-        rowids = [int(layout.rowids[i]) for i in best]
+        rowids = [int(layout.rowids[i]) for i in positions[best]]
         rows = index.chunk_rows(rowids)
         today = today or dt.date.today()
         candidates = [rows[r] for r in rowids]
-        spoken = _lift_speaker(fused, best, candidates, layout, query, config)
+        spoken = _lift_speaker(fused, best, positions[best], candidates, layout, query, config)
         dated = _lift_when(fused, best, candidates, query, config, today)
         access = index.access_counts([_access_key(r) for r in rows.values()])
         ranked = _Reranker(config, today, float(fused[best].max()))
@@ -432,15 +439,61 @@ def final_score(
 
 
 def _candidates(fused: np.ndarray, pool: int, min_relevance: float) -> np.ndarray:
-    """Positions of the best ``pool`` candidates, best first: those with a relevance of at
-    least ``min_relevance`` of the best one's (and above zero)."""
+    """Indices of the best ``pool`` candidates, best first (equal scores in layout order): those
+    with a relevance of at least ``min_relevance`` of the best one's (and above zero)."""
     top = float(fused.max()) if fused.size else 0.0
     if top <= 0:
         return np.zeros(0, dtype=np.int64)
-    eligible = int(np.count_nonzero(fused >= max(min_relevance * top, np.finfo(float).tiny)))
-    pool = min(eligible, pool)
-    best = np.argpartition(-fused, pool - 1)[:pool]
-    return best[np.argsort(-fused[best], kind="stable")]
+    eligible = np.flatnonzero(fused >= max(min_relevance * top, np.finfo(float).tiny))
+    scores = fused[eligible]
+    if len(eligible) > pool:  # the pool's lowest score, and as many of its ties as fit
+        cut = np.partition(scores, len(scores) - pool)[len(scores) - pool]
+        kept = scores > cut
+        kept[np.flatnonzero(scores == cut)[: pool - int(kept.sum())]] = True
+        eligible, scores = eligible[kept], scores[kept]
+    return eligible[np.argsort(-scores, kind="stable")]
+
+
+def _rows(layout: Layout, found: Sequence[Scored], config: SearchConfig) -> np.ndarray:
+    """The layout positions (sorted) that can score above zero: the retrievers' candidates,
+    their neighbours, and the event-stream files they are in. Every other chunk scores 0, so
+    fusion works on these rows only; a retriever that scores every chunk makes it all of them."""
+    n = len(layout.rowids)
+    if any(f.positions is None for f in found):
+        return np.arange(n)
+    rows = _unique(np.concatenate([f.positions for f in found] or [np.zeros(0, np.int64)]))
+    if config.neighbour_weight > 0 and rows.size:
+        around = np.concatenate([rows, layout.prev[rows], layout.next[rows]])
+        rows = _unique(around[around >= 0])
+    if config.session_weight > 0 and rows.size:
+        files = layout.file_of[rows]
+        files = _unique(files[layout.stream_files[files]])
+        if files.size:  # every chunk of these files: ranges start..end, concatenated
+            starts = layout.file_starts[files]
+            sizes = np.append(layout.file_starts, n)[files + 1] - starts
+            skip = np.repeat(starts - np.cumsum(sizes) + sizes, sizes)
+            rows = _unique(np.concatenate([rows, skip + np.arange(int(sizes.sum()))]))
+    return rows
+
+
+def _unique(positions: np.ndarray) -> np.ndarray:
+    """Sorted distinct positions, by sorting: faster than ``np.unique``'s hashing on a few
+    thousand."""
+    positions = np.sort(positions.astype(np.int64, copy=False))
+    first = np.ones(len(positions), dtype=bool)
+    first[1:] = positions[1:] != positions[:-1]
+    return positions[first]
+
+
+def _gather(found: Scored | None, rows: np.ndarray) -> np.ndarray:
+    """A retriever's scores at ``rows`` (0 where a row is not its candidate)."""
+    if found is None:
+        return np.zeros(len(rows))
+    if found.positions is None:
+        return _of(found.scores, rows).astype(np.float64)
+    out = np.zeros(len(rows))
+    out[np.searchsorted(rows, found.positions)] = found.scores
+    return out
 
 
 def _fuse(
@@ -463,28 +516,51 @@ def _fuse(
     return config.keyword_weight * kw + config.vector_weight * vec
 
 
-def _with_context(fused: np.ndarray, layout: Layout, config: SearchConfig) -> np.ndarray:
+def _with_context(
+    fused: np.ndarray, rows: np.ndarray, layout: Layout, config: SearchConfig
+) -> np.ndarray:
     """Event streams (sessions) have locality: a turn next to a relevant turn, or in a session
     that is about the question, is more likely relevant. An entry of a knowledge file stands
-    alone: it is its own neighbour and its own session, so both kinds stay on one scale."""
+    alone: it is its own neighbour and its own session, so both kinds stay on one scale.
+    ``fused`` holds the scores of ``rows`` (see :func:`_rows`: every chunk outside them
+    scores 0, also with its context)."""
     if config.neighbour_weight <= 0 and config.session_weight <= 0:
         return fused
     base = np.clip(fused, 0.0, None)
-    stream = layout.stream
+    stream = _of(layout.stream, rows)
     out = fused.copy()
     if config.neighbour_weight > 0:
-        prev = np.where(layout.prev >= 0, base[layout.prev], 0.0)
-        nxt = np.where(layout.next >= 0, base[layout.next], 0.0)
+        prev = _at(base, rows, _of(layout.prev, rows), len(layout.rowids))
+        nxt = _at(base, rows, _of(layout.next, rows), len(layout.rowids))
         out += config.neighbour_weight * np.where(stream, np.maximum(prev, nxt), base)
-    if config.session_weight > 0 and len(layout.file_starts):
-        best = np.maximum.reduceat(np.clip(out, 0.0, None), layout.file_starts)
-        out += config.session_weight * np.where(stream, best[layout.file_of], base)
+    if config.session_weight > 0 and len(rows):
+        file_of = _of(layout.file_of, rows)
+        starts = np.flatnonzero(np.append(True, file_of[1:] != file_of[:-1]))
+        best = np.maximum.reduceat(np.clip(out, 0.0, None), starts)
+        in_file = np.repeat(best, np.diff(np.append(starts, len(rows))))
+        out += config.session_weight * np.where(stream, in_file, base)
     return out
+
+
+def _of(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A layout ``column`` at ``rows`` (sorted, distinct): the column itself when they are
+    every position."""
+    return column if len(rows) == len(column) else column[rows]
+
+
+def _at(values: np.ndarray, rows: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
+    """``values`` (one per row) at layout ``positions`` (of ``n``): 0 for -1 and for
+    positions not in ``rows``."""
+    if len(rows) == n:  # every position is a row
+        return np.where(positions >= 0, values[positions], 0.0)
+    at = np.searchsorted(rows, positions).clip(max=len(rows) - 1)
+    return np.where((positions >= 0) & (rows[at] == positions), values[at], 0.0)
 
 
 def _lift_speaker(
     fused: np.ndarray,
     best: np.ndarray,
+    positions: np.ndarray,
     rows: Sequence[ChunkRow],
     layout: Layout,
     query: str,
@@ -496,7 +572,9 @@ def _lift_speaker(
     none = np.zeros(len(best), dtype=bool)
     if config.speaker_weight <= 0:
         return none
-    said = [speaker(r.text) if layout.stream[i] else None for i, r in zip(best, rows, strict=True)]
+    said = [
+        speaker(r.text) if layout.stream[i] else None for i, r in zip(positions, rows, strict=True)
+    ]
     who = addressed(query, said)
     if who is None:
         return none

@@ -1,44 +1,58 @@
-"""Keyword candidates at a bounded cost: the most common words of a long query are left out.
+"""Keyword candidates at a bounded cost: the most common words of a query are scored last.
 
 FTS5 scores every chunk that matches any term before it sorts and cuts to the best ``limit``,
-so one word found in a third of 100k chunks ("one", "work") makes a query score tens of
-thousands of rows (50-120 ms) while adding almost nothing to the ranking: BM25 gives such a
-word a small weight, and the rarer words decide. Before the query runs, each term's document
-frequency is counted (cached per index generation); while the terms together would match more
-than :data:`POSTINGS_BUDGET` rows, the most common term is dropped, as long as it is in at
-least :data:`MIN_SHARE` of the chunks and another term is left. A small index (a LoCoMo
-conversation: ~600 chunks) never reaches the budget, so its ranking is exactly as before.
+so one word found in a tenth of 1M chunks makes a query score 100,000 rows while adding little
+to the ranking: BM25 gives such a word a small weight, and the rarer words decide. Before the
+query runs, each term's document frequency is counted (cached per index generation). While the
+terms together would match more than :data:`POSTINGS_BUDGET` rows, the most common term is
+moved out of the FTS5 query (the rarest term always stays). FTS5 then finds and scores the
+candidates by the rarer terms alone, and each moved term's exact BM25 share is added to those
+candidates afterwards, from their own tokens (:func:`later_scores`): FTS5's BM25 is a sum over
+the query's terms, each share depending only on the term's document frequency, the chunk's
+length and the term's weighted count in the chunk, so a candidate scores exactly what the full
+query gives it. What is lost are chunks that hold none of the rarer terms, or too little of them
+to be among the candidates. A small index (a LoCoMo conversation: ~600 chunks) never reaches
+the budget, so its ranking is exactly as before.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
+import threading
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from mdmem.index.backend import Layout, Scored
 from mdmem.index.fts import query_terms
+from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
-POSTINGS_BUDGET = 10_000
-"""Matching rows (summed over the terms) a keyword query may make FTS5 score before its most
-common terms are left out (benchmarks/speed.py, "all terms" rows)."""
-MIN_SHARE = 0.15
-"""Only a term in at least this share of the chunks is ever left out. On LoCoMo with the
-budget forced down to 10% of a conversation's chunks (the ratio 10,000 is of 100k), hybrid
-R@5 / R@10 / rec@2000 were 0.638 / 0.743 / 0.897 at 15% against 0.644 / 0.744 / 0.897 with
-every term; at 5%, 0.630 / 0.733 / 0.896 (README, "Speed and memory")."""
+POSTINGS_BUDGET = 20_000
+"""Matching rows (summed over the terms) FTS5 may score for a keyword query; past it the most
+common terms are scored only on the candidates the others find. At 1M chunks (keyword search,
+p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/million.py
+--budgets``): 10,000 took 46 ms for 0.74, 20,000 59 ms for 0.88, 30,000 67 ms for 0.94; every
+term, 369 ms (README, "Speed and memory")."""
+K1, B = 1.2, 0.75
+"""FTS5's BM25 constants (``fts5_aux.c``)."""
 
 
 class TermCounts:
-    """How many chunks match each query term, for one generation of the index."""
+    """How many chunks match each query term, for one generation of the index, and FTS5's
+    row count and mean row length (its BM25 statistics)."""
 
     def __init__(self) -> None:
         self.generation: int | None = None
         self.counts: dict[str, int] = {}
+        self.totals: tuple[int, float] | None = None
+
+    def _at(self, generation: int) -> None:
+        if generation != self.generation:
+            self.generation, self.counts, self.totals = generation, {}, None
 
     def of(self, conn: sqlite3.Connection, generation: int, terms: list[str]) -> dict[str, int]:
-        if generation != self.generation:
-            self.generation, self.counts = generation, {}
+        self._at(generation)
         for term in terms:
             if term not in self.counts:
                 self.counts[term] = conn.execute(
@@ -46,19 +60,37 @@ class TermCounts:
                 ).fetchone()[0]
         return {term: self.counts[term] for term in terms}
 
+    def stats(self, conn: sqlite3.Connection, generation: int) -> tuple[int, float]:
+        """(rows, mean tokens per row), read from FTS5's own averages record as its BM25
+        reads them."""
+        self._at(generation)
+        if self.totals is None:
+            block = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+            values = _varints(block[0]) if block is not None else []
+            rows = values[0] if values else 0
+            tokens = sum(values[1:])
+            self.totals = (rows, tokens / max(rows, 1))
+        return self.totals
 
-def kept_terms(terms: list[str], counts: dict[str, int], chunks: int) -> list[str]:
-    """``terms`` without the most common ones while they match more than the budget, in the
-    query's order."""
+
+def split_terms(
+    terms: list[str],
+    counts: dict[str, int],
+    movable: Callable[[str], bool] = lambda _: True,
+) -> tuple[list[str], list[str]]:
+    """(terms FTS5 scores, terms scored last), each in the query's order: while the terms FTS5
+    scores match more than the budget together, the most common ``movable`` one is scored
+    last; the rarest term always stays."""
     by_count = sorted(terms, key=lambda t: counts[t])
-    while (
-        len(by_count) > 1
-        and sum(counts[t] for t in by_count) > POSTINGS_BUDGET
-        and counts[by_count[-1]] >= MIN_SHARE * chunks
-    ):
-        by_count.pop()
-    kept = set(by_count)
-    return [t for t in terms if t in kept]
+    total = sum(counts[t] for t in terms)
+    later: set[str] = set()
+    for term in reversed(by_count[1:]):
+        if total <= POSTINGS_BUDGET:
+            break
+        if movable(term):
+            later.add(term)
+            total -= counts[term]
+    return [t for t in terms if t not in later], [t for t in terms if t in later]
 
 
 def keyword(
@@ -71,17 +103,160 @@ def keyword(
 ) -> Scored:
     """FTS5 BM25 (with the configured column weights) of the ``limit`` best matches."""
     terms = query_terms(query)
+    later: list[str] = []
     if len(terms) > 1:
-        terms = kept_terms(terms, counts.of(conn, generation, terms), len(layout.rowids))
-    rows = []
+        found = counts.of(conn, generation, terms)
+        terms, later = split_terms(terms, found, single_token)
+    rows: list[tuple[int, float]] = []
     if terms:
         rows = conn.execute(
             "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
             (" OR ".join(_quoted(t) for t in terms), limit),
         ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    scores = np.fromiter((max(r[1], 1e-9) for r in rows), dtype=np.float64, count=len(rows))
-    return Scored(layout.positions(ids) if len(rows) else ids, scores)
+    scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+    if later and len(rows):
+        n_rows, avgdl = counts.stats(conn, generation)
+        idf = [_idf(n_rows, c) for c in counts.of(conn, generation, later).values()]
+        scores = scores + later_scores(conn, ids, later, idf, avgdl)
+    scores = np.maximum(scores, 1e-9)
+    return Scored(layout.positions(ids) if len(ids) else ids, scores)
+
+
+def later_scores(
+    conn: sqlite3.Connection,
+    rowids: np.ndarray,
+    terms: Sequence[str],
+    idf: Sequence[float],
+    avgdl: float,
+) -> np.ndarray:
+    """The BM25 share of ``terms`` (single tokens) in each of these chunks, as FTS5 computes
+    it: the chunks' indexed columns are tokenized again by the same tokenizer, and their
+    lengths are FTS5's own."""
+    lookup = "(SELECT value FROM json_each(?))"
+    ids = "[" + ",".join(map(str, rowids.tolist())) + "]"
+    texts = conn.execute(
+        f"SELECT id, c0, c1, c2 FROM chunks_fts_content WHERE id IN {lookup}", (ids,)
+    ).fetchall()
+    lengths = {
+        i: sum(sz) if max(sz, default=0) < 0x80 else sum(_varints(sz))  # one byte a column
+        for i, sz in conn.execute(
+            f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN {lookup}", (ids,)
+        )
+    }
+    tokens = _Tokenizer.local()
+    weighted = tokens.counts(texts, terms)
+    at = {int(r): n for n, r in enumerate(rowids)}
+    out = np.zeros(len(rowids))
+    for (rowid, term), f in weighted.items():  # f: the term's weighted count
+        d = lengths.get(rowid, 0)
+        share = idf[term] * (f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl))
+        out[at[rowid]] += share
+    return out
+
+
+class _Tokenizer:
+    """FTS5's tokenizer on an in-memory table of this thread (the same columns and
+    tokenizer as ``chunks_fts``), so the tokens are exactly the index's."""
+
+    _local = threading.local()
+
+    def __init__(self) -> None:
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=True)
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(text, heading, context, content='', "
+            f"tokenize='{FTS_TOKENIZER}')"
+        )
+        self.conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        self.tokens: dict[str, str | None] = {}
+
+    @classmethod
+    def local(cls) -> _Tokenizer:
+        found: _Tokenizer | None = getattr(cls._local, "tokenizer", None)
+        if found is None:
+            found = cls._local.tokenizer = cls()
+        return found
+
+    def token(self, term: str) -> str | None:
+        """The one token ``term`` becomes, None when it becomes none or several."""
+        if term not in self.tokens:
+            if len(self.tokens) >= 10_000:  # a long-lived server meets many words
+                self.tokens.clear()
+            found = self._tokens([(-1, term, "", "")])
+            self.tokens[term] = found[0] if len(found) == 1 else None
+        return self.tokens[term]
+
+    def counts(
+        self, docs: Sequence[tuple[int, str, str, str]], terms: Sequence[str]
+    ) -> dict[tuple[int, int], float]:
+        """{(rowid, term number): weighted count} of each term's token in each doc, every
+        occurrence weighted by its column's BM25 weight."""
+        wanted: dict[str, list[int]] = {}
+        for n, term in enumerate(terms):
+            token = self.token(term)
+            if token is not None:
+                wanted.setdefault(token, []).append(n)
+        columns = {"text": 0, "heading": 1, "context": 2}
+        out: dict[tuple[int, int], float] = {}
+        if not wanted:
+            return out
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO t(rowid, text, heading, context) VALUES (?,?,?,?)", docs)
+            marks = ",".join("?" * len(wanted))
+            for term, doc, col, n in conn.execute(
+                f"SELECT term, doc, col, count(*) FROM v WHERE term IN ({marks}) "
+                "GROUP BY term, doc, col",
+                list(wanted),
+            ):
+                for number in wanted[term]:
+                    key = (doc, number)
+                    out[key] = out.get(key, 0.0) + n * BM25_WEIGHTS[columns[col]]
+            conn.execute("INSERT INTO t(t) VALUES('delete-all')")
+        finally:
+            conn.execute("COMMIT")
+        return out
+
+    def _tokens(self, docs: Sequence[tuple[int, str, str, str]]) -> list[str]:
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO t(rowid, text, heading, context) VALUES (?,?,?,?)", docs)
+            found = [r[0] for r in conn.execute("SELECT term FROM v ORDER BY offset")]
+            conn.execute("INSERT INTO t(t) VALUES('delete-all')")
+        finally:
+            conn.execute("COMMIT")
+        return found
+
+
+def single_token(term: str) -> bool:
+    """Whether FTS5 reads ``term`` as one token (a phrase of several is matched, not counted)."""
+    return _Tokenizer.local().token(term) is not None
+
+
+def _idf(rows: int, hits: int) -> float:
+    """FTS5's IDF, floored at 1e-6 as ``fts5_aux.c`` does."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0 else 1e-6
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints (as FTS5 writes its sizes): 7 bits a byte, high bit set on all but the
+    last; a ninth byte carries 8 bits."""
+    out: list[int] = []
+    value, count = 0, 0
+    for byte in blob:
+        if count == 8:
+            out.append((value << 8) | byte)
+            value, count = 0, 0
+            continue
+        value = (value << 7) | (byte & 0x7F)
+        count += 1
+        if not byte & 0x80:
+            out.append(value)
+            value, count = 0, 0
+    return out
 
 
 def _quoted(term: str) -> str:

@@ -66,9 +66,13 @@ def store_path(db_path: Path) -> Path:
 
 
 def load_faiss() -> Any:
-    """faiss, imported on first use only (``mdmem --help`` never pays for it)."""
+    """faiss, imported on first use only (``mdmem --help`` never pays for it), on one thread:
+    with the model loaded in the same process, its two OpenMP threads made a search's vector
+    part take 2.4 times the CPU and 2.2 times the wall time at 100k chunks (43.8 against 18.1
+    ms of CPU), and 1.6 times at 1M (README, "Speed and memory")."""
     import faiss
 
+    faiss.omp_set_num_threads(1)
     return faiss
 
 
@@ -109,7 +113,7 @@ class CompactVectors:
         self.writes = 0
         self.writable = True
         """False once the folder refused a write (read-only): the store lives in memory."""
-        self._inverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._inverse: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # ---- the layout's texts ----------------------------------------------------------------
 
@@ -187,12 +191,12 @@ class CompactVectors:
         if not self.dim or query.shape[0] != self.dim:
             return None
         query = np.ascontiguousarray(query, dtype=np.float32)
-        nb = self.rows
         found = self._nearest(query, allowed, nearest)
-        first, many = self._positions()
-        positions = [first[found], np.nonzero(self.order >= nb)[0]]
-        for row in found[many[found]]:
-            positions.append(np.nonzero(self.order == row)[0])
+        first, many, shared, in_delta = self._positions()
+        positions = [first[found], in_delta]
+        held = found[many[found]]
+        if held.size:  # texts several chunks hold: every position of each
+            positions.append(shared[np.isin(self.order[shared], held)])
         if also is not None:
             positions.append(also.astype(np.int64, copy=False))
         picked = np.unique(np.concatenate(positions))
@@ -220,23 +224,33 @@ class CompactVectors:
         rows = rows[0]
         return rows[rows >= 0]
 
-    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
-        """A layout position of each slot, and which slots several positions hold."""
+    def _positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each slot a layout position holding it and whether several do; the positions
+        of those shared slots; the positions of delta slots. Kept until the layout changes,
+        so a search never scans the whole layout."""
         if self._inverse is None:
             slots = self.rows + len(self.delta)
             first = np.zeros(slots, dtype=np.int64)
             first[self.order] = np.arange(len(self.order))
             many = np.bincount(self.order, minlength=slots) > 1
-            self._inverse = (first, many)
+            shared = np.flatnonzero(many[self.order])
+            in_delta = np.flatnonzero(self.order >= self.rows)
+            self._inverse = (first, many, shared, in_delta)
         return self._inverse
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
-        """float32 vectors of these slots (base rows decoded from fp16)."""
+        """float32 vectors of these slots: base rows decoded from faiss's own fp16 codes in one
+        call (``reconstruct_batch`` took 3.5 times as long, numpy's float16 cast 1.4 times;
+        filling a zeroed matrix through a mask cost more than the decoding)."""
         nb = self.rows
-        out = np.zeros((len(slots), max(self.dim, 1)), dtype=np.float32)
         in_base = slots < nb
+        if self.base is not None and len(slots) and in_base.all():
+            codes = _codes_view(self.faiss, self.base, nb, self._code_size())
+            return self.base.sa_decode(np.take(codes, slots, axis=0))
+        out = np.zeros((len(slots), max(self.dim, 1)), dtype=np.float32)
         if in_base.any() and self.base is not None:
-            out[in_base] = self.base.reconstruct_batch(slots[in_base])
+            codes = _codes_view(self.faiss, self.base, nb, self._code_size())
+            out[in_base] = self.base.sa_decode(np.take(codes, slots[in_base], axis=0))
         if (~in_base).any():
             out[~in_base] = self.delta[slots[~in_base] - nb]
         return out
