@@ -1440,7 +1440,7 @@ def consolidate(
     if as_json:
         _print_json(report.to_dict())
         return
-    typer.echo(report.diff or "(no change)", nl=False)
+    typer.echo(report.diff or "(no change)\n", nl=False)
     _print_consolidation(report)
     for suggestion in report.suggestions:
         typer.echo(f"suggestion: {suggestion}", err=True)
@@ -1721,7 +1721,7 @@ def promote(ctx: typer.Context, dry_run: DryRunOpt = False, as_json: JsonOpt = F
         _print_json(report.to_dict())
         return
     if dry_run:
-        typer.echo(report.diff or "(no change)", nl=False)
+        typer.echo(report.diff or "(no change)\n", nl=False)
     _print_tiers(report.after or report.tiers)
     for problem in report.problems:
         _warn(problem)

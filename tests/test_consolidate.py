@@ -86,6 +86,31 @@ def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
     assert report.candidates == 0 and report.merged == 0
 
 
+def test_the_report_says_why_memories_are_no_candidates(ws: Workspace) -> None:
+    """A first run used to say "0 of 6 memories were candidates" and nothing more: each memory
+    passed over is counted under its reason."""
+    ids = _aged(ws, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
+    for _ in range(5):
+        ws.index.bump_access([ids[0]])  # returned often
+    ws.index.bump_access([ids[3]])
+    path = ws.root / "memory.md"
+    text = path.read_text().replace("is in Lyon", "is in Lyon, France")  # edited by hand
+    path.write_text(text + "- The printer is on floor 2\n", encoding="utf-8")  # no date
+    ws.remember("The CI runs on Python 3.12", type="fact")  # young
+    report = ws.consolidate(offline=True, dry_run=True)
+    assert dict(report.passed_over) == {
+        "by_hand": 1,
+        "often_used": 1,
+        "no_count": 2,
+        "young": 1,
+        "undated": 1,
+    }
+    summary = report.summary()
+    assert "2 with no access count (counted as recently used)" in summary
+    assert "1 younger than min_age_days" in summary and "1 returned often" in summary
+    assert report.to_dict()["passed_over"] == dict(report.passed_over)
+
+
 def test_often_returned_memories_are_kept(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY)
     mem.index.bump_access([ids[0]] * 1)
@@ -107,6 +132,18 @@ def test_hand_written_and_hand_edited_memories_are_only_suggested(mem: Workspace
     assert report.merged == 0
     assert set(_active(mem)) >= {ids[0], ids[1], ids[2]}
     assert any(ids[1] in s for s in report.suggestions)
+
+
+def test_a_suggestion_names_a_few_ids_and_the_report_all() -> None:
+    """A cluster of 152 hand-written look-alikes used to print all 152 ids on one line."""
+    from mdmem.distill.consolidate import SUGGESTED_IDS, Cluster, _suggestion
+
+    ids = tuple(f"h-{n:010d}" for n in range(20))
+    cluster = Cluster("memory.md", "fact", ids, "kept", "", protected=ids)
+    line = _suggestion(cluster)
+    assert ids[SUGGESTED_IDS - 1] in line and ids[SUGGESTED_IDS] not in line
+    assert f"and {20 - SUGGESTED_IDS} more" in line
+    assert cluster.to_dict()["protected"] == list(ids)
 
 
 def test_threshold_makes_every_memory_a_candidate(mem: Workspace) -> None:

@@ -136,6 +136,8 @@ class ConsolidateReport:
     diff: str = ""
     report_path: str | None = None
     fidelity_threshold: float = 0.5
+    passed_over: tuple[tuple[str, int], ...] = ()
+    """Why the other memories were no candidates: (reason, count), see :func:`passed_over`."""
     when: str = field(default_factory=lambda: dt.datetime.now().isoformat(timespec="seconds"))
 
     def count(self, outcome: str) -> int:
@@ -166,9 +168,11 @@ class ConsolidateReport:
                 f"{len(self.archived)} of {self.memories} memories {verb} to the archive by "
                 f"importance; {self.entries_after} left"
             )
+        why = ", ".join(f"{n} {PASSED_OVER[reason]}" for reason, n in self.passed_over)
         return (
-            f"{self.candidates} of {self.memories} memories were candidates ({self.rule}); "
-            f"{len(self.clusters)} clusters: {self.count('merged')} merged "
+            f"{self.candidates} of {self.memories} memories were candidates ({self.rule})"
+            + (f" (not: {why})" if why else "")
+            + f"; {len(self.clusters)} clusters: {self.count('merged')} merged "
             f"({self.merged} originals into {self.written}), {self.count('refused')} refused, "
             f"{self.count('kept')} kept; {self.memories} → {self.entries_after} memories, "
             f"{self.tokens_before:,} → {self.tokens_after:,} tokens ({verb} as shown)"
@@ -182,6 +186,7 @@ class ConsolidateReport:
         out["archived"] = list(self.archived)
         out["suggestions"] = list(self.suggestions)
         out["problems"] = list(self.problems)
+        out["passed_over"] = dict(self.passed_over)
         out["merged"] = self.merged
         out["written"] = self.written
         out["summary"] = self.summary()
@@ -220,7 +225,8 @@ class Consolidator:
         else:
             report = self._by_clusters(memories, picked, embed, writer, rule, offline, llm_kwargs)
         diff = writer.diff() if isinstance(writer, DryRunWriter) else _diff(before, self._texts())
-        report = replace(report, dry_run=dry_run, diff=diff)
+        skipped = passed_over(memories, counts, self.config, dt.date.today())
+        report = replace(report, dry_run=dry_run, diff=diff, passed_over=skipped)
         if not dry_run and report.engine != "none":
             report = replace(report, report_path=self._save(report))
         return report
@@ -436,6 +442,51 @@ def candidates(
         if count is not None and age is not None and age >= cfg.min_age_days:
             out.append(e)
     return out
+
+
+PASSED_OVER = {
+    "by_hand": "written or edited by a person (suggested only)",
+    "often_used": "returned often",
+    "no_count": "with no access count (counted as recently used)",
+    "young": "younger than min_age_days",
+    "undated": "with no created date",
+    "restored": "restored",
+    "duplicate_id": "with an id that appears twice",
+}
+"""What :func:`passed_over` counts, as the summary says it."""
+
+
+def passed_over(
+    memories: list[Entry], counts: dict[str, int], config: Config, today: dt.date
+) -> tuple[tuple[str, int], ...]:
+    """Why each memory that is no candidate (or only a suggestion) is one: the first reason of
+    :data:`PASSED_OVER` that applies, counted. A first run on a fresh index otherwise reads as
+    "0 of 40 memories were candidates" with nothing to say why."""
+    cfg = config.consolidate
+    picked = {id(e) for e in candidates(memories, counts, config, today)}
+    seen: dict[str, int] = {}
+    for e in memories:
+        seen[e.id] = seen.get(e.id, 0) + 1
+    found: dict[str, int] = {}
+    for e in memories:
+        if id(e) in picked:
+            if not edited_by_hand(e):
+                continue
+            reason = "by_hand"
+        elif seen[e.id] > 1:
+            reason = "duplicate_id"
+        elif RESTORED in e.meta:
+            reason = "restored"
+        elif (count := counts.get(e.id)) is not None and count >= cfg.max_access:
+            reason = "often_used"
+        elif _age(e.created, today) is None:
+            reason = "undated"
+        elif (_age(e.created, today) or 0) < cfg.min_age_days:
+            reason = "young"
+        else:
+            reason = "no_count"
+        found[reason] = found.get(reason, 0) + 1
+    return tuple((r, found[r]) for r in PASSED_OVER if r in found)
 
 
 def clusters(entries: list[Entry], vectors: np.ndarray, similarity: float) -> list[list[Entry]]:
@@ -680,8 +731,14 @@ def _after(
     return len(kept) + len(added), sum(count(e.text) for e in kept) + sum(count(t) for t in added)
 
 
+SUGGESTED_IDS = 8
+"""A suggestion names this many ids (the report's cluster lists them all)."""
+
+
 def _suggestion(cluster: Cluster) -> str:
-    names = ", ".join(cluster.protected)
+    names = ", ".join(cluster.protected[:SUGGESTED_IDS])
+    if len(cluster.protected) > SUGGESTED_IDS:
+        names += f" and {len(cluster.protected) - SUGGESTED_IDS} more"
     if len(cluster.protected) == len(cluster.members):
         return (
             f"{cluster.path}: {names} (written or edited by a person) look alike: merge them "
