@@ -169,6 +169,21 @@ def test_a_newer_conflicting_memory_supersedes_the_older(mem: Workspace) -> None
     assert mem.get(newer).meta["supersedes"] == ids[0]
 
 
+def test_a_recent_memory_that_changes_an_old_one_supersedes_it(mem: Workspace) -> None:
+    """The newer value is no candidate (young): it was never clustered, so the old value stayed
+    active beside it, run after run."""
+    old, cache = _aged(mem, ["The staging database port is 5432", "The staging cache port is 6379"])
+    newer = mem.remember("The staging database port is 6543", type="fact").id
+    path = mem.root / "memory.md"
+    path.write_text(path.read_text() + "- The staging cache port is 6380\n", encoding="utf-8")
+    report = mem.consolidate(offline=True)
+    assert mem.get(old).archived and mem.get(old).meta["superseded_by"] == newer
+    assert mem.get(newer).meta["supersedes"] == old and not mem.get(newer).archived
+    assert report.superseded == 1 and "1 superseded by a newer value" in report.summary()
+    assert not mem.get(cache).archived  # a person's newer line changes nothing by itself
+    assert mem.consolidate(offline=True).diff == ""  # settled
+
+
 def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> None:
     (ws.root / "mdmem.toml").write_text(
         ws.root.joinpath("mdmem.toml").read_text()

@@ -153,6 +153,11 @@ class ConsolidateReport:
         return sum(len(c.written) for c in self.clusters)
 
     @property
+    def superseded(self) -> int:
+        """Memories archived because a newer one changes them (``superseded_by=``)."""
+        return sum(len(c.superseded) for c in self.clusters if c.active)
+
+    @property
     def refused(self) -> tuple[Merged, ...]:
         return tuple(m for c in self.clusters for m in c.merges if not m.fidelity.passed)
 
@@ -174,7 +179,9 @@ class ConsolidateReport:
             + (f" (not: {why})" if why else "")
             + f"; {len(self.clusters)} clusters: {self.count('merged')} merged "
             f"({self.merged} originals into {self.written}), {self.count('refused')} refused, "
-            f"{self.count('kept')} kept; {self.memories} → {self.entries_after} memories, "
+            f"{self.count('kept')} kept"
+            + (f", {self.superseded} superseded by a newer value" if self.superseded else "")
+            + f"; {self.memories} → {self.entries_after} memories, "
             f"{self.tokens_before:,} → {self.tokens_after:,} tokens ({verb} as shown)"
         )
 
@@ -189,6 +196,7 @@ class ConsolidateReport:
         out["passed_over"] = dict(self.passed_over)
         out["merged"] = self.merged
         out["written"] = self.written
+        out["superseded"] = self.superseded
         out["summary"] = self.summary()
         return out
 
@@ -244,9 +252,11 @@ class Consolidator:
         cfg = self.config.consolidate
         llm = self.config.llm
         use_llm = bool(llm.model) and not offline
+        found: list[Cluster] = _changed_since(picked, memories, embed, cfg.similarity)
+        gone = {old for c in found for old, _ in c.superseded}
+        picked = [e for e in picked if e.id not in gone]
         vectors = _unit(embed([e.text for e in picked])) if picked else np.zeros((0, 1))
         groups = clusters(picked, vectors, cfg.similarity)
-        found: list[Cluster] = []
         problems: list[str] = []
         cost = 0.0
         suggestions: list[str] = []
@@ -556,6 +566,67 @@ def _superseded(members: list[Entry]) -> tuple[tuple[str, str], ...]:
                 gone.add(old.id)
                 break
     return tuple(out)
+
+
+def _changed_since(
+    picked: list[Entry], memories: list[Entry], embed: Embed, similarity: float
+) -> list[Cluster]:
+    """Candidates that a newer memory which is no candidate (recent, or often returned) changes:
+    each is superseded by it, as in a cluster (the same conflict rule and similarity), but the
+    newer one was never in a cluster, so an old value used to stay beside its new one until the
+    threshold made both candidates. Hand-written or edited memories take no part."""
+    from mdmem.distill.dedupe import conflicts
+    from mdmem.distill.rules import content_words
+
+    picked_ids = {e.id for e in picked}
+    seen: dict[str, int] = {}
+    for e in memories:
+        seen[e.id] = seen.get(e.id, 0) + 1
+    others = [
+        e for e in memories if e.id not in picked_ids and seen[e.id] == 1 and not edited_by_hand(e)
+    ]
+    if not others:
+        return []
+    by_word: dict[tuple[str, str, str], list[Entry]] = {}
+    for e in others:
+        for word in content_words(e.text):
+            by_word.setdefault((e.path, e.type, word), []).append(e)
+    pairs: list[tuple[Entry, Entry]] = []
+    for old in picked:
+        if edited_by_hand(old):
+            continue
+        near = {
+            id(e): e
+            for word in content_words(old.text)
+            for e in by_word.get((old.path, old.type, word), ())
+        }
+        newer = [e for e in near.values() if _age_key(e) > _age_key(old)]
+        changes = [e for e in newer if conflicts(e.text, old.text)]
+        if changes:
+            pairs.append((old, max(changes, key=_age_key)))  # the newest change wins
+    if not pairs:
+        return []
+    vectors = _unit(embed([t for old, new in pairs for t in (old.text, new.text)]))
+    out = []
+    for n, (old, new) in enumerate(pairs):
+        if float(vectors[2 * n] @ vectors[2 * n + 1]) < similarity:
+            continue
+        why = f"{new.id}, newer and no candidate, changes it"
+        out.append(
+            Cluster(
+                old.path,
+                old.type,
+                (old.id, new.id),
+                "superseded",
+                why,
+                superseded=((old.id, new.id),),
+            )
+        )
+    return out
+
+
+def _age_key(entry: Entry) -> tuple[str, int]:
+    return (entry.created or "", entry.start_line)
 
 
 def _checked(
