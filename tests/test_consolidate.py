@@ -215,6 +215,20 @@ def test_restore_brings_the_originals_back_and_archives_the_merge(mem: Workspace
         mem.restore_archived(ids[0])
 
 
+def test_restore_brings_the_originals_back_when_a_person_deleted_the_merge(
+    mem: Workspace,
+) -> None:
+    ids = _aged(mem, DEPLOY)
+    mem.consolidate(offline=True)
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    path = mem.root / "memory.md"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ln for ln in lines if f"id={merged.id} " not in ln), encoding="utf-8")
+    report = mem.restore_archived(merged.id)  # was: "no entry with id ..."
+    assert set(report.restored) == set(ids) and report.archived == ()
+    assert set(_active(mem)) == set(ids)
+
+
 def test_restore_with_a_hand_edited_archive(mem: Workspace) -> None:
     """A person deleted one archived original and edited another: the rest comes back, the
     missing one is reported, nothing crashes."""
