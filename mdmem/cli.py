@@ -1515,9 +1515,16 @@ def related(
 ) -> None:
     """Relations from and to a memory: supports, contradicts, refines (written in the
     metadata of the memory that declares them)."""
+    from mdmem.errors import EntryNotFoundError
+
     ws = _open(ctx)
-    ws.get(entry_id)  # an unknown id is an error, not an empty list
     found = ws.related(entry_id)
+    try:
+        ws.get(entry_id)  # an unknown id is an error, not an empty list ...
+    except EntryNotFoundError:
+        if not found:
+            raise
+        _warn(f"{entry_id} is in no file; memories name it:")  # ... unless memories name it
     if as_json:
         _print_json([r.to_dict() for r in found])
         return
