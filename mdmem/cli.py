@@ -1456,13 +1456,14 @@ def _print_consolidation(report: Any) -> None:
     from rich.table import Table
 
     table = Table(title="Consolidation", title_justify="left")
-    for column in ("clusters", "kept", "merged", "refused", "memories", "tokens"):
+    for column in ("clusters", "kept", "merged", "refused", "superseded", "memories", "tokens"):
         table.add_column(column, justify="right")
     table.add_row(
         str(len(report.clusters)),
         str(report.count("kept")),
         f"{report.count('merged')} ({report.merged} → {report.written})",
         str(report.count("refused")),
+        str(report.superseded),
         f"{report.memories} → {report.entries_after}",
         f"{report.tokens_before:,} → {report.tokens_after:,}",
     )

@@ -106,3 +106,5 @@ def test_a_dry_run_with_nothing_to_do_ends_its_line(ws: Workspace) -> None:
         out = run("-w", str(ws.root), command, "--dry-run")
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("(no change)\n"), out.stdout
+        if command == "consolidate":
+            assert "superseded" in out.stderr  # the table's column
