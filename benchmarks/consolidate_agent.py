@@ -307,6 +307,9 @@ def main() -> None:
         "newest_stale_before": values(before, args.days - 1),
         "newest_stale_after": values(after, args.days - 1),
         "runs": len(reports),
+        "candidates_first_run": first.candidates,
+        "passed_over_first_run": dict(first.passed_over),
+        "superseded": sum(r.superseded for r in reports),
         "alone": len(before) - sum(len(c.members) for c in first.clusters),
         "small_clusters": sum(len(c.members) < smallest for c in first.clusters),
         "big_clusters": len(big),
@@ -349,6 +352,7 @@ def show(console: Console, r: dict) -> None:
     table.add_row(f"changed values: newest stated (of {changed})", f"{nb}", f"{na}")
     table.add_row(f"changed values: an old value stated (of {changed})", f"{sb}", f"{sa}")
     table.add_row("merges written / refused", "", f"{r['merged']} / {r['refused']}")
+    table.add_row("superseded by a newer value", "", f"{r['superseded']}")
     table.add_row("consolidation runs, time", "", f"{r['runs']}, {r['seconds']:.1f} s")
     console.print(table)
     right, total = r["skills_right_fix"]
@@ -361,7 +365,10 @@ def show(console: Console, r: dict) -> None:
     )
     console.print(
         f"{r['sessions']} sessions, {r['events']:,} events written and extracted in "
-        f"{r['writing_and_extraction_s']:.0f} s. First run: {r['alone']} memories with no "
+        f"{r['writing_and_extraction_s']:.0f} s. First run: {r['candidates_first_run']} of "
+        f"{r['entries_before']} memories candidates (not: "
+        + (", ".join(f"{n} {k}" for k, n in r["passed_over_first_run"].items()) or "none")
+        + f"), {r['alone']} memories with no "
         f"neighbour, {r['small_clusters']} clusters under min_cluster, {r['big_clusters']} "
         f"clusters holding {r['in_big_clusters']} memories; ceiling of one run "
         f"{r['ceiling_first_run'] / max(1, r['entries_before']):.1%}."
