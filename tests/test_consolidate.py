@@ -86,18 +86,18 @@ def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
     assert report.candidates == 0 and report.merged == 0
 
 
-def test_the_report_says_why_memories_are_no_candidates(ws: Workspace) -> None:
+def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
     """A first run used to say "0 of 6 memories were candidates" and nothing more: each memory
     passed over is counted under its reason."""
-    ids = _aged(ws, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
+    ids = _aged(mem, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
     for _ in range(5):
-        ws.index.bump_access([ids[0]])  # returned often
-    ws.index.bump_access([ids[3]])
-    path = ws.root / "memory.md"
+        mem.index.bump_access([ids[0]])  # returned often
+    mem.index.bump_access([ids[3]])
+    path = mem.root / "memory.md"
     text = path.read_text().replace("is in Lyon", "is in Lyon, France")  # edited by hand
     path.write_text(text + "- The printer is on floor 2\n", encoding="utf-8")  # no date
-    ws.remember("The CI runs on Python 3.12", type="fact")  # young
-    report = ws.consolidate(offline=True, dry_run=True)
+    mem.remember("The CI runs on Python 3.12", type="fact")  # young
+    report = mem.consolidate(offline=True, dry_run=True)
     assert dict(report.passed_over) == {
         "by_hand": 1,
         "often_used": 1,
