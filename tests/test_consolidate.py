@@ -184,6 +184,40 @@ def test_a_recent_memory_that_changes_an_old_one_supersedes_it(mem: Workspace) -
     assert mem.consolidate(offline=True).diff == ""  # settled
 
 
+def test_every_pair_that_conflicts_shares_a_lookup_key() -> None:
+    """Consolidation finds the newer memory that changes a candidate by key lookup (comparing
+    every pair is quadratic): a conflicting pair the keys miss would stay unresolved."""
+    from itertools import permutations
+
+    from mdmem.distill.dedupe import conflict_keys, conflicts
+
+    texts = [
+        "The staging database port is 5432",
+        "The staging database port is 6543",
+        "The staging database port is 6543, region ams",
+        "Retry failed webhooks 3 times",
+        "Retry failed webhooks 5 times",
+        "We use Celery for background jobs",
+        "We no longer use Celery for background jobs",
+        "The user's favourite editor is Vim",
+        "The user's favourite editor is Emacs",
+        "Jon is a dancer",
+        "Jon is tired",
+        "CI runs on Python 3.11",
+        "CI runs on Python 3.12",
+        "Deploys go to Fly.io in region ams",
+        "Deploys go to Fly.io in region fra",
+        "The invoice PDF uses WeasyPrint",
+        "The invoice PDF uses wkhtmltopdf",
+    ]
+    found = 0
+    for new, old in permutations(texts, 2):
+        if conflicts(new, old):
+            found += 1
+            assert conflict_keys(new) & conflict_keys(old), (new, old)
+    assert found >= 8  # the list holds real conflicts of each kind
+
+
 def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> None:
     (ws.root / "mdmem.toml").write_text(
         ws.root.joinpath("mdmem.toml").read_text()

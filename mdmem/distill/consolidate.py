@@ -575,8 +575,7 @@ def _changed_since(
     each is superseded by it, as in a cluster (the same conflict rule and similarity), but the
     newer one was never in a cluster, so an old value used to stay beside its new one until the
     threshold made both candidates. Hand-written or edited memories take no part."""
-    from mdmem.distill.dedupe import conflicts
-    from mdmem.distill.rules import content_words
+    from mdmem.distill.dedupe import conflict_keys, conflicts
 
     picked_ids = {e.id for e in picked}
     seen: dict[str, int] = {}
@@ -587,18 +586,18 @@ def _changed_since(
     ]
     if not others:
         return []
-    by_word: dict[tuple[str, str, str], list[Entry]] = {}
+    by_key: dict[tuple[str, str, object], list[Entry]] = {}
     for e in others:
-        for word in content_words(e.text):
-            by_word.setdefault((e.path, e.type, word), []).append(e)
+        for key in conflict_keys(e.text):
+            by_key.setdefault((e.path, e.type, key), []).append(e)
     pairs: list[tuple[Entry, Entry]] = []
     for old in picked:
         if edited_by_hand(old):
             continue
         near = {
             id(e): e
-            for word in content_words(old.text)
-            for e in by_word.get((old.path, old.type, word), ())
+            for key in conflict_keys(old.text)
+            for e in by_key.get((old.path, old.type, key), ())
         }
         newer = [e for e in near.values() if _age_key(e) > _age_key(old)]
         changes = [e for e in newer if conflicts(e.text, old.text)]
