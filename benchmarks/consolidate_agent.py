@@ -6,9 +6,10 @@ API (``ws.session``: request, events, end), then extracted offline (``ws.extract
 offline=True)``, as the LoCoMo benchmark extracts its conversations), in a full-mode workspace
 with the default embedding model and automatic promotion off (only extraction and
 consolidation act). Each memory is then dated by the simulated day of the session it came from
-(its ``source=``) and returned once (old, rarely used: a candidate), and
-``ws.consolidate(offline=True)`` runs with the default config, then again until a run merges
-nothing (at most 5 runs), as in ``benchmarks/consolidate.py``.
+(its ``source=``) and returned once (rarely used: a candidate once older than
+``consolidate.min_age_days``, 90 by default, so the memories first written in the last 90
+simulated days are none), and ``ws.consolidate(offline=True)`` runs with the default config,
+then again until a run merges nothing (at most 5 runs), as in ``benchmarks/consolidate.py``.
 
 Metrics:
   entries, tokens   active memories of memory.md and learnings.md, and their tokens
@@ -33,7 +34,7 @@ Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covere
 written below consolidate.fidelity_threshold.
 
 Usage:  nice -n 19 .venv/bin/python benchmarks/consolidate_agent.py [--seed N] [--days N]
-        [--json PATH]
+        [--min-age-days N] [--json PATH]
 Workspaces are written under .bench/consolidate_agent/.
 """
 
@@ -251,6 +252,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--days", type=int, default=DAYS, help="a shorter run (a smoke test)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--min-age-days",
+        type=int,
+        help="consolidate.min_age_days (default 90: the memories of the last 90 simulated days "
+        "are no candidates; 0 makes every memory one)",
+    )
     args = parser.parse_args()
     console = Console(width=130)
     sessions = generate(args.seed, args.days)
@@ -258,7 +265,10 @@ def main() -> None:
     root = WORK / f"seed-{args.seed}"
     shutil.rmtree(root, ignore_errors=True)
     Workspace.init(root, mode="full", agent="coder")
-    (root / "mdmem.toml").write_text(TOML)
+    extra = (
+        "" if args.min_age_days is None else f"[consolidate]\nmin_age_days = {args.min_age_days}\n"
+    )
+    (root / "mdmem.toml").write_text(TOML + extra)
     ws = Workspace(root, embedder=SentenceTransformerEmbedder())
     started = time.perf_counter()
     days = write_sessions(ws, sessions)
@@ -287,6 +297,7 @@ def main() -> None:
     cov_after = {t for t in evidence if survives(t, line_words(after))}
     result = {
         "seed": args.seed,
+        "min_age_days": ws.config.consolidate.min_age_days,
         "days": args.days,
         "sessions": len(sessions),
         "events": sum(len(s.events) for s in sessions),
@@ -307,6 +318,9 @@ def main() -> None:
         "newest_stale_before": values(before, args.days - 1),
         "newest_stale_after": values(after, args.days - 1),
         "runs": len(reports),
+        "candidates_first_run": first.candidates,
+        "passed_over_first_run": dict(first.passed_over),
+        "superseded": sum(r.superseded for r in reports),
         "alone": len(before) - sum(len(c.members) for c in first.clusters),
         "small_clusters": sum(len(c.members) < smallest for c in first.clusters),
         "big_clusters": len(big),
@@ -349,6 +363,7 @@ def show(console: Console, r: dict) -> None:
     table.add_row(f"changed values: newest stated (of {changed})", f"{nb}", f"{na}")
     table.add_row(f"changed values: an old value stated (of {changed})", f"{sb}", f"{sa}")
     table.add_row("merges written / refused", "", f"{r['merged']} / {r['refused']}")
+    table.add_row("superseded by a newer value", "", f"{r['superseded']}")
     table.add_row("consolidation runs, time", "", f"{r['runs']}, {r['seconds']:.1f} s")
     console.print(table)
     right, total = r["skills_right_fix"]
@@ -361,7 +376,10 @@ def show(console: Console, r: dict) -> None:
     )
     console.print(
         f"{r['sessions']} sessions, {r['events']:,} events written and extracted in "
-        f"{r['writing_and_extraction_s']:.0f} s. First run: {r['alone']} memories with no "
+        f"{r['writing_and_extraction_s']:.0f} s. First run: {r['candidates_first_run']} of "
+        f"{r['entries_before']} memories candidates (not: "
+        + (", ".join(f"{n} {k}" for k, n in r["passed_over_first_run"].items()) or "none")
+        + f"), {r['alone']} memories with no "
         f"neighbour, {r['small_clusters']} clusters under min_cluster, {r['big_clusters']} "
         f"clusters holding {r['in_big_clusters']} memories; ceiling of one run "
         f"{r['ceiling_first_run'] / max(1, r['entries_before']):.1%}."

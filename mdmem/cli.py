@@ -1440,7 +1440,7 @@ def consolidate(
     if as_json:
         _print_json(report.to_dict())
         return
-    typer.echo(report.diff or "(no change)", nl=False)
+    typer.echo(report.diff or "(no change)\n", nl=False)
     _print_consolidation(report)
     for suggestion in report.suggestions:
         typer.echo(f"suggestion: {suggestion}", err=True)
@@ -1456,13 +1456,14 @@ def _print_consolidation(report: Any) -> None:
     from rich.table import Table
 
     table = Table(title="Consolidation", title_justify="left")
-    for column in ("clusters", "kept", "merged", "refused", "memories", "tokens"):
+    for column in ("clusters", "kept", "merged", "refused", "superseded", "memories", "tokens"):
         table.add_column(column, justify="right")
     table.add_row(
         str(len(report.clusters)),
         str(report.count("kept")),
         f"{report.count('merged')} ({report.merged} → {report.written})",
         str(report.count("refused")),
+        str(report.superseded),
         f"{report.memories} → {report.entries_after}",
         f"{report.tokens_before:,} → {report.tokens_after:,}",
     )
@@ -1515,9 +1516,16 @@ def related(
 ) -> None:
     """Relations from and to a memory: supports, contradicts, refines (written in the
     metadata of the memory that declares them)."""
+    from mdmem.errors import EntryNotFoundError
+
     ws = _open(ctx)
-    ws.get(entry_id)  # an unknown id is an error, not an empty list
     found = ws.related(entry_id)
+    try:
+        ws.get(entry_id)  # an unknown id is an error, not an empty list ...
+    except EntryNotFoundError:
+        if not found:
+            raise
+        _warn(f"{entry_id} is in no file; memories name it:")  # ... unless memories name it
     if as_json:
         _print_json([r.to_dict() for r in found])
         return
@@ -1721,7 +1729,7 @@ def promote(ctx: typer.Context, dry_run: DryRunOpt = False, as_json: JsonOpt = F
         _print_json(report.to_dict())
         return
     if dry_run:
-        typer.echo(report.diff or "(no change)", nl=False)
+        typer.echo(report.diff or "(no change)\n", nl=False)
     _print_tiers(report.after or report.tiers)
     for problem in report.problems:
         _warn(problem)

@@ -774,10 +774,11 @@ class Workspace:
 
     def restore_archived(self, entry: str | Entry) -> RestoreReport:
         """Undo a consolidation: an archived original comes back alone; a merged memory's
-        originals all come back and the merged memory goes to the archive. Nothing is deleted."""
+        originals all come back and the merged memory goes to the archive (a merged memory a
+        person deleted still brings its originals back). Nothing is deleted."""
         from mdmem.memory.unarchive import restore
 
-        return restore(self.documents, self.files, self.store.expected(entry).id)
+        return restore(self.documents, self.files, entry if isinstance(entry, str) else entry.id)
 
     def relate(self, entry: str | Entry, other: str, kind: str) -> Entry:
         """Record that ``entry`` supports, contradicts or refines ``other`` (an id): written in

@@ -86,6 +86,31 @@ def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
     assert report.candidates == 0 and report.merged == 0
 
 
+def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
+    """A first run used to say "0 of 6 memories were candidates" and nothing more: each memory
+    passed over is counted under its reason."""
+    ids = _aged(mem, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
+    for _ in range(5):
+        mem.index.bump_access([ids[0]])  # returned often
+    mem.index.bump_access([ids[3]])
+    path = mem.root / "memory.md"
+    text = path.read_text().replace("is in Lyon", "is in Lyon, France")  # edited by hand
+    path.write_text(text + "- The printer is on floor 2\n", encoding="utf-8")  # no date
+    mem.remember("The CI runs on Python 3.12", type="fact")  # young
+    report = mem.consolidate(offline=True, dry_run=True)
+    assert dict(report.passed_over) == {
+        "by_hand": 1,
+        "often_used": 1,
+        "no_count": 2,
+        "young": 1,
+        "undated": 1,
+    }
+    summary = report.summary()
+    assert "2 with no access count (counted as recently used)" in summary
+    assert "1 younger than min_age_days" in summary and "1 returned often" in summary
+    assert report.to_dict()["passed_over"] == dict(report.passed_over)
+
+
 def test_often_returned_memories_are_kept(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY)
     mem.index.bump_access([ids[0]] * 1)
@@ -109,6 +134,18 @@ def test_hand_written_and_hand_edited_memories_are_only_suggested(mem: Workspace
     assert any(ids[1] in s for s in report.suggestions)
 
 
+def test_a_suggestion_names_a_few_ids_and_the_report_all() -> None:
+    """A cluster of 152 hand-written look-alikes used to print all 152 ids on one line."""
+    from mdmem.distill.consolidate import SUGGESTED_IDS, Cluster, _suggestion
+
+    ids = tuple(f"h-{n:010d}" for n in range(20))
+    cluster = Cluster("memory.md", "fact", ids, "kept", "", protected=ids)
+    line = _suggestion(cluster)
+    assert ids[SUGGESTED_IDS - 1] in line and ids[SUGGESTED_IDS] not in line
+    assert f"and {20 - SUGGESTED_IDS} more" in line
+    assert cluster.to_dict()["protected"] == list(ids)
+
+
 def test_threshold_makes_every_memory_a_candidate(mem: Workspace) -> None:
     (mem.root / "mdmem.toml").write_text(
         (mem.root / "mdmem.toml").read_text() + "\n[consolidate]\nthreshold = 3\n"
@@ -130,6 +167,55 @@ def test_a_newer_conflicting_memory_supersedes_the_older(mem: Workspace) -> None
     old = mem.get(ids[0])
     assert old.archived and old.meta["superseded_by"] == newer, report.clusters
     assert mem.get(newer).meta["supersedes"] == ids[0]
+
+
+def test_a_recent_memory_that_changes_an_old_one_supersedes_it(mem: Workspace) -> None:
+    """The newer value is no candidate (young): it was never clustered, so the old value stayed
+    active beside it, run after run."""
+    old, cache = _aged(mem, ["The staging database port is 5432", "The staging cache port is 6379"])
+    newer = mem.remember("The staging database port is 6543", type="fact").id
+    path = mem.root / "memory.md"
+    path.write_text(path.read_text() + "- The staging cache port is 6380\n", encoding="utf-8")
+    report = mem.consolidate(offline=True)
+    assert mem.get(old).archived and mem.get(old).meta["superseded_by"] == newer
+    assert mem.get(newer).meta["supersedes"] == old and not mem.get(newer).archived
+    assert report.superseded == 1 and "1 superseded by a newer value" in report.summary()
+    assert not mem.get(cache).archived  # a person's newer line changes nothing by itself
+    assert mem.consolidate(offline=True).diff == ""  # settled
+
+
+def test_every_pair_that_conflicts_shares_a_lookup_key() -> None:
+    """Consolidation finds the newer memory that changes a candidate by key lookup (comparing
+    every pair is quadratic): a conflicting pair the keys miss would stay unresolved."""
+    from itertools import permutations
+
+    from mdmem.distill.dedupe import conflict_keys, conflicts
+
+    texts = [
+        "The staging database port is 5432",
+        "The staging database port is 6543",
+        "The staging database port is 6543, region ams",
+        "Retry failed webhooks 3 times",
+        "Retry failed webhooks 5 times",
+        "We use Celery for background jobs",
+        "We no longer use Celery for background jobs",
+        "The user's favourite editor is Vim",
+        "The user's favourite editor is Emacs",
+        "Jon is a dancer",
+        "Jon is tired",
+        "CI runs on Python 3.11",
+        "CI runs on Python 3.12",
+        "Deploys go to Fly.io in region ams",
+        "Deploys go to Fly.io in region fra",
+        "The invoice PDF uses WeasyPrint",
+        "The invoice PDF uses wkhtmltopdf",
+    ]
+    found = 0
+    for new, old in permutations(texts, 2):
+        if conflicts(new, old):
+            found += 1
+            assert conflict_keys(new) & conflict_keys(old), (new, old)
+    assert found >= 8  # the list holds real conflicts of each kind
 
 
 def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> None:
@@ -161,6 +247,20 @@ def test_restore_brings_the_originals_back_and_archives_the_merge(mem: Workspace
     assert mem.consolidate(offline=True).merged == 0
     with pytest.raises(EditNotApplicable):
         mem.restore_archived(ids[0])
+
+
+def test_restore_brings_the_originals_back_when_a_person_deleted_the_merge(
+    mem: Workspace,
+) -> None:
+    ids = _aged(mem, DEPLOY)
+    mem.consolidate(offline=True)
+    merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
+    path = mem.root / "memory.md"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ln for ln in lines if f"id={merged.id} " not in ln), encoding="utf-8")
+    report = mem.restore_archived(merged.id)  # was: "no entry with id ..."
+    assert set(report.restored) == set(ids) and report.archived == ()
+    assert set(_active(mem)) == set(ids)
 
 
 def test_restore_with_a_hand_edited_archive(mem: Workspace) -> None:

@@ -92,3 +92,19 @@ def test_related_reports_a_missing_id_without_failing(ws: Workspace) -> None:
     assert (
         "(missing: in no file)" in out.stdout and "m-gone000000, which is in no file" in out.stderr
     )
+    named = run("-w", str(ws.root), "related", "m-gone000000")  # was: "no entry with id"
+    assert named.returncode == 0, named.stderr
+    assert "m-aaaaaaaaaa refines m-gone000000" in named.stdout and "in no file" in named.stderr
+    unknown = run("-w", str(ws.root), "related", "m-nowhere000")
+    assert unknown.returncode == 1 and "no entry with id" in unknown.stderr
+
+
+def test_a_dry_run_with_nothing_to_do_ends_its_line(ws: Workspace) -> None:
+    """A dry run with nothing to do printed "(no change)" with no newline, into the table."""
+    ws = _keyword_only(ws)
+    for command in ("consolidate", "promote"):
+        out = run("-w", str(ws.root), command, "--dry-run")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("(no change)\n"), out.stdout
+        if command == "consolidate":
+            assert "superseded" in out.stderr  # the table's column

@@ -136,6 +136,8 @@ class ConsolidateReport:
     diff: str = ""
     report_path: str | None = None
     fidelity_threshold: float = 0.5
+    passed_over: tuple[tuple[str, int], ...] = ()
+    """Why the other memories were no candidates: (reason, count), see :func:`passed_over`."""
     when: str = field(default_factory=lambda: dt.datetime.now().isoformat(timespec="seconds"))
 
     def count(self, outcome: str) -> int:
@@ -149,6 +151,11 @@ class ConsolidateReport:
     @property
     def written(self) -> int:
         return sum(len(c.written) for c in self.clusters)
+
+    @property
+    def superseded(self) -> int:
+        """Memories archived because a newer one changes them (``superseded_by=``)."""
+        return sum(len(c.superseded) for c in self.clusters if c.active)
 
     @property
     def refused(self) -> tuple[Merged, ...]:
@@ -166,11 +173,15 @@ class ConsolidateReport:
                 f"{len(self.archived)} of {self.memories} memories {verb} to the archive by "
                 f"importance; {self.entries_after} left"
             )
+        why = ", ".join(f"{n} {PASSED_OVER[reason]}" for reason, n in self.passed_over)
         return (
-            f"{self.candidates} of {self.memories} memories were candidates ({self.rule}); "
-            f"{len(self.clusters)} clusters: {self.count('merged')} merged "
+            f"{self.candidates} of {self.memories} memories were candidates ({self.rule})"
+            + (f" (not: {why})" if why else "")
+            + f"; {len(self.clusters)} clusters: {self.count('merged')} merged "
             f"({self.merged} originals into {self.written}), {self.count('refused')} refused, "
-            f"{self.count('kept')} kept; {self.memories} → {self.entries_after} memories, "
+            f"{self.count('kept')} kept"
+            + (f", {self.superseded} superseded by a newer value" if self.superseded else "")
+            + f"; {self.memories} → {self.entries_after} memories, "
             f"{self.tokens_before:,} → {self.tokens_after:,} tokens ({verb} as shown)"
         )
 
@@ -182,8 +193,10 @@ class ConsolidateReport:
         out["archived"] = list(self.archived)
         out["suggestions"] = list(self.suggestions)
         out["problems"] = list(self.problems)
+        out["passed_over"] = dict(self.passed_over)
         out["merged"] = self.merged
         out["written"] = self.written
+        out["superseded"] = self.superseded
         out["summary"] = self.summary()
         return out
 
@@ -220,7 +233,8 @@ class Consolidator:
         else:
             report = self._by_clusters(memories, picked, embed, writer, rule, offline, llm_kwargs)
         diff = writer.diff() if isinstance(writer, DryRunWriter) else _diff(before, self._texts())
-        report = replace(report, dry_run=dry_run, diff=diff)
+        skipped = passed_over(memories, counts, self.config, dt.date.today())
+        report = replace(report, dry_run=dry_run, diff=diff, passed_over=skipped)
         if not dry_run and report.engine != "none":
             report = replace(report, report_path=self._save(report))
         return report
@@ -238,9 +252,11 @@ class Consolidator:
         cfg = self.config.consolidate
         llm = self.config.llm
         use_llm = bool(llm.model) and not offline
+        found: list[Cluster] = _changed_since(picked, memories, embed, cfg.similarity)
+        gone = {old for c in found for old, _ in c.superseded}
+        picked = [e for e in picked if e.id not in gone]
         vectors = _unit(embed([e.text for e in picked])) if picked else np.zeros((0, 1))
         groups = clusters(picked, vectors, cfg.similarity)
-        found: list[Cluster] = []
         problems: list[str] = []
         cost = 0.0
         suggestions: list[str] = []
@@ -438,6 +454,51 @@ def candidates(
     return out
 
 
+PASSED_OVER = {
+    "by_hand": "written or edited by a person (suggested only)",
+    "often_used": "returned often",
+    "no_count": "with no access count (counted as recently used)",
+    "young": "younger than min_age_days",
+    "undated": "with no created date",
+    "restored": "restored",
+    "duplicate_id": "with an id that appears twice",
+}
+"""What :func:`passed_over` counts, as the summary says it."""
+
+
+def passed_over(
+    memories: list[Entry], counts: dict[str, int], config: Config, today: dt.date
+) -> tuple[tuple[str, int], ...]:
+    """Why each memory that is no candidate (or only a suggestion) is one: the first reason of
+    :data:`PASSED_OVER` that applies, counted. A first run on a fresh index otherwise reads as
+    "0 of 40 memories were candidates" with nothing to say why."""
+    cfg = config.consolidate
+    picked = {id(e) for e in candidates(memories, counts, config, today)}
+    seen: dict[str, int] = {}
+    for e in memories:
+        seen[e.id] = seen.get(e.id, 0) + 1
+    found: dict[str, int] = {}
+    for e in memories:
+        if id(e) in picked:
+            if not edited_by_hand(e):
+                continue
+            reason = "by_hand"
+        elif seen[e.id] > 1:
+            reason = "duplicate_id"
+        elif RESTORED in e.meta:
+            reason = "restored"
+        elif (count := counts.get(e.id)) is not None and count >= cfg.max_access:
+            reason = "often_used"
+        elif _age(e.created, today) is None:
+            reason = "undated"
+        elif (_age(e.created, today) or 0) < cfg.min_age_days:
+            reason = "young"
+        else:
+            reason = "no_count"
+        found[reason] = found.get(reason, 0) + 1
+    return tuple((r, found[r]) for r in PASSED_OVER if r in found)
+
+
 def clusters(entries: list[Entry], vectors: np.ndarray, similarity: float) -> list[list[Entry]]:
     """Groups of two or more memories of one file and type, pairs at cosine ≥ ``similarity``
     joined transitively (union-find), in file order."""
@@ -505,6 +566,66 @@ def _superseded(members: list[Entry]) -> tuple[tuple[str, str], ...]:
                 gone.add(old.id)
                 break
     return tuple(out)
+
+
+def _changed_since(
+    picked: list[Entry], memories: list[Entry], embed: Embed, similarity: float
+) -> list[Cluster]:
+    """Candidates that a newer memory which is no candidate (recent, or often returned) changes:
+    each is superseded by it, as in a cluster (the same conflict rule and similarity), but the
+    newer one was never in a cluster, so an old value used to stay beside its new one until the
+    threshold made both candidates. Hand-written or edited memories take no part."""
+    from mdmem.distill.dedupe import conflict_keys, conflicts
+
+    picked_ids = {e.id for e in picked}
+    seen: dict[str, int] = {}
+    for e in memories:
+        seen[e.id] = seen.get(e.id, 0) + 1
+    others = [
+        e for e in memories if e.id not in picked_ids and seen[e.id] == 1 and not edited_by_hand(e)
+    ]
+    if not others:
+        return []
+    by_key: dict[tuple[str, str, object], list[Entry]] = {}
+    for e in others:
+        for key in conflict_keys(e.text):
+            by_key.setdefault((e.path, e.type, key), []).append(e)
+    pairs: list[tuple[Entry, Entry]] = []
+    for old in picked:
+        if edited_by_hand(old):
+            continue
+        near = {
+            id(e): e
+            for key in conflict_keys(old.text)
+            for e in by_key.get((old.path, old.type, key), ())
+        }
+        newer = [e for e in near.values() if _age_key(e) > _age_key(old)]
+        changes = [e for e in newer if conflicts(e.text, old.text)]
+        if changes:
+            pairs.append((old, max(changes, key=_age_key)))  # the newest change wins
+    if not pairs:
+        return []
+    vectors = _unit(embed([t for old, new in pairs for t in (old.text, new.text)]))
+    out = []
+    for n, (old, new) in enumerate(pairs):
+        if float(vectors[2 * n] @ vectors[2 * n + 1]) < similarity:
+            continue
+        why = f"{new.id}, newer and no candidate, changes it"
+        out.append(
+            Cluster(
+                old.path,
+                old.type,
+                (old.id, new.id),
+                "superseded",
+                why,
+                superseded=((old.id, new.id),),
+            )
+        )
+    return out
+
+
+def _age_key(entry: Entry) -> tuple[str, int]:
+    return (entry.created or "", entry.start_line)
 
 
 def _checked(
@@ -680,8 +801,14 @@ def _after(
     return len(kept) + len(added), sum(count(e.text) for e in kept) + sum(count(t) for t in added)
 
 
+SUGGESTED_IDS = 8
+"""A suggestion names this many ids (the report's cluster lists them all)."""
+
+
 def _suggestion(cluster: Cluster) -> str:
-    names = ", ".join(cluster.protected)
+    names = ", ".join(cluster.protected[:SUGGESTED_IDS])
+    if len(cluster.protected) > SUGGESTED_IDS:
+        names += f" and {len(cluster.protected) - SUGGESTED_IDS} more"
     if len(cluster.protected) == len(cluster.members):
         return (
             f"{cluster.path}: {names} (written or edited by a person) look alike: merge them "

@@ -299,3 +299,19 @@ def conflicts(new: str, old: str) -> bool:
 
 CONFLICT_WORDS = 20
 """Longer memories are told, not stated: they are merged, never superseded by one another."""
+
+
+def conflict_keys(text: str) -> frozenset[tuple[str, frozenset[str]]]:
+    """Keys two texts :func:`conflicts` says change one another always share one of: the
+    subject of "<subject> is <value>" (two or more content words), the words but numbers, the
+    words but negations. Finds the pairs to check among thousands of memories by lookup, not
+    by comparing every pair."""
+    if len(text.split()) > CONFLICT_WORDS:
+        return frozenset()
+    keys: set[tuple[str, frozenset[str]]] = set()
+    match = _IS.match(text.strip())
+    if match and len(subject := content_words(match.group("subject"))) >= 2:
+        keys.add(("subject", subject))
+    keys.add(("words", frozenset(w for w in content_words(text) if not w[0].isdigit())))
+    keys.add(("plain", content_words(_NEGATION.sub(" ", text))))
+    return frozenset(keys)

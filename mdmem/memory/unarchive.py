@@ -48,9 +48,13 @@ def by_consolidation(entry: Entry) -> bool:
 
 def restore(documents: Documents, writer: Writer, entry_id: str) -> RestoreReport:
     """``entry_id`` names an original archived by consolidation (it comes back alone), or a
-    merged memory (all its archived originals come back and it is archived itself)."""
-    entry = documents.get(entry_id)
-    if by_consolidation(entry):
+    merged memory (all its archived originals come back and it is archived itself). A merged
+    memory a person deleted still names its originals: they come back."""
+    try:
+        entry = documents.get(entry_id)
+    except EntryNotFoundError:
+        entry = None
+    if entry is not None and by_consolidation(entry):
         _restore_in(writer, entry.path, [entry.id], None)
         return RestoreReport((entry.id,), (), ())
     originals = [
@@ -58,8 +62,14 @@ def restore(documents: Documents, writer: Writer, entry_id: str) -> RestoreRepor
         for rel in KNOWLEDGE_FILES
         if (documents.root / rel).exists()
         for e in documents.entries(rel, include_archived=True)
-        if e.archived and e.meta.get(CONSOLIDATED_INTO) == entry.id
+        if e.archived and e.meta.get(CONSOLIDATED_INTO) == entry_id
     ]
+    if entry is None:
+        if not originals:
+            documents.get(entry_id)  # raises EntryNotFoundError, naming the id
+        for rel in dict.fromkeys(e.path for e in originals):
+            _restore_in(writer, rel, [e.id for e in originals if e.path == rel], None)
+        return RestoreReport(tuple(e.id for e in originals), (), ())
     if entry.archived or not originals:
         raise EditNotApplicable(
             f"{entry.path}:{entry.start_line}: {entry.id} was not archived by consolidation and "
