@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -243,8 +244,9 @@ def test_compact_into_names_the_session_that_gets_the_summary(tmp_path: Path) ->
 
 def test_async_methods_never_block_the_event_loop(tmp_path: Path) -> None:
     """A ticker coroutine keeps ticking while each async method works: the work runs in a
-    worker thread. Each workload takes well over the largest gap allowed between ticks, so a
-    method that blocked the loop would leave one gap as long as itself."""
+    worker thread. Each workload grows until it takes over 0.3 s, well over the largest gap
+    allowed between ticks, so a method that blocked the loop would leave one gap as long as
+    itself (fixed sizes fell under what can be timed as the code got faster)."""
     ws = _keyword_workspace(tmp_path / "ws")
     notes = ws.root / "notes"
     notes.mkdir()
@@ -264,15 +266,16 @@ def test_async_methods_never_block_the_event_loop(tmp_path: Path) -> None:
             ]
         return out
 
-    calls = {
-        "asearch": lambda: ws.asearch("deploys", k=5),
-        "abuild_context": lambda: ws.abuild_context("invoices", budget_tokens=2000),
-        "acompact": lambda: ws.acompact(transcript(3000), offline=True, dry_run=True, flush=False),
-        "aextract": lambda: ws.aextract(transcript(150), offline=True, dry_run=True),
+    # each call with its work of size n (the next search's sync, or the transcript)
+    calls: dict[str, Callable[[int], Awaitable[object]]] = {
+        "asearch": lambda n: ws.asearch("deploys", k=5),
+        "abuild_context": lambda n: ws.abuild_context("invoices", budget_tokens=2000),
+        "acompact": lambda n: ws.acompact(transcript(n), offline=True, dry_run=True, flush=False),
+        "aextract": lambda n: ws.aextract(transcript(n // 10), offline=True, dry_run=True),
     }
     work = {
-        "asearch": lambda: write_notes("a", 200),
-        "abuild_context": lambda: write_notes("b", 100),
+        "asearch": lambda n: write_notes(f"a{n}-", n // 3),
+        "abuild_context": lambda n: write_notes(f"b{n}-", n // 6),
     }
 
     async def run() -> dict[str, tuple[float, float, int]]:
@@ -287,10 +290,15 @@ def test_async_methods_never_block_the_event_loop(tmp_path: Path) -> None:
         task = asyncio.create_task(ticker())
         seen = {}
         for name, call in calls.items():
-            work.get(name, lambda: None)()
-            start = time.monotonic()
-            await call()
-            end = time.monotonic()
+            n = 600
+            while True:  # as the code gets faster, the work grows until it can be timed
+                work.get(name, lambda n: None)(n)
+                start = time.monotonic()
+                await call(n)
+                end = time.monotonic()
+                if end - start > 0.3 or n >= 600 * 2**5:
+                    break
+                n *= 2
             inside = [t for t in ticks if start <= t <= end]
             marks = [start, *inside, end]
             gap = max(b - a for a, b in itertools.pairwise(marks))
