@@ -1506,9 +1506,7 @@ def restore_cmd(
 
 def _contradicted(ctx: typer.Context) -> dict[str, list[str]]:
     """Open contradictions across the workspace: id → the active memories contradicting it."""
-    from mdmem.memory.relations import contradicted
-
-    return contradicted(_open(ctx).all_documents().entries(include_archived=True))
+    return _open(ctx).contradicted()
 
 
 @app.command()
