@@ -245,7 +245,10 @@ def search(
         _log_to_stderr()
         ws = _open(ctx)
         data = ws.search(query, **params).to_dict()  # type: ignore[arg-type]
-    against = _contradicted(ctx) if explain and not as_json and data["hits"] else None
+    against = _contradicted(ctx) if explain and data["hits"] else None
+    if against is not None and as_json:  # the same "contradicted by" the text shows
+        for hit in data["hits"]:
+            hit["contradicted_by"] = against.get(hit["id"], [])
     print_results(data, query, explain=explain, as_json=as_json, against=against)
 
 
@@ -1503,9 +1506,7 @@ def restore_cmd(
 
 def _contradicted(ctx: typer.Context) -> dict[str, list[str]]:
     """Open contradictions across the workspace: id → the active memories contradicting it."""
-    from mdmem.memory.relations import contradicted
-
-    return contradicted(_open(ctx).all_documents().entries(include_archived=True))
+    return _open(ctx).contradicted()
 
 
 @app.command()

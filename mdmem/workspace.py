@@ -789,10 +789,37 @@ class Workspace:
 
     def related(self, entry_id: str) -> list[Relation]:
         """Relations from and to ``entry_id`` across the workspace; one whose other end is
-        nowhere has ``target_found=False``."""
+        nowhere has ``target_found=False``. From the index's relations table when it is in
+        step with the files, else read from the files."""
         from mdmem.memory.relations import involving
 
-        return involving(self.documents, entry_id)
+        indexed = self._indexed_relations(entry_id)
+        return indexed if indexed is not None else involving(self.documents, entry_id)
+
+    def contradicted(self) -> dict[str, list[str]]:
+        """Open contradictions: id → the active memories that contradict it (what
+        ``search --explain`` shows as "contradicted by m-…")."""
+        from mdmem.memory.relations import contradicted, open_contradictions
+
+        indexed = self._indexed_relations(kind="contradicts")
+        if indexed is not None:
+            return open_contradictions(indexed)
+        return contradicted(self.all_documents().entries(include_archived=True))
+
+    def _indexed_relations(
+        self, entry_id: str | None = None, kind: str | None = None
+    ) -> list[Relation] | None:
+        """The SQLite index's relations table, or None (another backend, an index that cannot
+        be opened, or one out of step with the files): the caller reads the files."""
+        from mdmem.errors import MdmemError
+
+        if self.config.index.backend != "sqlite":
+            return None
+        try:
+            lookup = getattr(self.index, "relations", None)
+            return None if lookup is None else lookup(entry_id, kind)
+        except (MdmemError, OSError):  # (the index says None for its own errors)
+            return None
 
     def stats(self) -> Stats:
         """Memories by type and file, average importance, tokens per tier, archived counts, the

@@ -108,3 +108,18 @@ def test_a_dry_run_with_nothing_to_do_ends_its_line(ws: Workspace) -> None:
         assert out.stdout.startswith("(no change)\n"), out.stdout
         if command == "consolidate":
             assert "superseded" in out.stderr  # the table's column
+
+
+def test_search_explain_json_names_open_contradictions(ws: Workspace) -> None:
+    """The JSON of `search --explain` carried no "contradicted by" (the text output did)."""
+    ws = _keyword_only(ws)
+    old = ws.remember("The staging port is 5432")
+    new = ws.remember("The staging port is 6543")
+    ws.relate(new, old.id, "contradicts")
+    out = run("-w", str(ws.root), "search", "staging port", "--explain", "--json", "--no-server")
+    assert out.returncode == 0, out.stderr
+    hits = {h["id"]: h for h in json.loads(out.stdout)["hits"]}
+    assert hits[old.id]["contradicted_by"] == [new.id]
+    assert hits[new.id]["contradicted_by"] == []
+    plain = json.loads(run("-w", str(ws.root), "search", "staging port", "--json").stdout)
+    assert all("contradicted_by" not in h for h in plain["hits"])  # only with --explain

@@ -61,3 +61,66 @@ def test_cycles_are_allowed(ws: Workspace) -> None:
     ws.relate(a, b.id, "refines")
     ws.relate(b, a.id, "refines")
     assert len(ws.related(a.id)) == 2 and len(ws.related(b.id)) == 2
+
+
+def _from_files(ws: Workspace, entry_id: str) -> list[tuple[str, str, str, bool]]:
+    from mdmem.memory.relations import involving
+
+    return sorted((r.source, r.kind, r.target, r.open) for r in involving(ws.documents, entry_id))
+
+
+def _indexed(ws: Workspace, entry_id: str) -> list[tuple[str, str, str, bool]] | None:
+    found = ws.index.relations(entry_id)  # type: ignore[attr-defined]
+    return None if found is None else sorted((r.source, r.kind, r.target, r.open) for r in found)
+
+
+def test_the_index_keeps_a_relations_table_in_step_with_the_files(ws: Workspace) -> None:
+    old = ws.remember("Backups run at 02:00")
+    new = ws.remember("Backups run at 02:00 and are kept 30 days")
+    ws.index.sync(embed=False)
+    assert _indexed(ws, old.id) == [] == _from_files(ws, old.id)
+    path = ws.root / "memory.md"
+    text = path.read_text()
+    path.write_text(text.replace(f"id={new.id}", f"id={new.id} refines={old.id}"))  # by hand
+    assert _indexed(ws, old.id) is None  # a file changed since the sync: not vouched for
+    ws.index.sync(embed=False)
+    assert _indexed(ws, old.id) == [(new.id, "refines", old.id, True)] == _from_files(ws, old.id)
+    assert [(r.source, r.kind) for r in ws.related(old.id)] == [(new.id, "refines")]
+    path.write_text(text)  # the relation removed again
+    ws.index.sync(embed=False)
+    assert _indexed(ws, old.id) == [] == _from_files(ws, old.id)
+
+
+def test_related_reads_the_table_when_fresh_and_a_deleted_index_rebuilds_it(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = ws.remember("The staging port is 5432")
+    new = ws.remember("The staging port is 6543")
+    ws.relate(new, old.id, "contradicts")
+    ws.index.sync(embed=False)
+    ws.index.close()
+    assert (ws.state_dir / "index.db").is_file()
+    for suffix in ("", "-wal", "-shm"):
+        (ws.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+    fresh = Workspace(ws.root)
+    fresh.index.sync(embed=False)  # rebuilt from the files, relations included
+    expected = [(new.id, "contradicts", old.id, True)]
+    assert _indexed(fresh, old.id) == expected
+    monkeypatch.setattr(fresh.documents, "all", lambda: pytest.fail("parsed the files"))
+    assert [(r.source, r.kind, r.target, r.open) for r in fresh.related(old.id)] == expected
+    assert fresh.contradicted() == {old.id: [new.id]}
+
+
+def test_an_index_of_schema_4_fills_its_relations_table_at_the_next_sync(ws: Workspace) -> None:
+    old = ws.remember("Deploys go to Heroku")
+    new = ws.remember("Deploys go to Fly.io")
+    ws.relate(new, old.id, "contradicts")
+    ws.index.sync(embed=False)
+    conn = ws.index.conn  # type: ignore[attr-defined]
+    conn.execute("DROP TABLE relations")  # as an index of schema 4 has it
+    conn.execute("PRAGMA user_version = 4")
+    ws.close()
+    again = Workspace(ws.root)
+    assert again.index.relations(old.id) is None  # type: ignore[attr-defined]
+    assert again.index.sync(embed=False).updated >= 1  # every file read once
+    assert _indexed(again, old.id) == [(new.id, "contradicts", old.id, True)]

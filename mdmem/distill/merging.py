@@ -116,9 +116,25 @@ def _assign(
     return [Proposal(p.text, p.importance, tuple(ids)) for p, ids in pairs]
 
 
+_ENDED = re.compile(r"(?:[!?…]|\.\.\.)[\"'”’)\]]*$|\.[\"'”’)\]]+$")
+"""A clause that ends its own sentence (``great!``, ``wait…``, ``"ship it."``): it keeps its
+mark and takes no ``;`` or ``.`` after it ("great!." read as a typo)."""
+
+
 def _join(texts: list[str]) -> str:
-    parts = [one_line(t).rstrip(" .;") for t in texts]
-    return "; ".join(p for p in parts if p) + "."
+    out = ""
+    for part in filter(None, (_clause(t) for t in texts)):
+        if out:
+            out += " " if _ENDED.search(out) else "; "
+        out += part
+    return out if _ENDED.search(out) else out + "."
+
+
+def _clause(text: str) -> str:
+    """One original as a clause: a plain final full stop goes (a ``;`` or the merge's own
+    ``.`` follows); ``!``, ``?``, ``…`` and ``...`` stay."""
+    part = one_line(text).rstrip(" ;")
+    return part if part.endswith("...") else part.rstrip(" .;")
 
 
 MERGE_PROMPT = """\

@@ -32,6 +32,7 @@ from mdmem.index.embed import Embedder
 from mdmem.markdown.parse import Problem, parse_document
 from mdmem.memory.files import read_markdown
 from mdmem.memory.own_writes import OwnWrites
+from mdmem.memory.relations import Relation, relations
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
 from mdmem.redact import Redactor
 
@@ -102,6 +103,8 @@ class ParsedFile:
     stat: FileStat
     digest: str
     chunks: list[Chunk]
+    relations: tuple[Relation, ...] = ()
+    """What its entries declare (``refines=m-…``), for a backend's relations table."""
 
 
 def freshness(root: Path, files: FilesConfig, known: Mapping[str, tuple[int, int]]) -> Freshness:
@@ -293,7 +296,8 @@ def read_batch(
             continue
         doc = parse_document(stat.path, text)
         report.problems.extend(doc.problems)
-        parsed.append(ParsedFile(stat, digest, chunk_document(doc, redactor)))
+        declared = tuple(relations(doc.entries))
+        parsed.append(ParsedFile(stat, digest, chunk_document(doc, redactor), declared))
     return touched, parsed
 
 

@@ -1,9 +1,10 @@
 """Relations between memories: ``supports``, ``contradicts``, ``refines``.
 
 They live in the source entry's metadata (``contradicts=m-a,m-b``), so a person sees them in
-the file, writes them by hand, and a diff shows them; they are read from the parsed files (no
-index table: the files are the truth and every backend reads them alike). A relation to an id
-that is nowhere is reported as missing, never an error; cycles are allowed.
+the file, writes them by hand, and a diff shows them. The files are the truth: the SQLite index
+copies them into a relations table at sync (the workspace reads it when it is in step with the
+files, else the files, as here). A relation to an id that is nowhere is reported as missing,
+never an error; cycles are allowed.
 """
 
 from __future__ import annotations
@@ -73,8 +74,13 @@ def involving(documents: Documents, entry_id: str) -> list[Relation]:
 
 def contradicted(entries: Iterable[Entry]) -> dict[str, list[str]]:
     """Open contradictions: target id → the active memories that contradict it."""
+    return open_contradictions(relations(entries))
+
+
+def open_contradictions(found: Iterable[Relation]) -> dict[str, list[str]]:
+    """:func:`contradicted` of relations already read (from the files or an index)."""
     out: dict[str, list[str]] = {}
-    for r in relations(entries):
+    for r in found:
         if r.kind == "contradicts" and r.open:
             out.setdefault(r.target, []).append(r.source)
     return out

@@ -18,7 +18,7 @@ import sqlite_utils
 from mdmem.errors import MdmemError
 from mdmem.layout import private_file
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 BM25_WEIGHTS = (1.0, 0.3, 0.6)
@@ -131,7 +131,23 @@ def _v4(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite_utils.Database) -> None:
+    """The relations the entries declare in their metadata (``refines=m-…``), one row each,
+    so ``related`` and the contradiction lookup need not parse every file. The files stay the
+    truth: forgetting the chunker version makes the next sync read every file once (as a
+    chunker change does; unchanged chunks and vectors are kept), which fills the table."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS relations (source TEXT NOT NULL, kind TEXT NOT NULL, "
+        "target TEXT NOT NULL, path TEXT NOT NULL, line INTEGER NOT NULL, "
+        "source_archived INTEGER NOT NULL)"
+    )
+    for column in ("source", "target", "path"):
+        db.execute(f"CREATE INDEX IF NOT EXISTS relations_{column} ON relations({column})")
+    db.execute("CREATE INDEX IF NOT EXISTS chunks_entry_id ON chunks(entry_id)")  # targets
+    db.execute("DELETE FROM meta WHERE key = 'chunker_version'")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
 
 

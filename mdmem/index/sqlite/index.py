@@ -42,6 +42,7 @@ from mdmem.index.sqlite.store import transaction
 from mdmem.index.sqlite.vector_store import CompactVectors, VectorChoice, Vectors, store_path
 from mdmem.index.sync import Freshness, Progress, SyncReport
 from mdmem.markdown.parse import Problem
+from mdmem.memory.relations import Relation
 from mdmem.memory.scan import FileStat
 from mdmem.redact import DEFAULT, Redactor
 
@@ -445,6 +446,7 @@ class SqliteIndex:
                 report.chunks_written += store.replace_chunks(
                     self.conn, item.stat.path, item.chunks
                 )
+                store.replace_relations(self.conn, item.stat.path, item.relations)
                 report.paths.append(item.stat.path)
                 store.put_file(self.conn, item.stat, item.digest, now)
             if parsed:
@@ -535,6 +537,27 @@ class SqliteIndex:
 
     def bump_access(self, keys: Sequence[str]) -> None:
         read.bump_access(self.conn, keys)
+
+    def relations(
+        self, entry_id: str | None = None, kind: str | None = None
+    ) -> list[Relation] | None:
+        """The relations the entries declare (from or to ``entry_id``, of ``kind``), read from
+        the relations table; None when the index cannot vouch for them (a file changed or was
+        removed since the last sync, or none has run with this schema): read the files."""
+
+        def lookup() -> list[Relation] | None:
+            with read.snapshot(self.conn):
+                if self.meta("chunker_version") != self.chunker_key:
+                    return None
+                fresh = self.freshness()
+                if fresh.changed or fresh.removed:
+                    return None
+                return read.relations(self.conn, entry_id, kind)
+
+        try:
+            return self.recover(lookup)
+        except sqlite3.Error:  # busy beyond the timeout, unreadable: the files answer
+            return None
 
     # ---- status and forgetting -------------------------------------------------------------
 

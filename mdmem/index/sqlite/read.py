@@ -13,6 +13,7 @@ import numpy as np
 from mdmem.index.backend import ChunkRow, Layout, Scored
 from mdmem.index.filters import Filters
 from mdmem.index.fts import fts_query
+from mdmem.memory.relations import Relation
 
 ROWS_PER_QUERY = 500
 """Bound parameters per ``IN (...)`` (SQLite's limit is 999 on old builds)."""
@@ -249,3 +250,19 @@ def counts(conn: sqlite3.Connection, model_id: str | None) -> tuple[int, int, in
             (model_id,),
         ).fetchone()[0]
     return files, chunks, embedded
+
+
+def relations(conn: sqlite3.Connection, entry_id: str | None, kind: str | None) -> list[Relation]:
+    """Rows of the relations table (all, or from or to ``entry_id``; of ``kind`` or any), each
+    with whether its target is a chunk's entry and archived, in file and line order."""
+    rows = conn.execute(
+        "SELECT r.source, r.kind, r.target, r.path, r.line, r.source_archived, "
+        "(SELECT min(c.archived) FROM chunks c WHERE c.entry_id = r.target) "
+        "FROM relations r WHERE (?1 IS NULL OR r.source = ?1 OR r.target = ?1) "
+        "AND (?2 IS NULL OR r.kind = ?2) ORDER BY r.path, r.line, r.rowid",
+        (entry_id, kind),
+    ).fetchall()
+    return [
+        Relation(source, k, target, path, line, bool(src_arch), found is not None, bool(found))
+        for source, k, target, path, line, src_arch, found in rows
+    ]

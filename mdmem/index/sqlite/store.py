@@ -12,6 +12,7 @@ import numpy as np
 
 from mdmem.index.chunks import Chunk, sha
 from mdmem.index.fts import segment
+from mdmem.memory.relations import Relation
 from mdmem.memory.scan import FileStat
 
 
@@ -176,7 +177,18 @@ def delete_path(conn: sqlite3.Connection, path: str) -> None:
         (path,),
     )
     conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+    conn.execute("DELETE FROM relations WHERE path = ?", (path,))
     conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+
+def replace_relations(conn: sqlite3.Connection, path: str, found: Sequence[Relation]) -> None:
+    """Swap the relations a file's entries declare (in the transaction of its chunks)."""
+    conn.execute("DELETE FROM relations WHERE path = ?", (path,))
+    conn.executemany(
+        "INSERT INTO relations(source, kind, target, path, line, source_archived) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(r.source, r.kind, r.target, path, r.line, int(r.source_archived)) for r in found],
+    )
 
 
 def missing_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, str]]:
