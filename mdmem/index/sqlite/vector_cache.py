@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mdmem.index.sqlite import read
+from mdmem.index.sqlite.blas import ONE_BLAS_THREAD
 
 RELOAD_SHARE = 0.25
 """Read everything at once when more than this share of the texts is new to the cache."""
@@ -111,7 +112,9 @@ class VectorCache:
         holds no vectors of that size."""
         if self.matrix.shape[1] != query.shape[0]:
             return None
-        return (self.matrix[: self.used] @ query)[self.order]
+        with ONE_BLAS_THREAD:
+            scores = self.matrix[: self.used] @ query
+        return scores[self.order]
 
     def layout_matrix(self) -> np.ndarray:
         """All vectors in layout order, zeros where a text has none (a copy)."""

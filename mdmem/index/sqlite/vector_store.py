@@ -44,6 +44,7 @@ import numpy as np
 from mdmem.index.backend import Layout, Scored
 from mdmem.index.filters import Filters
 from mdmem.index.sqlite import read
+from mdmem.index.sqlite.blas import ONE_BLAS_THREAD
 from mdmem.index.sqlite.vector_cache import Span, VectorCache
 
 if TYPE_CHECKING:
@@ -202,7 +203,9 @@ class CompactVectors:
         picked = np.unique(np.concatenate(positions))
         around = np.concatenate([picked, layout.prev[picked], layout.next[picked]])
         picked = np.unique(around[around >= 0])
-        return Scored(picked, self._vectors(self.order[picked]) @ query)
+        vectors = self._vectors(self.order[picked])
+        with ONE_BLAS_THREAD:
+            return Scored(picked, vectors @ query)
 
     def _nearest(self, query: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
         """Base rows: the best ``k`` alive and allowed ones."""
