@@ -193,3 +193,11 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
         again.update(ws.index.conn, ws.index._cache.texts)
     assert again.writes == 0  # the old file, whole, not rebuilt
     assert np.array_equal(again.layout_matrix(), before)
+    left = list(path.parent.glob(f"{path.name}.tmp-*"))
+    assert len(left) == 1  # what the dead writer left
+    path.unlink()  # rebuilt from SQLite: the next rewrite zeroes and removes what was left
+    rebuilt = CompactVectors(embedder.model_id, path)
+    with read.snapshot(ws.index.conn):
+        rebuilt.update(ws.index.conn, ws.index._cache.texts)
+    assert rebuilt.writes == 1
+    assert list(path.parent.glob(f"{path.name}.tmp-*")) == []

@@ -437,7 +437,13 @@ class CompactVectors:
     def _write(self, blocks: Iterable[tuple[np.ndarray, bytes]]) -> bool:
         """Codes as they come, then the texts, their order and the header, to a temporary
         file, fsync, rename: a writer killed midway leaves the old file (or none). False
-        when the folder cannot be written (the store then lives in memory)."""
+        when the folder cannot be written (the store then lives in memory). The temporary
+        files of writers killed midway are zeroed and removed first: one may hold a vector
+        forgotten since."""
+        for stale in _dead_writers_files(self.path):
+            with contextlib.suppress(OSError):
+                _scrub(stale)
+                stale.unlink()
         tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
         try:
             with open(tmp, "wb") as f:
@@ -534,6 +540,26 @@ def _codes_view(faiss: Any, base: Any, rows: int, code_size: int) -> np.ndarray:
     """The fp16 codes faiss holds, as a numpy array over its memory (no copy)."""
     flat = faiss.rev_swig_ptr(base.codes.data(), rows * code_size)
     return np.asarray(flat).reshape(rows, code_size)
+
+
+def _dead_writers_files(path: Path) -> list[Path]:
+    """``path``'s temporary files (``.tmp-<pid>``) whose writer no longer runs."""
+    found = []
+    for tmp in path.parent.glob(f"{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _running(int(pid)):
+            found.append(tmp)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _scrub(path: Path) -> None:
