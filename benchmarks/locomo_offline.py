@@ -145,9 +145,15 @@ class VectorSwap:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._index, name)
 
-    def vector_candidates(self, model_id: str, query: np.ndarray, *, filters=None):  # type: ignore[no-untyped-def]
+    def vector_scan(self, model_id: str, *, filters=None):  # type: ignore[no-untyped-def]
+        return self
+
+    def scan(self, query: np.ndarray) -> None:
         scores = (1 - self._mix) * (self._own @ query) + self._mix * (self._other @ query)
-        return Scored(None, scores.astype(np.float64))
+        self._scores = Scored(None, scores.astype(np.float64))
+
+    def scored(self, keyword: Scored | None) -> Scored:
+        return self._scores
 
 
 # ---- query side: scaffolding stripped by rule -------------------------------------------------

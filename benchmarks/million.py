@@ -22,8 +22,9 @@ model loaded first (its ~530 MB are in every RSS figure):
   runs with every term scored by FTS5 ("every term": no term scored last, see
   ``index/sqlite/keyword.py``), alternately, and "top 10 = every term's" is the share of that
   top 10 the shipped search returns;
-- keyword / vector part: ``keyword_candidates`` and ``vector_candidates`` alone (the two
-  retrievers; the rest of a hybrid search is fusion and reranking in ``search.py``);
+- keyword / vector part: ``keyword_candidates`` and ``vector_candidates`` alone, one after the
+  other (the two retrievers, which a hybrid search runs side by side on two threads; the rest
+  of a hybrid search is fusion and reranking in ``search.py``);
 - recall@10: the share of the float32 path's top 10 hits (hybrid) that the store also returns.
 """
 
@@ -36,8 +37,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -59,10 +62,12 @@ from speed import (
 
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
+from mdmem.index.backend import vector_candidates
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
 from mdmem.index.sqlite import keyword
 
+T = TypeVar("T")
 VARIANTS = {"store": 0, "float32": 10**12}
 """``index.compact_vectors_from`` of each variant."""
 
@@ -158,16 +163,21 @@ def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> d
             out.update({f"{name}_cpu": values for name, values in cpu.items()})
         parts: dict[str, list[float]] = {}
         limit = search_config.keyword_candidates
+
+        def part(name: str, run: Callable[[], T]) -> T:
+            wall, used = time.perf_counter(), time.process_time()
+            result = run()
+            parts.setdefault(name, []).append(time.perf_counter() - wall)
+            parts.setdefault(f"{name}_cpu", []).append(time.process_time() - used)
+            return result
+
         for query in queries:  # where a hybrid search's time goes: the two retrievers alone
             with index.reading():
-                for name, part in (
-                    ("keyword part", lambda q=query: index.keyword_candidates(q, limit)),
-                    ("vector part", lambda q=query: index.vector_candidates(model, vectors[q])),
-                ):
-                    wall, used = time.perf_counter(), time.process_time()
-                    part()
-                    parts.setdefault(name, []).append(time.perf_counter() - wall)
-                    parts.setdefault(f"{name}_cpu", []).append(time.process_time() - used)
+                found = part("keyword part", lambda q=query: index.keyword_candidates(q, limit))
+                part(
+                    "vector part",
+                    lambda q=query, f=found: vector_candidates(index, model, vectors[q], keyword=f),
+                )
         out.update(parts)
         out["top10"] = [ranked(q, "hybrid") for q in queries]
         saved = keyword.POSTINGS_BUDGET

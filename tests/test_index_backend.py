@@ -49,7 +49,7 @@ def test_each_index_has_every_protocol_method_with_its_signature(backend: str) -
     from mdmem.index.postgres.index import PostgresIndex
 
     members = _protocol_members()
-    assert {"sync", "keyword_candidates", "vector_candidates", "chunk_rows"} <= set(members)
+    assert {"sync", "keyword_candidates", "vector_scan", "chunk_rows"} <= set(members)
     for name in members:
         wanted = inspect.signature(getattr(IndexBackend, name))
         got = inspect.signature(

@@ -198,13 +198,17 @@ def test_search_ranks_the_same_from_candidates_as_from_every_chunk(
             found = keyword_candidates(q, 3)  # a few: context lifts the rest
             return Scored(None, found.dense(n)) if dense else found
 
-        def vector(model_id: str, vec: np.ndarray, *, filters: Filters | None = None) -> Scored:
-            if dense:
-                return Scored(None, Scored(few, cosines[few]).dense(n))
-            return Scored(few, cosines[few])
+        class Vector:
+            def scan(self, vec: np.ndarray) -> None:
+                pass
+
+            def scored(self, keyword: Scored | None) -> Scored:
+                if dense:
+                    return Scored(None, Scored(few, cosines[few]).dense(n))
+                return Scored(few, cosines[few])
 
         index.keyword_candidates = keyword  # type: ignore[method-assign]
-        index.vector_candidates = vector  # type: ignore[method-assign]
+        index.vector_scan = lambda model_id, *, filters=None: Vector()  # type: ignore[method-assign]
         hits = search(
             index,
             _Query(),  # type: ignore[arg-type]

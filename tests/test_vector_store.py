@@ -59,8 +59,10 @@ def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     for query in queries:
         q = embedder.embed([query])[0]
         truth = exact @ q
-        found = store.candidates(q, layout, ~layout.archived, nearest=10)
-        assert found is not None and found.positions is not None
+        rows = store.nearest(q, ~layout.archived, nearest=10)
+        assert rows is not None
+        found = store.candidates(q, rows, layout)
+        assert found.positions is not None
         scores = found.dense(len(truth))
         top = np.argsort(-truth)[:10]
         assert list(np.argsort(-scores)[:10]) == list(top)

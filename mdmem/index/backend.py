@@ -108,6 +108,36 @@ class Scored:
         return mask
 
 
+class VectorScan(Protocol):
+    """One vector search in two halves, so that its costly half can run on a second thread
+    while the keyword search runs on the connection's thread (torch, faiss, numpy and SQLite
+    release the GIL): :meth:`scan` touches no database connection; :meth:`scored` runs after
+    it, on the connection's thread, and may also score the keyword candidates exactly."""
+
+    def scan(self, query: np.ndarray) -> None:
+        """Compare ``query`` (a unit vector) with the stored vectors."""
+        ...
+
+    def scored(self, keyword: Scored | None) -> Scored | None:
+        """Cosine similarities of the candidates (every chunk, or the nearest and
+        ``keyword``'s); None when the index holds no vectors of the query's size."""
+        ...
+
+
+def vector_candidates(
+    index: IndexBackend,
+    model_id: str,
+    query: np.ndarray,
+    *,
+    filters: Filters | None = None,
+    keyword: Scored | None = None,
+) -> Scored | None:
+    """A whole vector search on this thread."""
+    scan = index.vector_scan(model_id, filters=filters)
+    scan.scan(query)
+    return scan.scored(keyword)
+
+
 @dataclass(frozen=True)
 class ChunkRow:
     """What ranking and a hit need of one stored chunk."""
@@ -231,12 +261,10 @@ class IndexBackend(Protocol):
         """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""
         ...
 
-    def vector_candidates(
-        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
-    ) -> Scored | None:
-        """Cosine similarity to ``query`` (a unit vector); None when the index holds no
-        vectors of ``model_id`` of its size. A backend that returns only the nearest chunks
-        takes them among those that pass ``filters``."""
+    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
+        """A search of ``model_id``'s vectors, prepared on this thread (the connection's).
+        A backend that returns only the nearest chunks takes them among those that pass
+        ``filters``."""
         ...
 
     def filtered(self, filters: Filters) -> np.ndarray:

@@ -26,6 +26,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -293,14 +294,7 @@ def search(
         if n == 0 or not query.strip():
             return []
         allowed = _allowed(index, layout, filters)
-        found: dict[str, Scored] = {}
-        if mode in ("hybrid", "keyword"):
-            found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
-        if mode in ("hybrid", "vector") and embedder is not None:
-            query_vector = embedder.embed([query])[0]
-            vectors = index.vector_candidates(embedder.model_id, query_vector, filters=filters)
-            if vectors is not None:
-                found["vector"] = vectors
+        found = _retrieve(index, embedder, query, mode, config, filters)
         positions = _rows(layout, list(found.values()), config)
         if not positions.size:
             return []
@@ -347,6 +341,41 @@ def search(
         keys = {(r.path, r.start_line, r.end_line): _access_key(r) for r in rows.values()}
         index.bump_access([keys[(h.path, h.start_line, h.end_line)] for h in hits])
     return hits
+
+
+def _retrieve(
+    index: IndexBackend,
+    embedder: Embedder | None,
+    query: str,
+    mode: str,
+    config: SearchConfig,
+    filters: Filters,
+) -> dict[str, Scored]:
+    """Each retriever's candidates. In hybrid mode the query's embedding and the vector
+    scan run on a second thread while the keyword search runs on this one, which holds the
+    index's connection: on two cores a search waits for the slower of the two, not both."""
+    found: dict[str, Scored] = {}
+    if mode == "vector" and embedder is None:
+        return found
+    if mode == "keyword" or embedder is None:
+        found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
+        return found
+    scan = index.vector_scan(embedder.model_id, filters=filters)
+
+    def vector_half() -> None:
+        scan.scan(embedder.embed([query])[0])
+
+    if mode == "hybrid":
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdmem-vector") as worker:
+            pending = worker.submit(vector_half)
+            found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
+            pending.result()
+    else:
+        vector_half()
+    vectors = scan.scored(found.get("keyword"))
+    if vectors is not None:
+        found["vector"] = vectors
+    return found
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from mdmem.index.backend import ChunkRow, Layout, Scored
+from mdmem.index.backend import ChunkRow, Layout, Scored, VectorScan
 from mdmem.index.filters import Filters
 from mdmem.index.postgres import db, read, store
 
@@ -94,18 +94,19 @@ class View:
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         return read.keyword(self.conn, self.layout(), query, limit)
 
-    def vector_candidates(
-        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
-    ) -> Scored | None:
-        """The nearest chunks by HNSW (``index.candidates`` of them) that pass ``filters``."""
+    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
+        """The nearest chunks by HNSW (``index.candidates`` of them) that pass ``filters``:
+        the server does the work, all of it in ``scored``, on the connection's thread."""
+        return _ServerScan(self, model_id, filters or Filters())
+
+    def nearest(self, model_id: str, query: np.ndarray, filters: Filters) -> Scored | None:
+        """None when the index holds no vectors of ``model_id`` of the query's size."""
         dim = int(query.shape[0])
         table = db.vector_table(self.conn, model_id, dim)
         if table is None:
             self._check_model(model_id, dim)
             return None
-        return read.nearest(
-            self.conn, self.layout(), table, query, self.candidates, filters or Filters()
-        )
+        return read.nearest(self.conn, self.layout(), table, query, self.candidates, filters)
 
     def _check_model(self, model_id: str, dim: int) -> None:
         """A reader whose model does not match the vectors the index holds: say so."""
@@ -134,3 +135,21 @@ class View:
 
     def bump_access(self, keys: Sequence[str]) -> None:
         read.bump_access(self.conn, keys)
+
+
+class _ServerScan:
+    """A :class:`~mdmem.index.backend.VectorScan` answered by the server's HNSW index."""
+
+    def __init__(self, view: View, model_id: str, filters: Filters) -> None:
+        self._view = view
+        self._model_id = model_id
+        self._filters = filters
+        self._query: np.ndarray | None = None
+
+    def scan(self, query: np.ndarray) -> None:
+        self._query = query
+
+    def scored(self, keyword: Scored | None) -> Scored | None:
+        if self._query is None:
+            return None
+        return self._view.nearest(self._model_id, self._query, self._filters)

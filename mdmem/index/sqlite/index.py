@@ -21,7 +21,7 @@ import numpy as np
 
 from mdmem.config import FilesConfig
 from mdmem.index import sync as neutral
-from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored
+from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored, VectorScan
 from mdmem.index.chunks import CHUNKER_VERSION, sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
@@ -39,7 +39,14 @@ from mdmem.index.sqlite.db import (
 from mdmem.index.sqlite.keyword import TermCounts, keyword
 from mdmem.index.sqlite.layout_cache import LayoutCache
 from mdmem.index.sqlite.store import transaction
-from mdmem.index.sqlite.vector_store import CompactVectors, VectorChoice, Vectors, store_path
+from mdmem.index.sqlite.vector_cache import ExactScan
+from mdmem.index.sqlite.vector_store import (
+    CompactScan,
+    CompactVectors,
+    VectorChoice,
+    Vectors,
+    store_path,
+)
 from mdmem.index.sync import Freshness, Progress, SyncReport
 from mdmem.markdown.parse import Problem
 from mdmem.memory.relations import Relation
@@ -84,9 +91,6 @@ class SqliteIndex:
         self._read_only = False
         self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
         self._cache = LayoutCache(self._vector_choice)
-        self._keyword_seen: tuple[int, int, np.ndarray] | None = None
-        """(thread, generation, positions) of the last keyword candidates: the compact store
-        scores them exactly for the vector side of the same search."""
         """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
         self._terms = TermCounts()
         self._lock = threading.RLock()
@@ -500,15 +504,9 @@ class SqliteIndex:
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         """The most common words of a long query are left out (see :mod:`.keyword`)."""
-        layout = self.layout()
-        found = keyword(self.conn, layout, query, limit, self._terms, self.generation())
-        if found.positions is not None:
-            self._keyword_seen = (threading.get_ident(), self.generation(), found.positions)
-        return found
+        return keyword(self.conn, self.layout(), query, limit, self._terms, self.generation())
 
-    def vector_candidates(
-        self, model_id: str, query: np.ndarray, *, filters: Filters | None = None
-    ) -> Scored | None:
+    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
         ``filters`` to all of them. Above ``compact_vectors_from`` chunks: faiss's nearest
         among those ``filters`` allow, and exact scores for this search's keyword candidates
@@ -516,15 +514,10 @@ class SqliteIndex:
         cache = self.vector_cache(model_id)
         if isinstance(cache, CompactVectors):
             layout = self.layout()
-            seen, self._keyword_seen = self._keyword_seen, None
-            also = None
-            if seen is not None and seen[:2] == (threading.get_ident(), self.generation()):
-                also = seen[2]
             filters = filters or Filters()
             mask = vector_store.allowed(layout, filters, lambda: self.filtered(filters))
-            return cache.candidates(query, layout, mask, also)
-        scores = cache.scores(query)
-        return None if scores is None else Scored(None, scores)
+            return CompactScan(cache, layout, mask)
+        return ExactScan(cache)
 
     def filtered(self, filters: Filters) -> np.ndarray:
         return read.filtered(self.conn, self.layout(), filters)

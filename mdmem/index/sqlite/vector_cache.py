@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdmem.index.backend import Scored
 from mdmem.index.sqlite import read
 from mdmem.index.sqlite.blas import ONE_BLAS_THREAD
 
@@ -188,3 +189,18 @@ class VectorCache:
         self.matrix, self.used, self.free = matrix, len(hashes) + 1, []
         self.slot_of = dict(zip(hashes, range(1, len(hashes) + 1), strict=True))
         self.order = remap[self.order]
+
+
+class ExactScan:
+    """A :class:`~mdmem.index.backend.VectorScan` of the float32 matrix: every position's
+    cosine, all computed in :meth:`scan`."""
+
+    def __init__(self, cache: VectorCache) -> None:
+        self._cache = cache
+        self._scores: np.ndarray | None = None
+
+    def scan(self, query: np.ndarray) -> None:
+        self._scores = self._cache.scores(query)
+
+    def scored(self, keyword: Scored | None) -> Scored | None:
+        return None if self._scores is None else Scored(None, self._scores)

@@ -67,14 +67,19 @@ def store_path(db_path: Path) -> Path:
 
 
 def load_faiss() -> Any:
-    """faiss, imported on first use only (``mdmem --help`` never pays for it), on one thread:
-    with the model loaded in the same process, its two OpenMP threads made a search's vector
-    part take 2.4 times the CPU and 2.2 times the wall time at 100k chunks (43.8 against 18.1
-    ms of CPU), and 1.6 times at 1M (README, "Speed and memory")."""
+    """faiss, imported on first use only (``mdmem --help`` never pays for it)."""
     import faiss
 
-    faiss.omp_set_num_threads(1)
     return faiss
+
+
+def one_faiss_thread(faiss: Any) -> None:
+    """faiss on one thread, set by each thread that searches (OpenMP keeps the setting per
+    thread, and a search scans on a thread of its own): with the model loaded in the same
+    process, its two OpenMP threads made a search's vector part take 2.4 times the CPU and
+    2.2 times the wall time at 100k chunks (43.8 against 18.1 ms of CPU), and 1.6 times at
+    1M (README, "Speed and memory")."""
+    faiss.omp_set_num_threads(1)
 
 
 class StoreError(Exception):
@@ -179,20 +184,24 @@ class CompactVectors:
 
     # ---- searching -------------------------------------------------------------------------
 
+    def nearest(
+        self, query: np.ndarray, allowed: np.ndarray | None, nearest: int = NEAREST
+    ) -> np.ndarray | None:
+        """The ``nearest`` allowed base rows to ``query`` by faiss (the costly half of a
+        search: it touches no connection); None when the query is not of the store's size."""
+        if not self.dim or query.shape[0] != self.dim:
+            return None
+        return self._nearest(np.ascontiguousarray(query, dtype=np.float32), allowed, nearest)
+
     def candidates(
         self,
         query: np.ndarray,
+        found: np.ndarray,
         layout: Layout,
-        allowed: np.ndarray | None,
         also: np.ndarray | None = None,
-        nearest: int = NEAREST,
-    ) -> Scored | None:
-        """The ``nearest`` allowed base rows by faiss, every delta text, and ``also`` (keyword
+    ) -> Scored:
+        """The positions of the ``found`` base rows, every delta text, and ``also`` (keyword
         candidates), with the neighbours of all of them: positions and their cosines."""
-        if not self.dim or query.shape[0] != self.dim:
-            return None
-        query = np.ascontiguousarray(query, dtype=np.float32)
-        found = self._nearest(query, allowed, nearest)
         first, many, shared, in_delta = self._positions()
         positions = [first[found], in_delta]
         held = found[many[found]]
@@ -205,7 +214,7 @@ class CompactVectors:
         picked = np.unique(around[around >= 0])
         vectors = self._vectors(self.order[picked])
         with ONE_BLAS_THREAD:
-            return Scored(picked, vectors @ query)
+            return Scored(picked, vectors @ np.asarray(query, dtype=np.float32))
 
     def _nearest(self, query: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
         """Base rows: the best ``k`` alive and allowed ones."""
@@ -223,6 +232,7 @@ class CompactVectors:
             bits = np.packbits(ok, bitorder="little")
             selector = self.faiss.IDSelectorBitmap(nb, self.faiss.swig_ptr(bits))
             params = self.faiss.SearchParameters(sel=selector)
+        one_faiss_thread(self.faiss)
         _, rows = self.base.search(query[None, :], min(k, max(nb, 1)), params=params)
         rows = rows[0]
         return rows[rows >= 0]
@@ -247,6 +257,7 @@ class CompactVectors:
         filling a zeroed matrix through a mask cost more than the decoding)."""
         nb = self.rows
         in_base = slots < nb
+        one_faiss_thread(self.faiss)
         if self.base is not None and len(slots) and in_base.all():
             codes = _codes_view(self.faiss, self.base, nb, self._code_size())
             return self.base.sa_decode(np.take(codes, slots, axis=0))
@@ -612,6 +623,29 @@ def _has_faiss() -> bool:
     except ImportError:
         return False
     return True
+
+
+class CompactScan:
+    """A :class:`~mdmem.index.backend.VectorScan` of the store: faiss's nearest in
+    :meth:`scan`; in :meth:`scored` the exact cosines of those, of the keyword candidates and
+    of their neighbours."""
+
+    def __init__(self, store: CompactVectors, layout: Layout, allowed: np.ndarray) -> None:
+        self._store = store
+        self._layout = layout
+        self._allowed = allowed
+        self._query: np.ndarray | None = None
+        self._found: np.ndarray | None = None
+
+    def scan(self, query: np.ndarray) -> None:
+        self._query = query
+        self._found = self._store.nearest(query, self._allowed)
+
+    def scored(self, keyword: Scored | None) -> Scored | None:
+        if self._query is None or self._found is None:
+            return None
+        also = None if keyword is None else keyword.positions
+        return self._store.candidates(self._query, self._found, self._layout, also)
 
 
 def allowed(layout: Layout, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:

@@ -1,0 +1,156 @@
+"""A hybrid search runs its two retrievers side by side (issue 15): the query's embedding
+and the vector scan on a second thread, the keyword search on the caller's, which holds the
+index's connection. These tests make the keyword search wait for the vector half, so a search
+that ran them one after the other would never finish."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mdmem import Workspace
+from mdmem.config import IndexConfig, load_config
+from mdmem.index.backend import Scored
+from mdmem.index.filters import Filters
+from mdmem.index.search import search
+
+WAIT_S = 20.0
+
+
+def _workspace(root: Path, embedder: Any, compact: bool) -> Workspace:
+    root.mkdir()
+    (root / "notes.md").write_text(
+        "# Ops\n\n"
+        + "".join(
+            f"## Service {n}\n\nService {n} deploys to region eu-{n} every {n} days.\n\n"
+            for n in range(30)
+        )
+        + "## Staging\n\nStaging runs on Fly.io with port 6543.\n"
+    )
+    config = load_config(root)
+    if compact:  # the faiss store from the first chunk on
+        config = dataclasses.replace(config, index=IndexConfig(compact_vectors_from=0))
+    ws = Workspace(root, config, embedder=embedder)
+    ws.sync()
+    return ws
+
+
+class _Gate:
+    """Wraps the index: the keyword search waits until the vector scan has started."""
+
+    def __init__(self, index: Any, fail_scan: bool = False) -> None:
+        self.index = index
+        self.fail_scan = fail_scan
+        self.started = threading.Event()
+        self.scan_thread: int | None = None
+        self.keyword_found: Scored | None = None
+        self.scored_with: Scored | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        assert self.started.wait(WAIT_S), "the vector half did not start beside the keyword search"
+        self.keyword_found = self.index.keyword_candidates(query, limit)
+        return self.keyword_found
+
+    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> Any:
+        real = self.index.vector_scan(model_id, filters=filters)
+        gate = self
+
+        class Scan:
+            def scan(self, query: np.ndarray) -> None:
+                gate.scan_thread = threading.get_ident()
+                gate.started.set()
+                if gate.fail_scan:
+                    raise RuntimeError("scan failed")
+                real.scan(query)
+
+            def scored(self, keyword: Scored | None) -> Scored | None:
+                gate.scored_with = keyword
+                return real.scored(keyword)
+
+        return Scan()
+
+
+def _search(index: Any, ws: Workspace, query: str) -> list[tuple[str, int, float, str]]:
+    hits = search(
+        index,
+        ws.embedder(),
+        query,
+        k=5,
+        mode="hybrid",
+        config=ws.config.search,
+        filters=Filters(),
+        track_access=False,
+    )
+    return [(h.path, h.start_line, round(h.score, 9), h.text) for h in hits]
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["float32", "store"])
+def test_the_vector_half_runs_beside_the_keyword_search(
+    tmp_path: Path, embedder: Any, compact: bool
+) -> None:
+    ws = _workspace(tmp_path / "ws", embedder, compact)
+    try:
+        query = "which port does staging use"
+        plain = _search(ws.index, ws, query)
+        gate = _Gate(ws.index)
+        gated = _search(gate, ws, query)
+    finally:
+        ws.close()
+    assert gated == plain
+    assert "port 6543" in plain[0][3]
+    assert gate.scan_thread is not None and gate.scan_thread != threading.get_ident()
+    # the vector half also scores exactly this search's own keyword candidates
+    assert gate.scored_with is gate.keyword_found
+
+
+def test_an_error_of_either_half_reaches_the_caller_and_leaves_no_thread(
+    tmp_path: Path, embedder: Any
+) -> None:
+    ws = _workspace(tmp_path / "ws", embedder, compact=False)
+    try:
+        with pytest.raises(RuntimeError, match="scan failed"):
+            _search(_Gate(ws.index, fail_scan=True), ws, "staging port")
+
+        class KeywordFails(_Gate):
+            def keyword_candidates(self, query: str, limit: int) -> Scored:
+                raise OSError("disk gone")
+
+        with pytest.raises(OSError, match="disk gone"):
+            _search(KeywordFails(ws.index), ws, "staging port")
+        assert not [t for t in threading.enumerate() if t.name.startswith("mdmem-vector")]
+        assert _search(ws.index, ws, "staging port")  # and the index still searches
+    finally:
+        ws.close()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenMP has one thread anyway")
+def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, embedder: Any) -> None:
+    """OpenMP keeps its thread count per thread: the scan thread sets its own."""
+    ws = _workspace(tmp_path / "ws", embedder, compact=True)
+    try:
+        scan = ws.index.vector_scan(embedder.model_id)
+        query = embedder.embed(["staging port"])[0]
+        threads: list[int] = []
+
+        def run() -> None:
+            from mdmem.index.sqlite.vector_store import load_faiss
+
+            scan.scan(query)
+            threads.append(load_faiss().omp_get_max_threads())
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+        assert threads == [1]
+        assert scan.scored(None) is not None
+    finally:
+        ws.close()
