@@ -767,10 +767,22 @@ class Workspace:
             self.files,
             self.redactor,
             embed,
-            lambda keys: self.index.access_counts(keys),
+            self._access_counts,
             self.state_dir,
             token_counter(self.config.context.model or self.config.llm.model or None),
         ).run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+
+    def _access_counts(self, keys: Sequence[str]) -> dict[str, int]:
+        """The index's access counts of ``keys`` for consolidation: a key it has no row for
+        counts 0 once the index has counted for ``consolidate.min_age_days``, else it is left
+        out (recently used)."""
+        import datetime as dt
+
+        from mdmem.distill.consolidate import counted
+
+        days = self.config.consolidate.min_age_days
+        counts = self.index.access_counts(keys)
+        return counted(counts, keys, self.index.access_since(), dt.date.today(), days)
 
     def restore_archived(self, entry: str | Entry) -> RestoreReport:
         """Undo a consolidation: an archived original comes back alone; a merged memory's

@@ -251,3 +251,8 @@ class IndexBackend(Protocol):
     def bump_access(self, keys: Sequence[str]) -> None:
         """Count one more return of each key; best effort (a read-only index skips it)."""
         ...
+
+    def access_since(self) -> str | None:
+        """When this index began counting accesses (ISO time; None: it does not say). A key
+        with no count was not returned since then."""
+        ...

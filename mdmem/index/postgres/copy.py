@@ -27,7 +27,8 @@ from mdmem.index.postgres.index import PostgresIndex, origin
 from mdmem.redact import Redactor
 
 BATCH = 5000
-COPIED_META = ("chunker_version", "embed_model", "last_sync")
+COPIED_META = ("chunker_version", "embed_model", "last_sync", "access_since")
+"""(access_since: the access counts copied keep the history they were counted over.)"""
 CHUNK_SELECT = (
     "SELECT path, id, start_line, end_line, heading, text, embed_text, text_hash, kind, type, "
     "importance, created, entry_id, agent, session, archived, context FROM chunks "

@@ -9,6 +9,7 @@ registered: registration looks the type up on the search path. Vectors live in o
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -93,6 +94,7 @@ def connect(url: str, schema: str) -> psycopg.Connection[Any]:
         extension_schema = ensure_vector(conn, url)
         migrate(conn, schema)
         conn.execute(f"SET search_path = {ident(schema)}, {ident(extension_schema)}")
+        access_history(conn)
         register_vector(conn)
     except BaseException:
         conn.close()
@@ -236,11 +238,35 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
             )
         for step in MIGRATIONS[version:SCHEMA_VERSION]:
             step(conn)
+        start_access_history(conn)  # a new schema: its history starts with it
         conn.execute(
             "INSERT INTO meta(key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
         )
+
+
+ACCESS_SINCE = "access_since"
+"""Meta key: when this index began counting accesses (as the SQLite index's)."""
+
+
+def start_access_history(conn: psycopg.Connection[Any]) -> None:
+    """Record when the index began counting accesses, unless it already says."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+        (ACCESS_SINCE, dt.datetime.now().isoformat(timespec="seconds")),
+    )
+
+
+def access_history(conn: psycopg.Connection[Any]) -> None:
+    """A schema made before :data:`ACCESS_SINCE` existed gets it at its first connection (its
+    history starts then); best effort: a user who may not write leaves it unset."""
+    import psycopg
+
+    if conn.execute("SELECT 1 FROM meta WHERE key = %s", (ACCESS_SINCE,)).fetchone():
+        return
+    with contextlib.suppress(psycopg.Error), conn.transaction():
+        start_access_history(conn)
 
 
 def schema_version(conn: psycopg.Connection[Any], schema: str) -> int:

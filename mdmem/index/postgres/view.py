@@ -134,3 +134,6 @@ class View:
 
     def bump_access(self, keys: Sequence[str]) -> None:
         read.bump_access(self.conn, keys)
+
+    def access_since(self) -> str | None:
+        return self.meta(db.ACCESS_SINCE)

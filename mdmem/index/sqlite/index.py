@@ -27,6 +27,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
 from mdmem.index.sqlite import read, store, vector_store
 from mdmem.index.sqlite.db import (
+    ACCESS_SINCE,
     connect,
     damaged,
     healthy,
@@ -537,6 +538,9 @@ class SqliteIndex:
 
     def bump_access(self, keys: Sequence[str]) -> None:
         read.bump_access(self.conn, keys)
+
+    def access_since(self) -> str | None:
+        return self.meta(ACCESS_SINCE)
 
     def relations(
         self, entry_id: str | None = None, kind: str | None = None
