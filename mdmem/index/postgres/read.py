@@ -207,17 +207,24 @@ def access_counts(conn: Conn, keys: Sequence[str]) -> dict[str, int]:
     }
 
 
-def bump_access(conn: Conn, keys: Sequence[str]) -> None:
-    """Best effort: a read-only user or a failing server keeps the counts as they are."""
+def bump_access(conn: Conn, keys: Sequence[str], wait_s: float | None = None) -> bool:
+    """Best effort: a read-only user or a failing server keeps the counts as they are (False).
+    ``wait_s``: wait at most that long for the rows another transaction is counting."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     unique = sorted(dict.fromkeys(keys))
-    with contextlib.suppress(psycopg.Error), conn.transaction():
-        conn.execute(
-            "INSERT INTO access(key, count, last_access) SELECT k, 1, %s FROM unnest(%s::text[]) k "
-            "ON CONFLICT (key) DO UPDATE SET count = access.count + 1, "
-            "last_access = excluded.last_access",
-            (now, unique),
-        )
+    try:
+        with conn.transaction():
+            if wait_s is not None:
+                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+            conn.execute(
+                "INSERT INTO access(key, count, last_access) SELECT k, 1, %s "
+                "FROM unnest(%s::text[]) k ON CONFLICT (key) DO UPDATE SET "
+                "count = access.count + 1, last_access = excluded.last_access",
+                (now, unique),
+            )
+    except psycopg.Error:
+        return False
+    return True
 
 
 def counts(conn: Conn, table: str | None) -> tuple[int, int, int]:
