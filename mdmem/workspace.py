@@ -869,12 +869,10 @@ class Workspace:
     def _indexed_relations(
         self, entry_id: str | None = None, kind: str | None = None
     ) -> list[Relation] | None:
-        """The SQLite index's relations table, or None (another backend, an index that cannot
-        be opened, or one out of step with the files): the caller reads the files."""
+        """The index's relations table, or None (an index that cannot be opened, or one out of
+        step with the files): the caller reads the files."""
         from mdmem.errors import MdmemError
 
-        if self.config.index.backend != "sqlite":
-            return None
         try:
             lookup = getattr(self.index, "relations", None)
             return None if lookup is None else lookup(entry_id, kind)

@@ -21,7 +21,7 @@ from mdmem.index.sqlite.db import BM25_WEIGHTS
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CONNECT_TIMEOUT_S = 10
 URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
 
@@ -219,7 +219,22 @@ def _v3(conn: psycopg.Connection[Any]) -> None:
     conn.execute("DROP INDEX IF EXISTS chunks_terms")
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2, _v3]
+def _v4(conn: psycopg.Connection[Any]) -> None:
+    """The relations the entries declare in their metadata (``refines=m-…``), one row each, as
+    in the SQLite index (its schema 5). Forgetting the chunker version makes the next sync
+    read every file once, which fills the table (unchanged chunks and vectors are kept)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS relations (source text NOT NULL, kind text NOT NULL, "
+        'target text NOT NULL, path text COLLATE "C" NOT NULL, line integer NOT NULL, '
+        "source_archived boolean NOT NULL, "
+        "n bigint GENERATED ALWAYS AS IDENTITY)"  # the order they were written in
+    )
+    for column in ("source", "target", "path"):
+        conn.execute(f"CREATE INDEX IF NOT EXISTS relations_{column} ON relations ({column})")  # type: ignore[call-overload]
+    conn.execute("DELETE FROM meta WHERE key = 'chunker_version'")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2, _v3, _v4]
 """MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
 
 

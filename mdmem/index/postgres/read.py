@@ -24,6 +24,7 @@ from mdmem.index.filters import Filters
 from mdmem.index.postgres import store
 from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
+from mdmem.memory.relations import Relation
 
 Conn = psycopg.Connection[Any]
 K1 = 1.2
@@ -251,3 +252,20 @@ def size_bytes(conn: Conn, schema: str) -> int:
         (schema,),
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+def relations(conn: Conn, entry_id: str | None, kind: str | None) -> list[Relation]:
+    """Rows of the relations table (all, or from or to ``entry_id``; of ``kind`` or any), each
+    with whether its target is a chunk's entry and archived, in file and line order (as the
+    SQLite index's)."""
+    rows = conn.execute(
+        "SELECT r.source, r.kind, r.target, r.path, r.line, r.source_archived, "
+        "(SELECT bool_and(c.archived) FROM chunks c WHERE c.entry_id = r.target) "
+        "FROM relations r WHERE (%(id)s::text IS NULL OR r.source = %(id)s OR r.target = %(id)s) "
+        "AND (%(kind)s::text IS NULL OR r.kind = %(kind)s) ORDER BY r.path, r.line, r.n",
+        {"id": entry_id, "kind": kind},
+    ).fetchall()
+    return [
+        Relation(source, k, target, path, line, bool(src_arch), found is not None, bool(found))
+        for source, k, target, path, line, src_arch, found in rows
+    ]
