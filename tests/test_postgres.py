@@ -394,3 +394,23 @@ def test_a_schema_3_index_fills_its_relations_at_the_next_sync_and_a_copy_brings
     copied.copy_index_to_postgres()
     assert _rels(copied.index.relations(old.id)) == expected  # type: ignore[attr-defined]
     copied.close()
+
+
+def test_reads_count_and_the_access_history_is_kept_on_postgres(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """ws.get counts a read through the connection the workspace has; the index says when it
+    began counting (set when its schema is made, or at the first connection of an older one)."""
+    ws = _keyword_only(tmp_path, postgres)
+    a = ws.remember("The office is in Lyon")
+    ws.index.sync(embed=False)
+    since = ws.index.access_since()
+    assert since is not None
+    ws.get(a.id)
+    ws.get(a.id)
+    assert ws.index.access_counts([a.id]) == {a.id: 2}
+    ws.index.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
+    ws.close()
+    again = on_postgres(ws.root, postgres.url, None)
+    assert again.index.access_since() is not None  # its history starts now
+    again.close()
