@@ -446,6 +446,8 @@ class Workspace:
             self.auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
+        if self._unread and self._index is not None:
+            self._count_reads([])  # reads the index was too busy to count (one more try)
         for index in (self._index, self._watcher_index):
             if index is not None:
                 index.close()

@@ -76,6 +76,13 @@ def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) ->
     assert _counts(ws, [a.id]) == {}
     ws.get(a.id)  # the next read counts both
     assert _counts(ws, [a.id]) == {a.id: 2}
+    other = sqlite3.connect(ws.state_dir / "index.db", timeout=30)
+    other.execute("BEGIN IMMEDIATE")
+    ws.get(a.id)  # not counted yet ...
+    other.execute("ROLLBACK")
+    other.close()
+    ws.close()  # ... closing the workspace counts it
+    assert Workspace(ws.root).index.access_counts([a.id]) == {a.id: 3}
 
 
 def test_a_read_while_another_thread_searches_does_not_wait_for_it(ws: Workspace) -> None:
