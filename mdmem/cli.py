@@ -1522,7 +1522,7 @@ def related(
     ws = _open(ctx)
     found = ws.related(entry_id)
     try:
-        ws.get(entry_id)  # an unknown id is an error, not an empty list ...
+        ws.documents.get(entry_id)  # an unknown id is an error, not an empty list ...
     except EntryNotFoundError:
         if not found:
             raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -57,6 +58,12 @@ SEARCH_LOCK_WAIT_S = 5.0
 SEARCH_SYNC_MAX_BYTES = 1_000_000
 """A changed file larger than this is not re-indexed by a search (that would take seconds):
 the search lists it as stale, and ``mdmem index`` or the watcher indexes it."""
+READ_COUNT_WAIT_S = 0.05
+"""How long a read waits to count itself (for a sync or another thread): never longer."""
+READ_MAX_ENTRIES = 5
+"""A line range over more memories than this is a page of the file, not a read of each."""
+READ_PENDING_MAX = 1000
+"""Reads kept to count later while the index is busy or cannot be opened (the newest)."""
 
 
 class Workspace:
@@ -85,6 +92,8 @@ class Workspace:
         self._redactor: tuple[RedactConfig, Redactor] | None = None
         self._pools: dict[str, Pool] = {}
         self._federation: Federation | None = None
+        self._unread: list[str] = []
+        """Ids read but not yet counted (the index was busy)."""
         self.documents = Documents(
             self.root, self.config.files, self.config.max_file_bytes, self._written_before
         )
@@ -160,8 +169,47 @@ class Workspace:
         return self.documents.entries(path, include_archived)
 
     def get(self, entry_id: str) -> Entry:
-        """The entry with this id, wherever it is (archived ones included)."""
-        return self.documents.get(entry_id)
+        """The entry with this id, wherever it is (archived ones included). A read counts as an
+        access of it (as a search hit does), toward consolidation's ``max_access``."""
+        entry = self.documents.get(entry_id)
+        self._count_reads([entry.id])
+        return entry
+
+    def note_read(self, path: str | os.PathLike[str], start_line: int, end_line: int) -> None:
+        """Count a read of these lines of a file (an interface showing a citation's lines) as
+        an access of each memory in them; a range over more than ``READ_MAX_ENTRIES`` memories
+        is a page of the file and counts none. Never raises."""
+        try:
+            entries = self.documents.read(path).entries
+        except Exception:  # the read itself says what is wrong with the file
+            return
+        ids = [e.id for e in entries if e.start_line <= end_line and e.end_line >= start_line]
+        if 0 < len(ids) <= READ_MAX_ENTRIES:
+            self._count_reads(ids)
+
+    def _count_reads(self, ids: Sequence[str]) -> None:
+        """Bump the index's access counts of ``ids``, cheaply and never failing the read: past
+        ``READ_COUNT_WAIT_S`` (a sync holds the index) or without an index they wait for the
+        next read. On a server index, only through a connection this process already has."""
+        self._unread = [*self._unread, *ids][-READ_PENDING_MAX:]
+        if self._index is None and self.config.index.backend != "sqlite":
+            return
+        try:
+            index = self.index
+            lock = index.searching()
+            if not lock.acquire(timeout=READ_COUNT_WAIT_S):  # type: ignore[attr-defined]
+                return
+            try:
+                pending = Counter(self._unread)
+                while pending:  # a memory read twice meanwhile counts twice
+                    if not index.bump_access(list(pending), wait_s=READ_COUNT_WAIT_S):
+                        break
+                    pending -= Counter(list(pending))
+            finally:
+                lock.release()  # type: ignore[attr-defined]
+        except Exception:  # no usable index: the read stands, its count waits
+            return
+        self._unread = list(pending.elements())
 
     # ---- index and search -----------------------------------------------------------------
 
@@ -398,6 +446,8 @@ class Workspace:
             self.auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
+        if self._unread and self._index is not None:
+            self._count_reads([])  # reads the index was too busy to count (one more try)
         for index in (self._index, self._watcher_index):
             if index is not None:
                 index.close()
@@ -767,10 +817,22 @@ class Workspace:
             self.files,
             self.redactor,
             embed,
-            lambda keys: self.index.access_counts(keys),
+            self._access_counts,
             self.state_dir,
             token_counter(self.config.context.model or self.config.llm.model or None),
         ).run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+
+    def _access_counts(self, keys: Sequence[str]) -> dict[str, int]:
+        """The index's access counts of ``keys`` for consolidation: a key it has no row for
+        counts 0 once the index has counted for ``consolidate.min_age_days``, else it is left
+        out (recently used)."""
+        import datetime as dt
+
+        from mdmem.distill.consolidate import counted
+
+        days = self.config.consolidate.min_age_days
+        counts = self.index.access_counts(keys)
+        return counted(counts, keys, self.index.access_since(), dt.date.today(), days)
 
     def restore_archived(self, entry: str | Entry) -> RestoreReport:
         """Undo a consolidation: an archived original comes back alone; a merged memory's
@@ -809,12 +871,10 @@ class Workspace:
     def _indexed_relations(
         self, entry_id: str | None = None, kind: str | None = None
     ) -> list[Relation] | None:
-        """The SQLite index's relations table, or None (another backend, an index that cannot
-        be opened, or one out of step with the files): the caller reads the files."""
+        """The index's relations table, or None (an index that cannot be opened, or one out of
+        step with the files): the caller reads the files."""
         from mdmem.errors import MdmemError
 
-        if self.config.index.backend != "sqlite":
-            return None
         try:
             lookup = getattr(self.index, "relations", None)
             return None if lookup is None else lookup(entry_id, kind)

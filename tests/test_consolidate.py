@@ -86,6 +86,52 @@ def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
     assert report.candidates == 0 and report.merged == 0
 
 
+def _history_since(ws: Workspace, days: int) -> None:
+    """As if the index had been counting accesses for ``days`` days."""
+    since = (dt.datetime.now() - dt.timedelta(days=days)).isoformat(timespec="seconds")
+    ws.index.conn.execute(  # type: ignore[attr-defined]
+        "UPDATE meta SET value = ? WHERE key = 'access_since'", (since,)
+    )
+
+
+def test_an_index_counting_for_min_age_days_reads_no_count_as_never_returned(
+    mem: Workspace,
+) -> None:
+    """A memory no search returned in the index's whole history (at least min_age_days) is
+    old and unused: a candidate. A shorter history still reads it as recently used."""
+    _aged(mem, DEPLOY, accessed=None)
+    assert mem.index.access_since() is not None  # set when the index was made
+    _history_since(mem, 89)
+    assert mem.consolidate(offline=True, dry_run=True).candidates == 0
+    _history_since(mem, 90)
+    report = mem.consolidate(offline=True)
+    assert report.candidates == 3 and report.merged == 3
+    assert "no_count" not in dict(report.passed_over)
+
+
+def test_access_history_starts_with_the_index_and_again_when_it_is_rebuilt(
+    mem: Workspace,
+) -> None:
+    """An index of before the key gets it at its first open (its history starts then); a
+    deleted index starts its history anew, so its missing counts are recently used again."""
+    _aged(mem, DEPLOY, accessed=None)
+    conn = mem.index.conn  # type: ignore[attr-defined]
+    conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # an index made before it
+    mem.close()
+    again = Workspace(mem.root, embedder=mem.embedder())
+    recent = dt.datetime.now() - dt.timedelta(minutes=5)
+    since = again.index.access_since()
+    assert since is not None and dt.datetime.fromisoformat(since) > recent
+    _history_since(again, 400)
+    assert again.consolidate(offline=True, dry_run=True).candidates == 3
+    again.close()
+    for suffix in ("", "-wal", "-shm"):
+        (again.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+    rebuilt = Workspace(mem.root, embedder=mem.embedder())
+    assert dt.datetime.fromisoformat(rebuilt.index.access_since() or "") > recent
+    assert rebuilt.consolidate(offline=True, dry_run=True).candidates == 0
+
+
 def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
     """A first run used to say "0 of 6 memories were candidates" and nothing more: each memory
     passed over is counted under its reason."""

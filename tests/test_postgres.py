@@ -325,3 +325,92 @@ def test_a_schema_from_a_newer_mdmem_is_refused(pair) -> None:
     pg.close()
     with pytest.raises(IndexServerError, match="newer mdmem"):
         pg.search("alembic", k=1)
+
+
+def _rels(found) -> list[tuple[str, str, str, bool]] | None:
+    return None if found is None else sorted((r.source, r.kind, r.target, r.open) for r in found)
+
+
+def _keyword_only(tmp_path: Path, postgres: Cluster) -> Workspace:
+    root = tmp_path / "ws"
+    Workspace.init(root, mode="full")
+    (root / "mdmem.toml").write_text('mode = "full"\n[embedding]\nmodel = ""\n')
+    return on_postgres(root, postgres.url, None)
+
+
+def test_the_relations_table_follows_the_files_in_the_syncs_transaction(
+    tmp_path: Path, postgres: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on SQLite: the relations the entries declare, filled with each file's chunks,
+    dropped with a removed file, read only while the index is in step with the files."""
+    ws = _keyword_only(tmp_path, postgres)
+    old = ws.remember("The staging port is 5432")
+    new = ws.remember("The staging port is 6543")
+    ws.index.sync(embed=False)
+    assert _rels(ws.index.relations(old.id)) == []  # type: ignore[attr-defined]
+    path = ws.root / "memory.md"
+    text = path.read_text()
+    path.write_text(text.replace(f"id={new.id}", f"id={new.id} contradicts={old.id}"))  # by hand
+    assert ws.index.relations(old.id) is None  # type: ignore[attr-defined]  # a file changed
+    ws.index.sync(embed=False)
+    expected = [(new.id, "contradicts", old.id, True)]
+    assert _rels(ws.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    monkeypatch.setattr(ws.documents, "all", lambda: pytest.fail("parsed the files"))
+    monkeypatch.setattr(ws.documents, "entries", lambda *a: pytest.fail("parsed the files"))
+    assert _rels(ws.related(old.id)) == expected
+    assert ws.contradicted() == {old.id: [new.id]}
+    monkeypatch.undo()
+    (ws.root / "notes.md").write_text(f"- A note <!-- mdmem id=m-0000000001 refines={old.id} -->\n")
+    ws.index.sync(embed=False)
+    assert len(ws.index.relations(old.id)) == 2  # type: ignore[arg-type, attr-defined]
+    (ws.root / "notes.md").unlink()  # removed with its file
+    ws.index.sync(embed=False)
+    assert _rels(ws.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    ws.close()
+
+
+def test_a_schema_3_index_fills_its_relations_at_the_next_sync_and_a_copy_brings_them(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    ws = _keyword_only(tmp_path, postgres)
+    old = ws.remember("Deploys go to Heroku")
+    new = ws.remember("Deploys go to Fly.io")
+    ws.relate(new, old.id, "contradicts")
+    ws.index.sync(embed=False)
+    conn = ws.index.conn  # type: ignore[attr-defined]
+    conn.execute("DROP TABLE relations")  # as an index of schema 3 has it
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    ws.close()
+    again = on_postgres(ws.root, postgres.url, None)
+    assert again.index.relations(old.id) is None  # type: ignore[attr-defined]
+    assert again.index.sync(embed=False).updated >= 1  # every file read once
+    expected = [(new.id, "contradicts", old.id, True)]
+    assert _rels(again.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    again.close()
+    lite = Workspace(ws.root)  # the SQLite index of the same files
+    lite.index.sync(embed=False)
+    lite.close()
+    copied = on_postgres(ws.root, postgres.url, None, name="copied")
+    copied.copy_index_to_postgres()
+    assert _rels(copied.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    copied.close()
+
+
+def test_reads_count_and_the_access_history_is_kept_on_postgres(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """ws.get counts a read through the connection the workspace has; the index says when it
+    began counting (set when its schema is made, or at the first connection of an older one)."""
+    ws = _keyword_only(tmp_path, postgres)
+    a = ws.remember("The office is in Lyon")
+    ws.index.sync(embed=False)
+    since = ws.index.access_since()
+    assert since is not None
+    ws.get(a.id)
+    ws.get(a.id)
+    assert ws.index.access_counts([a.id]) == {a.id: 2}
+    ws.index.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
+    ws.close()
+    again = on_postgres(ws.root, postgres.url, None)
+    assert again.index.access_since() is not None  # its history starts now
+    again.close()

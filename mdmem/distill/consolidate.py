@@ -537,6 +537,23 @@ def _counts(
         return {}
 
 
+def counted(
+    counts: dict[str, int],
+    keys: Sequence[str],
+    since: str | None,
+    today: dt.date,
+    min_age_days: int,
+) -> dict[str, int]:
+    """``counts`` with each key the index has no row for counted as 0 once the index has
+    counted accesses (``since``, ISO) for at least ``min_age_days``: a memory no search
+    returned in all that time is old and unused. A shorter or unknown history leaves it out
+    (read as recently used: a fresh index, another machine)."""
+    history = _age(since, today)
+    if history is None or history < min_age_days:
+        return counts
+    return {key: counts.get(key, 0) for key in keys}
+
+
 def _age(created: str | None, today: dt.date) -> int | None:
     if not created:
         return None

@@ -276,6 +276,12 @@ class IndexBackend(Protocol):
 
     def access_counts(self, keys: Sequence[str]) -> dict[str, int]: ...
 
-    def bump_access(self, keys: Sequence[str]) -> None:
-        """Count one more return of each key; best effort (a read-only index skips it)."""
+    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
+        """Count one more access of each key; best effort (a read-only index skips it: False).
+        ``wait_s`` bounds the wait for another writer (a read never waits on a sync)."""
+        ...
+
+    def access_since(self) -> str | None:
+        """When this index began counting accesses (ISO time; None: it does not say). A key
+        with no count was not returned since then."""
         ...

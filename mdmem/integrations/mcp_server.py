@@ -181,6 +181,8 @@ class Tools:
             raise ToolError(f"{rel} has {len(lines)} lines; start_line {first} is past its end")
         if last < first:
             raise ToolError(f"end_line {end_line} is before start_line {first}")
+        if start_line is not None or end_line is not None:  # a citation's lines: its memories
+            self.ws.note_read(rel, first, last)
         rows = numbered(masked_lines(lines[first - 1 : last], self.ws.redactor.mask), first)
         body = capped(rows, first, len(lines), resume=READ_AGAIN)
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"

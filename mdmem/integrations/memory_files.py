@@ -170,6 +170,7 @@ class MemoryFiles:
             start = max(1, view_range[0]) - 1
             end = len(lines) if view_range[1] == -1 else view_range[1]
             shown, first = lines[start:end], start + 1
+            self.ws.note_read(located.rel, first, first + len(shown) - 1)  # a memory's lines
         rows = numbered(masked_lines(shown, self.ws.redactor.mask), first)
         body = capped(rows, first, len(lines), self.max_view_chars)
         return f"Here's the content of {located.path} with line numbers:\n" + body

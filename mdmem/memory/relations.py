@@ -1,10 +1,10 @@
 """Relations between memories: ``supports``, ``contradicts``, ``refines``.
 
 They live in the source entry's metadata (``contradicts=m-a,m-b``), so a person sees them in
-the file, writes them by hand, and a diff shows them. The files are the truth: the SQLite index
-copies them into a relations table at sync (the workspace reads it when it is in step with the
-files, else the files, as here). A relation to an id that is nowhere is reported as missing,
-never an error; cycles are allowed.
+the file, writes them by hand, and a diff shows them. The files are the truth: the index
+(SQLite or PostgreSQL) copies them into a relations table at sync (the workspace reads it when
+it is in step with the files, else the files, as here). A relation to an id that is nowhere is
+reported as missing, never an error; cycles are allowed.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from mdmem.index.postgres.index import PostgresIndex, origin
 from mdmem.redact import Redactor
 
 BATCH = 5000
-COPIED_META = ("chunker_version", "embed_model", "last_sync")
+COPIED_META = ("chunker_version", "embed_model", "last_sync", "access_since")
+"""(access_since: the access counts copied keep the history they were counted over.)"""
 CHUNK_SELECT = (
     "SELECT path, id, start_line, end_line, heading, text, embed_text, text_hash, kind, type, "
     "importance, created, entry_id, agent, session, archived, context FROM chunks "
@@ -106,7 +107,9 @@ def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0)
 def _clear(conn: Any) -> None:
     for (name,) in conn.execute("SELECT name FROM vector_tables").fetchall():
         conn.execute(f"DROP TABLE {db.ident(name)}")
-    conn.execute("TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen")
+    conn.execute(
+        "TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen, relations"
+    )
     conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
 
 
@@ -122,6 +125,16 @@ def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[i
         conn,
         "COPY access (key, count, last_access) FROM STDIN",
         lite.execute("SELECT key, count, last_access FROM access"),
+    )
+    store.copy_rows(
+        conn,
+        "COPY relations (source, kind, target, path, line, source_archived) FROM STDIN",
+        (
+            (s, k, t, p, n, bool(a))
+            for s, k, t, p, n, a in lite.execute(
+                "SELECT source, kind, target, path, line, source_archived FROM relations"
+            )
+        ),
     )
     chunks = 0
     with db.deferred_indexes(conn, ("chunks", "postings")):

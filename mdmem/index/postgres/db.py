@@ -9,6 +9,7 @@ registered: registration looks the type up on the search path. Vectors live in o
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +21,7 @@ from mdmem.index.sqlite.db import BM25_WEIGHTS
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CONNECT_TIMEOUT_S = 10
 URL_HELP = "index.url in mdmem.toml or $MDMEM_INDEX_URL"
 
@@ -93,6 +94,7 @@ def connect(url: str, schema: str) -> psycopg.Connection[Any]:
         extension_schema = ensure_vector(conn, url)
         migrate(conn, schema)
         conn.execute(f"SET search_path = {ident(schema)}, {ident(extension_schema)}")
+        access_history(conn)
         register_vector(conn)
     except BaseException:
         conn.close()
@@ -217,7 +219,22 @@ def _v3(conn: psycopg.Connection[Any]) -> None:
     conn.execute("DROP INDEX IF EXISTS chunks_terms")
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2, _v3]
+def _v4(conn: psycopg.Connection[Any]) -> None:
+    """The relations the entries declare in their metadata (``refines=m-…``), one row each, as
+    in the SQLite index (its schema 5). Forgetting the chunker version makes the next sync
+    read every file once, which fills the table (unchanged chunks and vectors are kept)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS relations (source text NOT NULL, kind text NOT NULL, "
+        'target text NOT NULL, path text COLLATE "C" NOT NULL, line integer NOT NULL, '
+        "source_archived boolean NOT NULL, "
+        "n bigint GENERATED ALWAYS AS IDENTITY)"  # the order they were written in
+    )
+    for column in ("source", "target", "path"):
+        conn.execute(f"CREATE INDEX IF NOT EXISTS relations_{column} ON relations ({column})")  # type: ignore[call-overload]
+    conn.execute("DELETE FROM meta WHERE key = 'chunker_version'")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_v1, _v2, _v3, _v4]
 """MIGRATIONS[n] takes a workspace's schema from version n to n + 1."""
 
 
@@ -236,11 +253,35 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
             )
         for step in MIGRATIONS[version:SCHEMA_VERSION]:
             step(conn)
+        start_access_history(conn)  # a new schema: its history starts with it
         conn.execute(
             "INSERT INTO meta(key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
         )
+
+
+ACCESS_SINCE = "access_since"
+"""Meta key: when this index began counting accesses (as the SQLite index's)."""
+
+
+def start_access_history(conn: psycopg.Connection[Any]) -> None:
+    """Record when the index began counting accesses, unless it already says."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+        (ACCESS_SINCE, dt.datetime.now().isoformat(timespec="seconds")),
+    )
+
+
+def access_history(conn: psycopg.Connection[Any]) -> None:
+    """A schema made before :data:`ACCESS_SINCE` existed gets it at its first connection (its
+    history starts then); best effort: a user who may not write leaves it unset."""
+    import psycopg
+
+    if conn.execute("SELECT 1 FROM meta WHERE key = %s", (ACCESS_SINCE,)).fetchone():
+        return
+    with contextlib.suppress(psycopg.Error), conn.transaction():
+        start_access_history(conn)
 
 
 def schema_version(conn: psycopg.Connection[Any], schema: str) -> int:

@@ -26,6 +26,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.postgres import db, read, store
 from mdmem.index.postgres.view import Layouts, View, settle
 from mdmem.index.sync import Freshness, Progress, SyncReport
+from mdmem.memory.relations import Relation
 from mdmem.memory.scan import FileStat
 from mdmem.redact import DEFAULT, Redactor
 
@@ -288,6 +289,9 @@ class PostgresIndex(View):
             report.chunks_written += store.replace_chunks(
                 self.conn, [(item.stat.path, item.chunks) for item in parsed]
             )
+            store.replace_relations(
+                self.conn, [(item.stat.path, item.relations) for item in parsed]
+            )
             store.put_files(self.conn, [(item.stat, item.digest) for item in parsed], now)
             if parsed:
                 store.bump_generation(self.conn)
@@ -325,6 +329,29 @@ class PostgresIndex(View):
 
     def searching(self) -> threading.RLock:
         return self._lock
+
+    def relations(
+        self, entry_id: str | None = None, kind: str | None = None
+    ) -> list[Relation] | None:
+        """The relations the entries declare (from or to ``entry_id``, of ``kind``), read from
+        the relations table; None when the index cannot vouch for them (a file changed or was
+        removed since the last sync, none has run with this schema, or the server fails):
+        read the files."""
+
+        def lookup() -> list[Relation] | None:
+            with read.snapshot(self.conn):
+                if self.meta("chunker_version") != self.chunker_key:
+                    return None
+                fresh = self.freshness()
+                if fresh.changed or fresh.removed:
+                    return None
+                return read.relations(self.conn, entry_id, kind)
+
+        try:
+            with self._lock:
+                return self.recover(lookup)
+        except (psycopg.Error, db.IndexServerError):
+            return None
 
     # ---- status and forgetting -------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from mdmem.index.filters import Filters
 from mdmem.index.postgres import store
 from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
+from mdmem.memory.relations import Relation
 
 Conn = psycopg.Connection[Any]
 K1 = 1.2
@@ -207,17 +208,24 @@ def access_counts(conn: Conn, keys: Sequence[str]) -> dict[str, int]:
     }
 
 
-def bump_access(conn: Conn, keys: Sequence[str]) -> None:
-    """Best effort: a read-only user or a failing server keeps the counts as they are."""
+def bump_access(conn: Conn, keys: Sequence[str], wait_s: float | None = None) -> bool:
+    """Best effort: a read-only user or a failing server keeps the counts as they are (False).
+    ``wait_s``: wait at most that long for the rows another transaction is counting."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     unique = sorted(dict.fromkeys(keys))
-    with contextlib.suppress(psycopg.Error), conn.transaction():
-        conn.execute(
-            "INSERT INTO access(key, count, last_access) SELECT k, 1, %s FROM unnest(%s::text[]) k "
-            "ON CONFLICT (key) DO UPDATE SET count = access.count + 1, "
-            "last_access = excluded.last_access",
-            (now, unique),
-        )
+    try:
+        with conn.transaction():
+            if wait_s is not None:
+                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+            conn.execute(
+                "INSERT INTO access(key, count, last_access) SELECT k, 1, %s "
+                "FROM unnest(%s::text[]) k ON CONFLICT (key) DO UPDATE SET "
+                "count = access.count + 1, last_access = excluded.last_access",
+                (now, unique),
+            )
+    except psycopg.Error:
+        return False
+    return True
 
 
 def counts(conn: Conn, table: str | None) -> tuple[int, int, int]:
@@ -244,3 +252,20 @@ def size_bytes(conn: Conn, schema: str) -> int:
         (schema,),
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+def relations(conn: Conn, entry_id: str | None, kind: str | None) -> list[Relation]:
+    """Rows of the relations table (all, or from or to ``entry_id``; of ``kind`` or any), each
+    with whether its target is a chunk's entry and archived, in file and line order (as the
+    SQLite index's)."""
+    rows = conn.execute(
+        "SELECT r.source, r.kind, r.target, r.path, r.line, r.source_archived, "
+        "(SELECT bool_and(c.archived) FROM chunks c WHERE c.entry_id = r.target) "
+        "FROM relations r WHERE (%(id)s::text IS NULL OR r.source = %(id)s OR r.target = %(id)s) "
+        "AND (%(kind)s::text IS NULL OR r.kind = %(kind)s) ORDER BY r.path, r.line, r.n",
+        {"id": entry_id, "kind": kind},
+    ).fetchall()
+    return [
+        Relation(source, k, target, path, line, bool(src_arch), found is not None, bool(found))
+        for source, k, target, path, line, src_arch, found in rows
+    ]

@@ -14,6 +14,7 @@ import psycopg
 
 from mdmem.index.chunks import Chunk, sha
 from mdmem.index.postgres.terms import chunk_terms
+from mdmem.memory.relations import Relation
 from mdmem.memory.scan import FileStat
 
 Conn = psycopg.Connection[Any]
@@ -248,7 +249,24 @@ def delete_rows(conn: Conn, rowids: Sequence[int]) -> None:
 
 def delete_paths(conn: Conn, paths: Sequence[str]) -> None:
     _delete(conn, "DELETE FROM chunks WHERE path = ANY(%s)", list(paths))
+    conn.execute("DELETE FROM relations WHERE path = ANY(%s)", (list(paths),))
     conn.execute("DELETE FROM files WHERE path = ANY(%s)", (list(paths),))
+
+
+def replace_relations(conn: Conn, files: Sequence[tuple[str, Sequence[Relation]]]) -> None:
+    """Swap the relations these files' entries declare (in the transaction of their chunks)."""
+    if not files:
+        return
+    conn.execute("DELETE FROM relations WHERE path = ANY(%s)", ([path for path, _ in files],))
+    copy_rows(
+        conn,
+        "COPY relations (source, kind, target, path, line, source_archived) FROM STDIN",
+        (
+            (r.source, r.kind, r.target, path, r.line, r.source_archived)
+            for path, found in files
+            for r in found
+        ),
+    )
 
 
 def _delete(conn: Conn, statement: str, keys: list[Any]) -> None:

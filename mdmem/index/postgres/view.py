@@ -133,8 +133,11 @@ class View:
     def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
         return read.access_counts(self.conn, keys)
 
-    def bump_access(self, keys: Sequence[str]) -> None:
-        read.bump_access(self.conn, keys)
+    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
+        return read.bump_access(self.conn, keys, wait_s)
+
+    def access_since(self) -> str | None:
+        return self.meta(db.ACCESS_SINCE)
 
 
 class _ServerScan:

@@ -7,6 +7,7 @@ traceback. WAL mode lets any number of readers search while one writer syncs.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import os
 import sqlite3
@@ -149,6 +150,20 @@ def _v5(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
+
+ACCESS_SINCE = "access_since"
+"""Meta key: when this index began counting accesses (ISO time). Set when the index is made,
+or at the first open of an index made before the key existed (its history starts then); a
+deleted or rebuilt index starts again. Consolidation reads a memory with no access row as
+never returned only once this history is long enough to have seen its returns."""
+
+
+def start_access_history(conn: sqlite3.Connection) -> None:
+    """Record when the index began counting accesses, unless it already says (idempotent)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)",
+        (ACCESS_SINCE, dt.datetime.now().isoformat(timespec="seconds")),
+    )
 
 
 def connect(path: Path, on_message: Callable[[str], None] | None = None) -> sqlite3.Connection:
@@ -329,6 +344,7 @@ def _open(path: Path) -> sqlite3.Connection:
         if version < SCHEMA_VERSION:
             _migrate(conn, version)
         conn.execute("SELECT count(*) FROM chunks").fetchone()
+        _access_history(conn)
     except BaseException:
         conn.close()
         raise
@@ -359,9 +375,25 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         db = sqlite_utils.Database(conn)
         for step in MIGRATIONS[version:SCHEMA_VERSION]:
             step(db)
+        start_access_history(conn)  # a new index: its history starts with it
         conn.execute(f"PRAGMA application_id={APP_ID}")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _access_history(conn: sqlite3.Connection) -> None:
+    """An index made before :data:`ACCESS_SINCE` existed gets it at its first open: one read
+    at each open, one write in its life. Best effort and never waiting long: a writer holding
+    the index (or a read-only one) leaves it for the next open."""
+    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (ACCESS_SINCE,)).fetchone():
+        return
+    conn.execute("PRAGMA busy_timeout=100")
+    try:
+        start_access_history(conn)
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        conn.execute("PRAGMA busy_timeout=30000")

@@ -27,6 +27,7 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
 from mdmem.index.sqlite import read, store, vector_store
 from mdmem.index.sqlite.db import (
+    ACCESS_SINCE,
     connect,
     damaged,
     healthy,
@@ -528,8 +529,11 @@ class SqliteIndex:
     def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
         return read.access_counts(self.conn, keys)
 
-    def bump_access(self, keys: Sequence[str]) -> None:
-        read.bump_access(self.conn, keys)
+    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
+        return read.bump_access(self.conn, keys, wait_s)
+
+    def access_since(self) -> str | None:
+        return self.meta(ACCESS_SINCE)
 
     def relations(
         self, entry_id: str | None = None, kind: str | None = None

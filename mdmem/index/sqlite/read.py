@@ -222,9 +222,13 @@ def access_counts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, in
     return found
 
 
-def bump_access(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
-    """Best effort: a busy or read-only index keeps its counts."""
+def bump_access(conn: sqlite3.Connection, keys: Sequence[str], wait_s: float | None = None) -> bool:
+    """Best effort: a busy or read-only index keeps its counts (False). ``wait_s``: wait at
+    most that long for another writer (a read must not wait on a sync), else the connection's
+    busy timeout."""
     now = dt.datetime.now().isoformat(timespec="seconds")
+    if wait_s is not None:
+        conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
@@ -233,9 +237,14 @@ def bump_access(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
             [(key, now) for key in dict.fromkeys(keys)],
         )
         conn.execute("COMMIT")
+        return True
     except Exception:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        return False
+    finally:
+        if wait_s is not None:
+            conn.execute("PRAGMA busy_timeout=30000")
 
 
 def counts(conn: sqlite3.Connection, model_id: str | None) -> tuple[int, int, int]:
