@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
 from mdmem.errors import ConfigError, ModeError, WorkspaceNotFoundError
+from mdmem.index.reads import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
@@ -58,12 +58,8 @@ SEARCH_LOCK_WAIT_S = 5.0
 SEARCH_SYNC_MAX_BYTES = 1_000_000
 """A changed file larger than this is not re-indexed by a search (that would take seconds):
 the search lists it as stale, and ``mdmem index`` or the watcher indexes it."""
-READ_COUNT_WAIT_S = 0.05
-"""How long a read waits to count itself (for a sync or another thread): never longer."""
 READ_MAX_ENTRIES = 5
 """A line range over more memories than this is a page of the file, not a read of each."""
-READ_PENDING_MAX = 1000
-"""Reads kept to count later while the index is busy or cannot be opened (the newest)."""
 
 
 class Workspace:
@@ -92,8 +88,7 @@ class Workspace:
         self._redactor: tuple[RedactConfig, Redactor] | None = None
         self._pools: dict[str, Pool] = {}
         self._federation: Federation | None = None
-        self._unread: list[str] = []
-        """Ids read but not yet counted (the index was busy)."""
+        self._reads = ReadCounts()
         self.documents = Documents(
             self.root, self.config.files, self.config.max_file_bytes, self._written_before
         )
@@ -188,28 +183,16 @@ class Workspace:
             self._count_reads(ids)
 
     def _count_reads(self, ids: Sequence[str]) -> None:
-        """Bump the index's access counts of ``ids``, cheaply and never failing the read: past
-        ``READ_COUNT_WAIT_S`` (a sync holds the index) or without an index they wait for the
-        next read. On a server index, only through a connection this process already has."""
-        self._unread = [*self._unread, *ids][-READ_PENDING_MAX:]
+        """Count reads of ``ids`` as accesses (:mod:`mdmem.index.reads`). On a server index,
+        only through a connection this process already has."""
+        self._reads.add(ids)
         if self._index is None and self.config.index.backend != "sqlite":
             return
         try:
             index = self.index
-            lock = index.searching()
-            if not lock.acquire(timeout=READ_COUNT_WAIT_S):  # type: ignore[attr-defined]
-                return
-            try:
-                pending = Counter(self._unread)
-                while pending:  # a memory read twice meanwhile counts twice
-                    if not index.bump_access(list(pending), wait_s=READ_COUNT_WAIT_S):
-                        break
-                    pending -= Counter(list(pending))
-            finally:
-                lock.release()  # type: ignore[attr-defined]
         except Exception:  # no usable index: the read stands, its count waits
             return
-        self._unread = list(pending.elements())
+        self._reads.flush(index)
 
     # ---- index and search -----------------------------------------------------------------
 
@@ -446,7 +429,7 @@ class Workspace:
             self.auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
-        if self._unread and self._index is not None:
+        if self._reads.pending and self._index is not None:
             self._count_reads([])  # reads the index was too busy to count (one more try)
         for index in (self._index, self._watcher_index):
             if index is not None:
