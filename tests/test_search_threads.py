@@ -1,7 +1,7 @@
-"""A hybrid search runs its two retrievers side by side (issue 15): the vector scan on a
-second thread, the keyword search on the caller's, which holds the index's connection. These
-tests make the keyword search wait for the vector half, so a search that ran them one after
-the other would never finish."""
+"""A hybrid search runs its two retrievers side by side (issue 15): the query's embedding
+and the vector scan on a second thread, the keyword search on the caller's, which holds the
+index's connection. These tests make the keyword search wait for the vector half, so a search
+that ran them one after the other would never finish."""
 
 from __future__ import annotations
 

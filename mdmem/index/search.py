@@ -351,25 +351,29 @@ def _retrieve(
     config: SearchConfig,
     filters: Filters,
 ) -> dict[str, Scored]:
-    """Each retriever's candidates. In hybrid mode the vector scan runs on a second thread
-    while the keyword search runs on this one, which holds the index's connection: on two
-    cores a search waits for the slower of the two, not both. The query is embedded first,
-    alone: torch's threads would otherwise compete with both."""
+    """Each retriever's candidates. In hybrid mode the query's embedding and the vector
+    scan run on a second thread while the keyword search runs on this one, which holds the
+    index's connection: on two cores a search waits for the slower of the two, not both.
+    Embedding the query first, on this thread, was slower at 100k chunks and no faster at 1M
+    (``benchmarks/side_by_side.py``)."""
     found: dict[str, Scored] = {}
     if mode == "vector" and embedder is None:
         return found
     if mode == "keyword" or embedder is None:
         found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
         return found
-    query_vector = embedder.embed([query])[0]
     scan = index.vector_scan(embedder.model_id, filters=filters)
+
+    def vector_half() -> None:
+        scan.scan(embedder.embed([query])[0])
+
     if mode == "hybrid":
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdmem-vector") as worker:
-            pending = worker.submit(scan.scan, query_vector)
+            pending = worker.submit(vector_half)
             found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
             pending.result()
     else:
-        scan.scan(query_vector)
+        vector_half()
     vectors = scan.scored(found.get("keyword"))
     if vectors is not None:
         found["vector"] = vectors
