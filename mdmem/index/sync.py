@@ -107,6 +107,23 @@ class ParsedFile:
     """What its entries declare (``refines=m-…``), for a backend's relations table."""
 
 
+class _Derived(Protocol):
+    chunker_key: str
+
+    def meta(self, key: str) -> str | None: ...
+
+    def freshness(self) -> Freshness: ...
+
+
+def in_step(index: _Derived) -> bool:
+    """The index holds the files as they are now, chunked as this code chunks them: a table
+    it derives from them at sync (the relations) can answer for the files."""
+    if index.meta("chunker_version") != index.chunker_key:
+        return False
+    fresh = index.freshness()
+    return not (fresh.changed or fresh.removed)
+
+
 def freshness(root: Path, files: FilesConfig, known: Mapping[str, tuple[int, int]]) -> Freshness:
     """The cheap check: every file's (size, mtime_ns) against ``known``, what the index holds."""
     result = scan(root, files)

@@ -544,12 +544,7 @@ class SqliteIndex:
 
         def lookup() -> list[Relation] | None:
             with read.snapshot(self.conn):
-                if self.meta("chunker_version") != self.chunker_key:
-                    return None
-                fresh = self.freshness()
-                if fresh.changed or fresh.removed:
-                    return None
-                return read.relations(self.conn, entry_id, kind)
+                return read.relations(self.conn, entry_id, kind) if neutral.in_step(self) else None
 
         try:
             return self.recover(lookup)
