@@ -117,3 +117,38 @@ def test_a_read_without_a_usable_index_still_answers(ws: Workspace) -> None:
     (ws.state_dir / "index.db").mkdir()  # a folder in its place: no index can be opened
     again = Workspace(ws.root)
     assert again.get(a.id).text == a.text
+
+
+def test_a_read_counted_while_another_thread_counts_is_not_lost() -> None:
+    """Thread A is writing counts when thread B reads: B's read waits and is counted next."""
+    from mdmem.index.reads import ReadCounts
+
+    writing, read_meanwhile = threading.Event(), threading.Event()
+    counted: list[list[str]] = []
+
+    class Index:
+        def __init__(self) -> None:
+            self.lock = threading.RLock()
+
+        def searching(self) -> threading.RLock:
+            return self.lock
+
+        def bump_access(self, keys: list[str], *, wait_s: float | None = None) -> bool:
+            writing.set()
+            assert read_meanwhile.wait(10)
+            counted.append(sorted(keys))
+            return True
+
+    reads, index = ReadCounts(), Index()
+    reads.add(["m-a"])
+    counting = threading.Thread(target=reads.flush, args=(index,))
+    counting.start()
+    assert writing.wait(10)
+    reads.add(["m-b"])  # another thread's read, while the first count is being written
+    read_meanwhile.set()
+    counting.join()
+    assert counted == [["m-a"]]
+    assert reads.pending
+    reads.flush(index)
+    assert counted == [["m-a"], ["m-b"]]
+    assert not reads.pending

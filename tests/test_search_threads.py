@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -154,3 +156,43 @@ def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, emb
         assert scan.scored(None) is not None
     finally:
         ws.close()
+
+
+def test_a_search_on_a_thread_that_outlives_the_main_one(tmp_path: Path) -> None:
+    """A thread still searching after the main thread returned (the interpreter is shutting
+    down: executors refuse work then) gets its hybrid hits."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.md").write_text("# Ops\n\nStaging runs on Fly.io with port 6543.\n")
+    script = f"""
+import threading, time
+import numpy as np
+from mdmem import Workspace
+from mdmem.config import load_config
+from pathlib import Path
+
+class Letters:
+    model_id = "test/letters-26"
+    def embed(self, texts, progress=None):
+        out = np.zeros((len(texts), 26), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    out[row, ord(ch) - 97] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+root = Path({str(root)!r})
+ws = Workspace(root, load_config(root), embedder=Letters())
+ws.sync()
+
+def later():
+    time.sleep(0.5)
+    hits = ws.search("staging port", k=1, mode="hybrid")
+    print("found:", hits[0].text, hits[0].scores.vector is not None, flush=True)
+
+threading.Thread(target=later).start()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert "found: Staging runs on Fly.io with port 6543. True" in done.stdout, done.stderr

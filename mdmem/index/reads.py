@@ -4,6 +4,7 @@ for the next read, or for the workspace's close."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
@@ -19,7 +20,11 @@ KEEP = 1000
 
 
 class ReadCounts:
+    """Safe to share between threads (an MCP server reads on several): each read is counted
+    once, whichever thread counts it."""
+
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._pending: list[str] = []
         """Ids read but not yet counted."""
 
@@ -28,7 +33,8 @@ class ReadCounts:
         return bool(self._pending)
 
     def add(self, ids: Sequence[str]) -> None:
-        self._pending = [*self._pending, *ids][-KEEP:]
+        with self._lock:
+            self._pending = [*self._pending, *ids][-KEEP:]
 
     def flush(self, index: IndexBackend) -> None:
         """Count what waits. Past ``WAIT_S`` for the index's lock or its write, the rest
@@ -36,14 +42,16 @@ class ReadCounts:
         lock = index.searching()
         if not lock.acquire(timeout=WAIT_S):  # type: ignore[attr-defined]
             return
-        pending = Counter(self._pending)
+        with self._lock:  # taken: reads that come meanwhile wait for the next flush
+            pending, self._pending = Counter(self._pending), []
         try:
             while pending:  # a memory read twice meanwhile counts twice
                 if not index.bump_access(list(pending), wait_s=WAIT_S):
                     break
                 pending -= Counter(list(pending))
         except Exception:  # no usable index: the read stood, its count waits
-            return
+            pass
         finally:
             lock.release()  # type: ignore[attr-defined]
-        self._pending = list(pending.elements())
+            with self._lock:
+                self._pending = [*pending.elements(), *self._pending][-KEEP:]

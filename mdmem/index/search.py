@@ -25,10 +25,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from mdmem.memory.sessions import SUMMARY_SECTION
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -368,16 +369,39 @@ def _retrieve(
         scan.scan(embedder.embed([query])[0])
 
     if mode == "hybrid":
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdmem-vector") as worker:
-            pending = worker.submit(vector_half)
-            found["keyword"] = index.keyword_candidates(query, config.keyword_candidates)
-            pending.result()
+        found["keyword"] = _beside(
+            vector_half, lambda: index.keyword_candidates(query, config.keyword_candidates)
+        )
     else:
         vector_half()
     vectors = scan.scored(found.get("keyword"))
     if vectors is not None:
         found["vector"] = vectors
     return found
+
+
+def _beside(background: Callable[[], None], foreground: Callable[[], T]) -> T:
+    """``foreground()`` on this thread while ``background()`` runs on another; both have ended
+    when it returns, and an error of either is raised. A plain thread, not an executor: an
+    executor refuses work once the interpreter shuts down, and a search may run then (on a
+    thread still working after the main one returned)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            background()
+        except BaseException as exc:  # raised on the caller's thread below
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="mdmem-vector", daemon=True)
+    worker.start()
+    try:
+        result = foreground()
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    return result
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,11 @@ def store_path(db_path: Path) -> Path:
 
 
 def load_faiss() -> Any:
-    """faiss, imported on first use only (``mdmem --help`` never pays for it)."""
+    """faiss, imported on first use only (``mdmem --help`` never pays for it), on one thread
+    in the thread that imports it."""
     import faiss
 
+    one_faiss_thread(faiss)
     return faiss
 
 
@@ -437,7 +439,9 @@ class CompactVectors:
         return self._quantizer().sa_decode(raw)
 
     def _quantizer(self) -> faiss.IndexScalarQuantizer:
+        """Each encode, decode and build goes through here, on whichever thread syncs."""
         faiss = self.faiss
+        one_faiss_thread(faiss)
         return faiss.IndexScalarQuantizer(
             self.dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
         )
