@@ -258,6 +258,9 @@ def main() -> None:
         help="consolidate.min_age_days (default 90: the memories of the last 90 simulated days "
         "are no candidates; 0 makes every memory one)",
     )
+    parser.add_argument(
+        "--similarity", type=float, help="consolidate.similarity (default 0.75, the issue's)"
+    )
     args = parser.parse_args()
     console = Console(width=130)
     sessions = generate(args.seed, args.days)
@@ -265,9 +268,9 @@ def main() -> None:
     root = WORK / f"seed-{args.seed}"
     shutil.rmtree(root, ignore_errors=True)
     Workspace.init(root, mode="full", agent="coder")
-    extra = (
-        "" if args.min_age_days is None else f"[consolidate]\nmin_age_days = {args.min_age_days}\n"
-    )
+    settings = {"min_age_days": args.min_age_days, "similarity": args.similarity}
+    extra = "".join(f"{k} = {v}\n" for k, v in settings.items() if v is not None)
+    extra = f"[consolidate]\n{extra}" if extra else ""
     (root / "mdmem.toml").write_text(TOML + extra)
     ws = Workspace(root, embedder=SentenceTransformerEmbedder())
     started = time.perf_counter()
@@ -298,6 +301,7 @@ def main() -> None:
     result = {
         "seed": args.seed,
         "min_age_days": ws.config.consolidate.min_age_days,
+        "similarity": ws.config.consolidate.similarity,
         "days": args.days,
         "sessions": len(sessions),
         "events": sum(len(s.events) for s in sessions),
