@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -414,3 +415,26 @@ def test_reads_count_and_the_access_history_is_kept_on_postgres(
     again = on_postgres(ws.root, postgres.url, None)
     assert again.index.access_since() is not None  # its history starts now
     again.close()
+
+
+def test_a_connection_never_waits_long_to_start_the_access_history(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """Another connection writing the same meta row holds it: a new connection leaves the key
+    for later instead of waiting for that transaction (here it would wait forever)."""
+    ws = _keyword_only(tmp_path, postgres)
+    holder = ws.index.conn  # type: ignore[attr-defined]
+    holder.execute("DELETE FROM meta WHERE key = 'access_since'")
+    opened: list[str | None] = []
+    with holder.transaction():
+        holder.execute("INSERT INTO meta(key, value) VALUES ('access_since', 'held')")
+        other = on_postgres(ws.root, postgres.url, None)
+        connecting = threading.Thread(target=lambda: opened.append(other.index.access_since()))
+        connecting.start()
+        connecting.join(timeout=20)
+        finished = not connecting.is_alive()
+        raise psycopg.Rollback()  # lets a waiting connection go on
+    connecting.join()
+    other.close()
+    ws.close()
+    assert finished and opened == [None]

@@ -275,12 +275,14 @@ def start_access_history(conn: psycopg.Connection[Any]) -> None:
 
 def access_history(conn: psycopg.Connection[Any]) -> None:
     """A schema made before :data:`ACCESS_SINCE` existed gets it at its first connection (its
-    history starts then); best effort: a user who may not write leaves it unset."""
+    history starts then); best effort: a user who may not write, or another connection
+    writing the same row for more than 100 ms, leaves it for a later connection."""
     import psycopg
 
     if conn.execute("SELECT 1 FROM meta WHERE key = %s", (ACCESS_SINCE,)).fetchone():
         return
     with contextlib.suppress(psycopg.Error), conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = '100ms'")
         start_access_history(conn)
 
 
