@@ -131,21 +131,14 @@ def later_scores(
     avgdl: float,
 ) -> np.ndarray:
     """The BM25 share of ``terms`` (single tokens) in each of these chunks, as FTS5 computes
-    it: the chunks' indexed columns are tokenized again by the same tokenizer, and their
-    lengths are FTS5's own."""
-    lookup = "(SELECT value FROM json_each(?))"
-    ids = "[" + ",".join(map(str, rowids.tolist())) + "]"
+    it: the chunks' indexed columns are tokenized again by the same tokenizer, which also
+    gives their lengths in tokens exactly as FTS5 counted them (no read of its docsize table)."""
     texts = conn.execute(
-        f"SELECT id, c0, c1, c2 FROM chunks_fts_content WHERE id IN {lookup}", (ids,)
+        "SELECT id, c0, c1, c2 FROM chunks_fts_content WHERE id IN "
+        "(SELECT value FROM json_each(?))",
+        ("[" + ",".join(map(str, rowids.tolist())) + "]",),
     ).fetchall()
-    lengths = {
-        i: sum(sz) if max(sz, default=0) < 0x80 else sum(_varints(sz))  # one byte a column
-        for i, sz in conn.execute(
-            f"SELECT id, sz FROM chunks_fts_docsize WHERE id IN {lookup}", (ids,)
-        )
-    }
-    tokens = _Tokenizer.local()
-    weighted = tokens.counts(texts, terms)
+    weighted, lengths = _Tokenizer.local().counts(texts, terms)
     at = {int(r): n for n, r in enumerate(rowids)}
     out = np.zeros(len(rowids))
     for (rowid, term), f in weighted.items():  # f: the term's weighted count
@@ -188,9 +181,10 @@ class _Tokenizer:
 
     def counts(
         self, docs: Sequence[tuple[int, str, str, str]], terms: Sequence[str]
-    ) -> dict[tuple[int, int], float]:
+    ) -> tuple[dict[tuple[int, int], float], dict[int, int]]:
         """{(rowid, term number): weighted count} of each term's token in each doc, every
-        occurrence weighted by its column's BM25 weight."""
+        occurrence weighted by its column's BM25 weight, and {rowid: tokens in the doc} of the
+        docs that hold any of them."""
         wanted: dict[str, list[int]] = {}
         for n, term in enumerate(terms):
             token = self.token(term)
@@ -198,8 +192,9 @@ class _Tokenizer:
                 wanted.setdefault(token, []).append(n)
         columns = {"text": 0, "heading": 1, "context": 2}
         out: dict[tuple[int, int], float] = {}
+        lengths: dict[int, int] = {}
         if not wanted:
-            return out
+            return out, lengths
         conn = self.conn
         conn.execute("BEGIN")
         try:
@@ -210,13 +205,21 @@ class _Tokenizer:
                 "GROUP BY term, doc, col",
                 list(wanted),
             ):
+                lengths[doc] = 0
                 for number in wanted[term]:
                     key = (doc, number)
                     out[key] = out.get(key, 0.0) + n * BM25_WEIGHTS[columns[col]]
+            if lengths:
+                found = "[" + ",".join(map(str, lengths)) + "]"
+                for doc, sz in conn.execute(
+                    "SELECT id, sz FROM t_docsize WHERE id IN (SELECT value FROM json_each(?))",
+                    (found,),
+                ):
+                    lengths[doc] = sum(sz) if max(sz, default=0) < 0x80 else sum(_varints(sz))
             conn.execute("INSERT INTO t(t) VALUES('delete-all')")
         finally:
             conn.execute("COMMIT")
-        return out
+        return out, lengths
 
     def _tokens(self, docs: Sequence[tuple[int, str, str, str]]) -> list[str]:
         conn = self.conn
