@@ -21,7 +21,7 @@ import numpy as np
 
 from mdmem.index.backend import Scored
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.blas import ONE_BLAS_THREAD
+from mdmem.index.sqlite.cosine import cosines
 
 RELOAD_SHARE = 0.25
 """Read everything at once when more than this share of the texts is new to the cache."""
@@ -113,9 +113,7 @@ class VectorCache:
         holds no vectors of that size."""
         if self.matrix.shape[1] != query.shape[0]:
             return None
-        with ONE_BLAS_THREAD:
-            scores = self.matrix[: self.used] @ query
-        return scores[self.order]
+        return cosines(self.matrix[: self.used], query)[self.order]
 
     def layout_matrix(self) -> np.ndarray:
         """All vectors in layout order, zeros where a text has none (a copy)."""
