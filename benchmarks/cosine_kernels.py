@@ -4,6 +4,9 @@ fix), and ``einsum`` (numpy's own loop, ``mdmem/index/sqlite/cosine.py``).
 
 Usage:  .venv/bin/python benchmarks/cosine_kernels.py [--sizes 6000,100000,250000]
 
+(threadpoolctl, for the "one BLAS thread" column, comes with sentence-transformers through
+scikit-learn; mdmem itself no longer uses it.)
+
 Two tables:
 - time per product, p50 / p95 ms over 40 rounds, each kernel in turn within a round, on random
   unit 384-d float32 vectors, and the largest difference from the float64 product;

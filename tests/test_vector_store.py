@@ -67,6 +67,15 @@ def _matches_exact(ws: Workspace, queries: list[str]) -> None:
         top = np.argsort(-truth)[:10]
         assert list(np.argsort(-scores)[:10]) == list(top)
         assert np.abs(scores[found.positions] - truth[found.positions]).max() < FP16
+        also = np.random.default_rng(0).integers(0, len(truth), 30)  # keyword candidates
+        assert np.array_equal(
+            store.candidates(q, rows, layout, also[:0]).positions, found.positions
+        )
+        more = store.candidates(q, rows, layout, also.astype(np.int32))
+        assert more.positions is not None and (np.diff(more.positions) > 0).all()
+        around = np.concatenate([also, layout.prev[also], layout.next[also], found.positions])
+        assert set(more.positions.tolist()) == set(around[around >= 0].tolist())
+        assert np.abs(more.scores - truth[more.positions]).max() < FP16
 
 
 def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, embedder) -> None:

@@ -112,7 +112,9 @@ class VectorScan(Protocol):
     """One vector search in two halves, so that its costly half can run on a second thread
     while the keyword search runs on the connection's thread (torch, faiss, numpy and SQLite
     release the GIL): :meth:`scan` touches no database connection; :meth:`scored` runs after
-    it, on the connection's thread, and may also score the keyword candidates exactly."""
+    it, on the connection's thread, and may also score the keyword candidates exactly. The
+    caller holds the index's search lock and read snapshot throughout, so no sync changes the
+    layout or vectors while :meth:`scan` runs."""
 
     def scan(self, query: np.ndarray) -> None:
         """Compare ``query`` (a unit vector) with the stored vectors."""

@@ -260,15 +260,16 @@ class CompactVectors:
         """For each slot a layout position holding it and whether several do; the positions
         of those shared slots; the positions of delta slots. Kept until the layout changes,
         so a search never scans the whole layout."""
-        if self._inverse is None:
+        inverse = self._inverse
+        if inverse is None:
             slots = self.rows + len(self.delta)
             first = np.zeros(slots, dtype=np.int64)
             first[self.order] = np.arange(len(self.order))
             many = np.bincount(self.order, minlength=slots) > 1
             shared = np.flatnonzero(many[self.order])
             in_delta = np.flatnonzero(self.order >= self.rows)
-            self._inverse = (first, many, shared, in_delta)
-        return self._inverse
+            inverse = self._inverse = (first, many, shared, in_delta)
+        return inverse
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
         """float32 vectors of these slots: base rows decoded from faiss's own fp16 codes in one
@@ -669,6 +670,7 @@ class CompactScan:
         self._allowed = allowed
         self._query: np.ndarray | None = None
         self._near: Scored | None = None
+        store._positions()  # built here, on the connection's thread: the scan's only reads it
 
     def scan(self, query: np.ndarray) -> None:
         self._query = query
