@@ -941,9 +941,22 @@ def _watcher_line(info: dict[str, Any] | None) -> str:
 def _log_to_stderr() -> None:
     import logging
 
+    class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+        """Writes to ``sys.stderr`` as it is when a record is emitted, not as it was when the
+        handler was made: a background thread (late saves, the watcher) may log after a host
+        swapped stderr and closed the old one, as a test runner's capture does."""
+
+        @property  # type: ignore[override]
+        def stream(self) -> Any:
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _: Any) -> None:
+            pass
+
     logger = logging.getLogger("mdmem")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = CurrentStderr()
         handler.setFormatter(logging.Formatter("mdmem: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
