@@ -12,8 +12,14 @@
   sessions-* the returned hits reordered so that part of the budget goes to distinct sessions
              (after the first ``P`` hits, the best hit of each further session scoring at
              least ``t`` of the top one, at most ``S`` of them), then the rest in rank order
+  sentences  the vector side also scores each chunk by its best sentence (each sentence of a
+             turn embedded alone, with the speaker's name): the chunk's cosine, the best
+             sentence's (max) or a mix; the sentence vectors are kept in .bench/locomo/
+  keyword-before  the keyword side gains a fourth FTS5 column holding an event-stream turn's
+             turn before (the keyword twin of the turn context), at BM25 weight w
 
-Usage:  .venv/bin/python benchmarks/locomo_offline.py --idea ctx|query|sessions
+Usage:  .venv/bin/python benchmarks/locomo_offline.py
+            --idea ctx|query|sessions|sentences|keyword-before
             [--renderings a,b,c] [--convs tune] [--report] [--context-cost]
 ``--report`` prints bootstrap intervals per split and category (as ``locomo.py``) for the
 variants named by ``--variants``.
@@ -26,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import sqlite3
 import statistics
 import sys
 import time
@@ -48,7 +55,9 @@ from mdmem.config import SearchConfig
 from mdmem.index.backend import Scored
 from mdmem.index.chunks import chunk_document
 from mdmem.index.embed import SentenceTransformerEmbedder
+from mdmem.index.fts import fts_query
 from mdmem.index.search import Filters, Hit, search
+from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 from mdmem.markdown.parse import parse_document
 
 Rows = list[tuple[locomo.Question, dict[str, float]]]
@@ -156,6 +165,117 @@ class VectorSwap:
         return self._scores
 
 
+# ---- vector side: the best sentence of a turn ------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])|\s+(?=\[shares )")
+_MARKUP = (
+    (re.compile(r"\*\*"), ""),
+    (re.compile(r"^\s*[-*]\s+"), ""),
+    (re.compile(r"^\d\d:\d\d:\d\d \[\w+\] "), ""),  # rendering c's time and kind
+    (re.compile(r" \[D\d+:\d+\]"), ""),  # rendering b's dia_id
+)
+_SPEAKER = re.compile(r"^([A-Z][\w .'-]{0,40}): (.*)$", re.S)
+
+
+def sentences(text: str) -> list[str]:
+    """A chunk's sentences (a photo caption is one), each as ``Speaker: sentence``."""
+    for pattern, repl in _MARKUP:
+        text = pattern.sub(repl, text)
+    text = text.strip()
+    said = _SPEAKER.match(text)
+    who, body = (said.group(1), said.group(2)) if said else ("", text)
+    parts = [p.strip() for p in _SENTENCE_END.split(body) if p.strip()] or [body]
+    return [f"{who}: {p}" if who else p for p in parts]
+
+
+def sentence_matrix(
+    index: Any, model: SentenceTransformerEmbedder
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every chunk's sentence vectors (layout order) and the first row of each chunk's."""
+    texts, owners = [], []
+    for i, chunk in enumerate(chunk_texts(index)):
+        for sentence in sentences(chunk):
+            texts.append(sentence)
+            owners.append(i)
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:12]
+    path = locomo.WORK / f"sentences-{digest}.npy"
+    if path.exists():
+        vectors = np.load(path)
+    else:
+        vectors = model.embed(texts).astype(np.float32)
+        np.save(path, vectors)
+    owner = np.array(owners)
+    return vectors, np.flatnonzero(np.append(True, owner[1:] != owner[:-1]))
+
+
+class SentenceSwap:
+    """An index whose vector side scores a chunk by ``(1 - mix)`` × its own cosine + ``mix`` ×
+    its best sentence's (``mix`` None: the larger of the two)."""
+
+    def __init__(
+        self, index: Any, own: np.ndarray, sent: tuple[np.ndarray, np.ndarray], mix: float | None
+    ) -> None:
+        self._index, self._own, self._mix = index, own, mix
+        self._sentences, self._starts = sent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    def vector_scan(self, model_id: str, *, filters=None):  # type: ignore[no-untyped-def]
+        return self
+
+    def scan(self, query: np.ndarray) -> None:
+        own = self._own @ query
+        best = np.maximum.reduceat(self._sentences @ query, self._starts)
+        mixed = np.maximum(own, best) if self._mix is None else own + self._mix * (best - own)
+        self._scores = Scored(None, mixed.astype(np.float64))
+
+    def scored(self, keyword: Scored | None) -> Scored:
+        return self._scores
+
+
+# ---- keyword side: the turn before in its own column ----------------------------------------
+
+
+class KeywordBefore:
+    """An index whose keyword side is an in-memory FTS5 table of the same columns (and
+    tokenizer) plus ``before``, an event-stream turn's turn before, at BM25 weight ``weight``."""
+
+    def __init__(self, index: Any, weight: float) -> None:
+        self._index = index
+        self._layout = index.layout()
+        content = {
+            r[0]: r[1:] for r in index.conn.execute("SELECT id, c0, c1, c2 FROM chunks_fts_content")
+        }
+        self.conn = sqlite3.connect(":memory:")
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(text, heading, context, before, "
+            f"tokenize='{FTS_TOKENIZER}')"
+        )
+        rowids = self._layout.rowids.tolist()
+        for i, rowid in enumerate(rowids):
+            p = int(self._layout.prev[i])
+            before = content[rowids[p]][0] if self._layout.stream[i] and p >= 0 else ""
+            self.conn.execute(
+                "INSERT INTO t(rowid, text, heading, context, before) VALUES (?, ?, ?, ?, ?)",
+                (rowid, *content[rowid], before),
+            )
+        weights = ", ".join(str(w) for w in (*BM25_WEIGHTS, weight))
+        self.conn.execute(f"INSERT INTO t(t, rank) VALUES('rank', 'bm25({weights})')")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        match = fts_query(query)
+        rows = [] if match is None else self.conn.execute(
+            "SELECT rowid, -rank FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, limit)
+        ).fetchall()  # fmt: skip
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        scores = np.maximum(np.array([r[1] for r in rows], dtype=np.float64), 1e-9)
+        return Scored(self._layout.positions(ids) if len(ids) else ids, scores)
+
+
 # ---- query side: scaffolding stripped by rule -------------------------------------------------
 
 _LEAD = re.compile(
@@ -240,6 +360,10 @@ class Setup:
     query: str = "none"
     """none, vector, vector-mix, keyword, both."""
     sessions: tuple[int, int, float] | None = None
+    sentences: tuple[str, float | None] | None = None
+    """("max", None) or ("mix", share of the best sentence's cosine)."""
+    keyword_before: float | None = None
+    """BM25 weight of the turn-before column (None: the index's own keyword side)."""
 
 
 def variants(idea: str) -> dict[str, Setup]:
@@ -268,6 +392,15 @@ def variants(idea: str) -> dict[str, Setup]:
                 for s in (3, 5, 10)
                 for t in (0.3, 0.5, 0.7)
             },
+        },
+        "sentences": {
+            "default": Setup(),
+            "max": Setup(sentences=("max", None)),
+            **{f"mix {m}": Setup(sentences=("mix", m)) for m in (0.3, 0.5)},
+        },
+        "keyword-before": {
+            "default": Setup(),
+            **{f"before {w}": Setup(keyword_before=w) for w in (0.0, 0.1, 0.3)},
         },
     }
     return grids[idea]
@@ -299,18 +432,25 @@ def run(
                 prev = context_matrix(index, "prev", model, f"{rendering}{conv}", console)
                 short = np.array([len(t.split()) <= SHORT for t in chunk_texts(index)])
                 others = {"prev": prev, "prev-short": np.where(short[:, None], prev, own)}
+            sent = None
+            if any(s.sentences for s in setups.values()):
+                sent = sentence_matrix(index, model)
             ranked: dict[tuple, list[Hit]] = {}
             for name, setup in setups.items():
                 idx: Any = index
                 if setup.vector[0] != "own":
                     idx = VectorSwap(index, own, others[setup.vector[0]], setup.vector[1])
+                if setup.sentences and sent is not None:
+                    idx = SentenceSwap(idx, own, sent, setup.sentences[1])
+                if setup.keyword_before is not None:
+                    idx = KeywordBefore(idx, setup.keyword_before)
                 emb: Any = cached
                 if setup.query in ("vector", "both", "vector-mix"):
                     emb = QueryEmbedder(cached, stripped, setup.query == "vector-mix")
                 if setup.query in ("keyword", "both"):
                     idx = KeywordRewrite(idx, stripped)
                 for q in (q for q in qs if q.conv == conv):
-                    key = (setup.vector, setup.query, q.text)
+                    key = (setup.vector, setup.query, setup.sentences, setup.keyword_before, q.text)
                     if key not in ranked:  # a reordering reuses the ranking it reorders
                         ranked[key] = search(
                             idx, emb, q.text, k=200, mode="hybrid", config=config,
