@@ -1,18 +1,21 @@
-"""Keyword search in two stages at scale, weighed against the shipped search (not shipped).
+"""Keyword search in two stages at scale, against the split it replaced there and against
+other stage sizes.
 
-FTS5 hands back the rows matching a term for about 0.1 µs each, and BM25-scores them for about
-2.3 µs each; that second cost is why ``index/sqlite/keyword.py`` bounds the rows FTS5 scores
-(``POSTINGS_BUDGET``) and scores the most common terms last, on the candidates only. The idea
-weighed here spends the cheap cost instead: stage 1 reads each term's matching rows, rarest
-term first, up to ``budget`` rows in all, and ranks them by the summed IDF of the terms they
-hold (no term counts and no lengths: reading every row's length takes 1.3-1.7 s at 1M chunks,
-after every change); stage 2 scores the best ``M`` of them with FTS5's exact BM25
-(``keyword.later_scores``, which re-tokenizes their text).
+FTS5 hands back the rows matching a term for about 0.1-0.2 µs each, and BM25-ranks them for
+about 1-2 µs each; that second cost is why ``index/sqlite/keyword.py`` bounds the rows FTS5
+scores (``POSTINGS_BUDGET``). Below ``STAGES_FROM`` chunks a query past the budget is split
+(the most common terms scored last, on the candidates the rarer ones find); from it on, it goes
+in two stages:
+stage 1 reads each term's matching rows, rarest term first, up to ``STAGE_ROWS`` rows in all,
+and ranks them by the summed IDF of the terms they hold (no term counts and no lengths: reading
+every row's length takes most of a second at 1M chunks, after every change); stage 2 scores the
+best ``STAGE_SCORED`` of them with FTS5's exact BM25 (``keyword.later_scores``).
 
 Every variant runs on each query in turn, in one process (so the machine's load meets them
-alike). Reported: CPU ms p50 / p95 per keyword search (the 1,000 candidates a hybrid search
-asks for), and the share of the every-term top 10 (FTS5 scoring every row of every term)
-each returns.
+alike), in an order that rotates from query to query, after every query's term counts are
+cached (all variants read them). Reported: CPU ms p50 / p95 per ``keyword_candidates`` call
+(the 1,000 candidates a hybrid search asks for), and the share of the every-term top 10 (FTS5
+scoring every row of every term) each returns.
 
 Usage:  .venv/bin/python benchmarks/keyword_stages.py [--size 1000000] [--queries 60]
 The workspace is ``benchmarks/speed.py``'s ``.bench/speed/search-N`` (build it with
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from speed import SEED, WORK, Corpus, all_terms, ms
+from speed import SEED, WORK, Corpus, all_terms, keyword_settings, ms
 
 from mdmem import Workspace
 from mdmem.index.fts import query_terms
@@ -43,35 +46,6 @@ from mdmem.index.sqlite.index import SqliteIndex
 
 LIMIT = 1000
 """Keyword candidates a hybrid search asks for (``search.keyword_candidates``)."""
-
-
-def two_stage(index: SqliteIndex, query: str, top: int, budget: int) -> list[int]:
-    """The best ``LIMIT`` row ids by the two stages (see the module's docstring)."""
-    conn, layout, generation = index.conn, index.layout(), index.generation()
-    counts = index._terms  # the index's own per-generation term counts
-    terms = query_terms(query)
-    found = counts.of(conn, generation, terms)
-    rows, _ = counts.stats(conn, generation)
-    idf = {t: keyword._idf(rows, found[t]) for t in terms}
-    summed = np.zeros(len(layout.rowids), dtype=np.float32)
-    read = 0
-    for term in sorted(terms, key=lambda t: found[t]):
-        if read and read + found[term] > budget:
-            break
-        read += found[term]
-        ids = conn.execute(
-            "SELECT group_concat(rowid) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            (keyword._quoted(term),),
-        ).fetchone()[0]
-        if ids:
-            summed[layout.positions(np.array(ids.split(","), dtype=np.int64))] += idf[term]
-    held = np.flatnonzero(summed)
-    if len(held) > top:
-        held = held[np.argpartition(-summed[held], top - 1)[:top]]
-    best = layout.rowids[held]
-    _, avgdl = counts.stats(conn, generation)
-    exact = keyword.later_scores(conn, best, terms, [idf[t] for t in terms], avgdl)
-    return best[np.argsort(-exact, kind="stable")[:LIMIT]].tolist()
 
 
 def shipped(index: SqliteIndex, query: str) -> list[int]:
@@ -83,6 +57,19 @@ def shipped(index: SqliteIndex, query: str) -> list[int]:
 def every_term(index: SqliteIndex, query: str) -> list[int]:
     with all_terms():
         return shipped(index, query)
+
+
+def split_alone(index: SqliteIndex, query: str) -> list[int]:
+    with keyword_settings(STAGES_FROM=sys.maxsize):
+        return shipped(index, query)
+
+
+def stages(rows: int, scored: int) -> Callable[[SqliteIndex, str], list[int]]:
+    def run(index: SqliteIndex, query: str) -> list[int]:
+        with keyword_settings(STAGE_ROWS=rows, STAGE_SCORED=scored):
+            return shipped(index, query)
+
+    return run
 
 
 def per_row_cost(index: SqliteIndex, terms: list[str]) -> tuple[float, float]:
@@ -105,6 +92,19 @@ def per_row_cost(index: SqliteIndex, terms: list[str]) -> tuple[float, float]:
     return ids_s / max(n, 1) * 1e6, rank_s / max(n, 1) * 1e6
 
 
+def lengths_seconds(index: SqliteIndex) -> float:
+    """Seconds to read every row's length in tokens (what stage 1 would need to normalise by
+    length, as BM25 does), from FTS5's docsize table."""
+    started = time.perf_counter()
+    lengths = [
+        sum(keyword._varints(size)) for _, size in index.conn.execute(
+            "SELECT id, sz FROM chunks_fts_docsize"
+        )
+    ]  # fmt: skip
+    assert len(lengths) == len(index.layout().rowids)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000_000)
@@ -116,25 +116,33 @@ def main() -> None:
         sys.exit(f"{root}: no index; run benchmarks/million.py --sizes {args.size} first")
     corpus, rng = Corpus(), random.Random(f"{SEED}-million")
     queries = [corpus.query(rng) for _ in range(args.queries)]
+    shipped_as = f"two stages, {keyword.STAGE_ROWS:,} rows read, best {keyword.STAGE_SCORED}"
     variants: dict[str, Callable[[SqliteIndex, str], list[int]]] = {
-        "shipped (budget 20,000 rows scored)": shipped,
+        f"shipped: {shipped_as} scored": shipped,
+        f"the split alone ({keyword.POSTINGS_BUDGET:,} rows scored)": split_alone,
         "every term scored": every_term,
     }
-    for top, budget in ((500, 100_000), (500, 200_000), (1000, 200_000)):
-        variants[f"two stages: {budget:,} rows read, best {top} scored"] = (
-            lambda index, query, top=top, budget=budget: two_stage(index, query, top, budget)
-        )
+    for rows, scored in ((50_000, 300), (100_000, 500), (200_000, 500), (200_000, 1000)):
+        variants[f"two stages, {rows:,} rows read, best {scored} scored"] = stages(rows, scored)
     with Workspace(root) as ws:
         index = ws.index
         assert isinstance(index, SqliteIndex)
-        for query in queries[:3]:  # warm the caches and the term counts
+        went_staged = 0
+        for query in queries:  # every query's term counts, then a few searches to warm up
+            terms = query_terms(query)
+            found = index._terms.of(index.conn, index.generation(), terms)
+            rows, _ = index._terms.stats(index.conn, index.generation())
+            went_staged += keyword.staged(terms, found, rows)
+        for query in queries[:3]:
             for run in variants.values():
                 run(index, query)
         cpu: dict[str, list[float]] = {name: [] for name in variants}
         kept: dict[str, list[float]] = {name: [] for name in variants}
-        for query in queries:
+        names = list(variants)
+        for n, query in enumerate(queries):
             tops = {}
-            for name, run in variants.items():
+            for name in names[n % len(names) :] + names[: n % len(names)]:
+                run = variants[name]
                 started = time.process_time()
                 tops[name] = run(index, query)[:10]
                 cpu[name].append(time.process_time() - started)
@@ -142,7 +150,11 @@ def main() -> None:
             for name, top10 in tops.items():
                 kept[name].append(len(truth & set(top10)) / max(len(truth), 1))
         ids_us, rank_us = per_row_cost(index, sorted({t for q in queries for t in query_terms(q)}))
-    table = Table(title=f"keyword search at {args.size:,} chunks, {len(queries)} queries")
+        reading = lengths_seconds(index)
+    table = Table(
+        title=f"keyword search at {args.size:,} chunks, {len(queries)} queries "
+        f"({went_staged} of them in two stages)"
+    )
     for column in ("variant", "CPU ms p50 / p95", "top 10 = every term's"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for name in variants:
@@ -150,7 +162,7 @@ def main() -> None:
     console.print(table)
     console.print(
         f"FTS5 per matching row (the queries' terms): row ids {ids_us:.2f} µs, "
-        f"BM25 ranking {rank_us:.2f} µs"
+        f"BM25 ranking {rank_us:.2f} µs; every row's length read in {reading:.2f} s"
     )
 
 

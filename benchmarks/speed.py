@@ -406,13 +406,23 @@ def noop_reindex(corpus: Corpus, log: Console) -> Table:
 
 @contextlib.contextmanager
 def all_terms() -> Iterator[None]:
-    """Keyword queries keep every term (as before ``index/sqlite/keyword.py``)."""
-    saved = keyword.POSTINGS_BUDGET
-    keyword.POSTINGS_BUDGET = sys.maxsize
+    """Keyword queries keep every term and FTS5 scores every matching row (as before
+    ``index/sqlite/keyword.py``)."""
+    with keyword_settings(POSTINGS_BUDGET=sys.maxsize, STAGES_FROM=sys.maxsize):
+        yield
+
+
+@contextlib.contextmanager
+def keyword_settings(**values: int) -> Iterator[None]:
+    """``index/sqlite/keyword.py``'s constants set to ``values`` for a while."""
+    saved = {name: getattr(keyword, name) for name in values}
+    for name, value in values.items():
+        setattr(keyword, name, value)
     try:
         yield
     finally:
-        keyword.POSTINGS_BUDGET = saved
+        for name, value in saved.items():
+            setattr(keyword, name, value)
 
 
 def vouched(ws: Workspace, timeout: float = 120.0) -> None:

@@ -121,3 +121,85 @@ def test_varints_read_as_sqlite_writes_them() -> None:
     assert keyword._varints(bytes([0xFF] * 8 + [0x01])) == [(1 << 64) - 255]
     values = np.array(keyword._varints(bytes([0x82, 0x80, 0x01])))
     assert values.tolist() == [2 * 128 * 128 + 1]
+
+
+def _in_two_stages(monkeypatch) -> None:
+    """This 120-chunk index counts as large, and any query of more than 10 rows as past the
+    budget."""
+    monkeypatch.setattr(keyword, "STAGES_FROM", 100)
+    monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 10)
+
+
+def _every_term(ws: Workspace, query: str, monkeypatch) -> dict[int, float]:
+    with monkeypatch.context() as m:
+        m.setattr(keyword, "STAGES_FROM", 10**12)
+        m.setattr(keyword, "POSTINGS_BUDGET", 10**12)
+        return _scores(ws, query)
+
+
+@pytest.mark.parametrize("query", ["ledger zebra", "zebra ledgers balanced", "week zebra"])
+def test_two_stages_score_what_the_full_query_gives(tmp_path: Path, monkeypatch, query) -> None:
+    """In two stages, stage 1 only picks the candidates; each candidate scores exactly what FTS5
+    gives it for the whole query."""
+    ws = _workspace(tmp_path / "ws")
+    full = _every_term(ws, query, monkeypatch)
+    _in_two_stages(monkeypatch)
+    monkeypatch.setattr(keyword, "STAGE_ROWS", 10**6)
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 10**6)
+    staged = _scores(ws, query)
+    assert set(staged) == set(full)  # every matching row read and scored
+    for position, score in staged.items():
+        assert score == pytest.approx(full[position], rel=1e-9)
+    ws.close()
+
+
+def test_stage_one_reads_the_rarest_terms_first(tmp_path: Path, monkeypatch) -> None:
+    ws = _workspace(tmp_path / "ws")
+    full = _every_term(ws, "ledger zebra", monkeypatch)
+    zebra, ledger = set(_scores(ws, "zebra")), set(_scores(ws, "ledger"))
+    _in_two_stages(monkeypatch)
+    monkeypatch.setattr(keyword, "STAGE_ROWS", 10)  # the 5 zebra rows fit, the 88 ledger not
+    staged = _scores(ws, "ledger zebra")
+    assert set(staged) == zebra and len(ledger) == 88
+    for position, score in staged.items():  # the unread term's share is still counted
+        assert score == pytest.approx(full[position], rel=1e-9)
+    ws.close()
+
+
+def test_stage_two_scores_the_rows_holding_the_most_idf(tmp_path: Path, monkeypatch) -> None:
+    ws = _workspace(tmp_path / "ws")
+    both = set(_scores(ws, "zebra")) & set(_scores(ws, "ledger"))
+    assert len(both) == 5  # notes 3, 7, 11 and 12, and 20 (under a "Ledger notes" heading)
+    _in_two_stages(monkeypatch)
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 5)
+    assert set(_scores(ws, "ledger zebra")) == both
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 1000)
+    assert len(ws.index.keyword_candidates("ledger zebra", 2).scores) == 2  # at most the limit
+    ws.close()
+
+
+@pytest.mark.parametrize("query", ["ledger", "o'brien ledger"])
+def test_one_term_or_a_phrase_is_never_staged(tmp_path: Path, monkeypatch, query) -> None:
+    """One term gives stage 1 nothing to rank by; a phrase of several tokens cannot be counted
+    by stage 2. Both go to FTS5 as before."""
+    ws = _workspace(tmp_path / "ws")
+    _in_two_stages(monkeypatch)
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 2)
+    with monkeypatch.context() as m:
+        m.setattr(keyword, "STAGES_FROM", 10**12)
+        before = _scores(ws, query)
+    assert _scores(ws, query) == before and len(before) > 2
+    ws.close()
+
+
+def test_a_smaller_index_past_the_budget_is_split_not_staged(tmp_path: Path, monkeypatch) -> None:
+    ws = _workspace(tmp_path / "ws")
+    rows, _ = ws.index._terms.stats(ws.index.conn, ws.index.generation())
+    monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 10)
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 2)
+    monkeypatch.setattr(keyword, "STAGES_FROM", rows + 1)
+    split = _scores(ws, "ledger zebra")
+    assert set(split) == set(_scores(ws, "zebra"))  # the split: the rare word's 5 rows
+    monkeypatch.setattr(keyword, "STAGES_FROM", rows)
+    assert len(_scores(ws, "ledger zebra")) == 2  # from this size on, two stages
+    ws.close()

@@ -13,6 +13,14 @@ length and the term's weighted count in the chunk, so a candidate scores exactly
 query gives it. What is lost are chunks that hold none of the rarer terms, or too little of them
 to be among the candidates. A small index (a LoCoMo conversation: ~600 chunks) never reaches
 the budget, so its ranking is exactly as before.
+
+In an index of :data:`STAGES_FROM` chunks or more, a query past the budget is answered in two
+stages instead, because FTS5 hands back a term's matching row ids for about 0.1 µs each and
+BM25-ranks them for about 1-2 µs each. Stage 1 reads the row ids of each
+term, rarest first, up to :data:`STAGE_ROWS` rows, and ranks the rows by the summed IDF of
+the terms they hold; stage 2 gives the best :data:`STAGE_SCORED` of them the full query's exact
+BM25 (:func:`later_scores`). At 1M chunks that is faster than the split above and finds more of
+the every-term top 10; at 100k the split is exact and as fast (``benchmarks/keyword_stages.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +42,17 @@ common terms are scored only on the candidates the others find. At 1M chunks (ke
 p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/million.py
 --budgets``): 10,000 took 46 ms for 0.74, 20,000 59 ms for 0.88, 30,000 67 ms for 0.94; every
 term, 369 ms (README, "Speed and memory")."""
+STAGES_FROM = 500_000
+"""Chunks in the index from which a query past the budget goes in two stages. At 100k chunks
+the budget is a fifth of the index and the split finds the every-term top 10 exactly; at 1M it
+finds 0.87 of it, two stages 0.96 in less time (``benchmarks/keyword_stages.py``)."""
+STAGE_ROWS = 100_000
+"""Row ids stage 1 reads (each term whole, rarest first; the rarest always)."""
+STAGE_SCORED = 300
+"""Stage 1's best rows that stage 2 scores exactly: the candidates returned. At 1M chunks
+(``benchmarks/keyword_stages.py``, CPU p50 / p95 and the every-term top 10 kept): 50,000 rows
+read and 300 scored took 19.8 / 26.8 ms for 0.905; 100,000 and 300, 21.7 / 36.3 for 0.957;
+100,000 and 500, 24.2 / 39.4 for 0.960; the split above, 32.2 / 44.9 for 0.872."""
 K1, B = 1.2, 0.75
 """FTS5's BM25 constants (``fts5_aux.c``)."""
 
@@ -106,6 +125,9 @@ def keyword(
     later: list[str] = []
     if len(terms) > 1:
         found = counts.of(conn, generation, terms)
+        stats = counts.stats(conn, generation)
+        if staged(terms, found, stats[0]):
+            return two_stages(conn, layout, terms, found, stats, limit)
         terms, later = split_terms(terms, found, single_token)
     rows: list[tuple[int, float]] = []
     if terms:
@@ -231,6 +253,54 @@ class _Tokenizer:
         finally:
             conn.execute("COMMIT")
         return found
+
+
+def staged(terms: Sequence[str], found: dict[str, int], rows: int) -> bool:
+    """Whether a query of these ``terms`` (each matching ``found`` rows of the index's
+    ``rows``) goes in two stages: an index of :data:`STAGES_FROM` chunks or more, several
+    terms (one gives stage 1 nothing to rank by) matching more than the budget together, all
+    single tokens (stage 2 counts tokens)."""
+    return (
+        rows >= STAGES_FROM
+        and len(terms) > 1
+        and sum(found[t] for t in terms) > POSTINGS_BUDGET
+        and all(map(single_token, terms))
+    )
+
+
+def two_stages(
+    conn: sqlite3.Connection,
+    layout: Layout,
+    terms: Sequence[str],
+    found: dict[str, int],
+    stats: tuple[int, float],
+    limit: int,
+) -> Scored:
+    """The best of at most ``limit`` candidates, in two stages (see the module's docstring):
+    ``found`` holds each term's matching rows, ``stats`` FTS5's row count and mean length."""
+    rows, avgdl = stats
+    idf = {term: _idf(rows, found[term]) for term in terms}
+    summed = np.zeros(len(layout.rowids), dtype=np.float32)
+    first_read: list[np.ndarray] = []  # each row once: scanning all of ``summed`` costs more
+    read = 0
+    for term in sorted(terms, key=found.__getitem__):
+        if read and read + found[term] > STAGE_ROWS:
+            break
+        read += found[term]
+        ids = conn.execute(
+            "SELECT group_concat(rowid) FROM chunks_fts WHERE chunks_fts MATCH ?",
+            (_quoted(term),),
+        ).fetchone()[0]
+        if ids:
+            at = layout.positions(np.fromstring(ids, dtype=np.int64, sep=","))
+            first_read.append(at[summed[at] == 0])  # every IDF is above 0
+            summed[at] += idf[term]
+    held = np.concatenate(first_read) if first_read else np.zeros(0, dtype=np.int64)
+    best = min(STAGE_SCORED, limit)
+    if len(held) > best:
+        held = held[np.argpartition(-summed[held], best - 1)[:best]]
+    scores = later_scores(conn, layout.rowids[held], terms, [idf[t] for t in terms], avgdl)
+    return Scored(held, np.maximum(scores, 1e-9))
 
 
 def single_token(term: str) -> bool:
