@@ -44,15 +44,17 @@ p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/milli
 term, 369 ms (README, "Speed and memory")."""
 STAGES_FROM = 500_000
 """Chunks in the index from which a query past the budget goes in two stages. At 100k chunks
-the budget is a fifth of the index and the split finds the every-term top 10 exactly; at 1M it
-finds 0.87 of it, two stages 0.96 in less time (``benchmarks/keyword_stages.py``)."""
+the budget is a fifth of the index and the split finds the every-term top 10 exactly (two
+stages: 0.998 of it, in CPU time within the noise); at 1M the split finds 0.872 of it and two
+stages 0.987, in 17.2 / 27.6 ms p50 / p95 against 31.7 / 43.2 (``benchmarks/keyword_stages.py``).
+Sizes in between were not measured."""
 STAGE_ROWS = 100_000
 """Row ids stage 1 reads (each term whole, rarest first; the rarest always)."""
 STAGE_SCORED = 300
 """Stage 1's best rows that stage 2 scores exactly: the candidates returned. At 1M chunks
-(``benchmarks/keyword_stages.py``, CPU p50 / p95 and the every-term top 10 kept): 50,000 rows
-read and 300 scored took 19.8 / 26.8 ms for 0.905; 100,000 and 300, 21.7 / 36.3 for 0.957;
-100,000 and 500, 24.2 / 39.4 for 0.960; the split above, 32.2 / 44.9 for 0.872."""
+(``benchmarks/keyword_stages.py``, CPU ms p50 / p95 and the every-term top 10 kept): 50,000 rows
+read and 300 scored, 14.1 / 25.5 for 0.940; 100,000 and 300, 16.8 / 26.5 for 0.987; 100,000 and
+500, 18.8 / 26.3 for 0.985; 200,000 and 1,000, 22.8 / 34.8 for 0.985."""
 K1, B = 1.2, 0.75
 """FTS5's BM25 constants (``fts5_aux.c``)."""
 
