@@ -154,27 +154,46 @@ def test_two_stages_score_what_the_full_query_gives(tmp_path: Path, monkeypatch,
 
 
 def test_stage_one_reads_the_rarest_terms_first(tmp_path: Path, monkeypatch) -> None:
+    """Up to ``STAGE_ROWS``: "zebra" (5 rows) and "balanced" (40) are read, "ledger" (88) is
+    not. The split at the same budget would find the zebra rows alone."""
     ws = _workspace(tmp_path / "ws")
-    full = _every_term(ws, "ledger zebra", monkeypatch)
-    zebra, ledger = set(_scores(ws, "zebra")), set(_scores(ws, "ledger"))
+    query = "ledger balanced zebra"
+    full = _every_term(ws, query, monkeypatch)
+    zebra, balanced = set(_scores(ws, "zebra")), set(_scores(ws, "balanced"))
+    assert (len(zebra), len(balanced), len(_scores(ws, "ledger"))) == (5, 40, 88)
     _in_two_stages(monkeypatch)
-    monkeypatch.setattr(keyword, "STAGE_ROWS", 10)  # the 5 zebra rows fit, the 88 ledger not
-    staged = _scores(ws, "ledger zebra")
-    assert set(staged) == zebra and len(ledger) == 88
+    monkeypatch.setattr(keyword, "STAGE_ROWS", 50)
+    staged = _scores(ws, query)
+    assert set(staged) == zebra | balanced
     for position, score in staged.items():  # the unread term's share is still counted
         assert score == pytest.approx(full[position], rel=1e-9)
     ws.close()
 
 
 def test_stage_two_scores_the_rows_holding_the_most_idf(tmp_path: Path, monkeypatch) -> None:
+    """Four first entries hold all three words (notes 3, 7, 11, 12); note 20's zebra entry
+    holds two (its "Ledger notes" heading), the other rows fewer."""
     ws = _workspace(tmp_path / "ws")
-    both = set(_scores(ws, "zebra")) & set(_scores(ws, "ledger"))
-    assert len(both) == 5  # notes 3, 7, 11 and 12, and 20 (under a "Ledger notes" heading)
+    query = "ledger balanced zebra"
+    every = [set(_scores(ws, w)) for w in query.split()]
+    all_three = every[0] & every[1] & every[2]
+    assert len(all_three) == 4
     _in_two_stages(monkeypatch)
-    monkeypatch.setattr(keyword, "STAGE_SCORED", 5)
-    assert set(_scores(ws, "ledger zebra")) == both
-    monkeypatch.setattr(keyword, "STAGE_SCORED", 1000)
-    assert len(ws.index.keyword_candidates("ledger zebra", 2).scores) == 2  # at most the limit
+    monkeypatch.setattr(keyword, "STAGE_SCORED", 4)
+    assert set(_scores(ws, query)) == all_three
+    ws.close()
+
+
+def test_a_limit_below_the_stage_keeps_the_best_exact_scores(tmp_path: Path, monkeypatch) -> None:
+    """Stage 2 scores its rows exactly before the cut to ``limit``: stage 1's summed IDF ties
+    rows that BM25 tells apart."""
+    ws = _workspace(tmp_path / "ws")
+    full = _every_term(ws, "ledger week", monkeypatch)
+    _in_two_stages(monkeypatch)
+    found = ws.index.keyword_candidates("ledger week", 3)
+    assert found.positions is not None
+    best = sorted(full.values(), reverse=True)[:3]
+    assert sorted(found.scores.tolist(), reverse=True) == pytest.approx(best, rel=1e-9)
     ws.close()
 
 

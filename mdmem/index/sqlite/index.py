@@ -504,8 +504,12 @@ class SqliteIndex:
         return self.vector_cache(model_id).layout_matrix()
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
-        """The most common words of a long query are left out (see :mod:`.keyword`)."""
-        return keyword(self.conn, self.layout(), query, limit, self._terms, self.generation())
+        """The most common words of a long query are scored last, or the query goes in two
+        stages (see :mod:`.keyword`). In one snapshot, so the layout and the FTS5 rows agree
+        also when called outside a search."""
+        with read.snapshot(self.conn):
+            layout = self.layout()
+            return keyword(self.conn, layout, query, limit, self._terms, self.generation())
 
     def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies

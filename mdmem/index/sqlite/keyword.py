@@ -298,10 +298,12 @@ def two_stages(
             first_read.append(at[summed[at] == 0])  # every IDF is above 0
             summed[at] += idf[term]
     held = np.concatenate(first_read) if first_read else np.zeros(0, dtype=np.int64)
-    best = min(STAGE_SCORED, limit)
-    if len(held) > best:
-        held = held[np.argpartition(-summed[held], best - 1)[:best]]
+    if len(held) > STAGE_SCORED:
+        held = held[np.argpartition(-summed[held], STAGE_SCORED - 1)[:STAGE_SCORED]]
     scores = later_scores(conn, layout.rowids[held], terms, [idf[t] for t in terms], avgdl)
+    if len(held) > limit:  # the best by the exact score, not by stage 1's
+        kept = np.argsort(-scores, kind="stable")[:limit]
+        held, scores = held[kept], scores[kept]
     return Scored(held, np.maximum(scores, 1e-9))
 
 
