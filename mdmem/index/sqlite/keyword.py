@@ -16,11 +16,11 @@ the budget, so its ranking is exactly as before.
 
 In an index of :data:`STAGES_FROM` chunks or more, a query past the budget is answered in two
 stages instead, because FTS5 hands back a term's matching row ids for about 0.1 µs each and
-BM25-ranks them for about 1-2 µs each. Stage 1 reads the row ids of each
-term, rarest first, up to :data:`STAGE_ROWS` rows, and ranks the rows by the summed IDF of
-the terms they hold; stage 2 gives the best :data:`STAGE_SCORED` of them the full query's exact
-BM25 (:func:`later_scores`). At 1M chunks that is faster than the split above and finds more of
-the every-term top 10; at 100k the split is exact and as fast (``benchmarks/keyword_stages.py``).
+BM25-ranks them for about 1-2 µs each. Stage 1 reads the row ids of each term, rarest first,
+up to :data:`STAGE_ROWS` rows, and ranks the rows by the summed IDF of the terms they hold;
+stage 2 gives the best :data:`STAGE_SCORED` of them the full query's exact BM25
+(:func:`later_scores`). At 1M chunks that is faster than the split above and finds more of the
+every-term top 10; at 100k the split is exact and as fast (``benchmarks/keyword_stages.py``).
 """
 
 from __future__ import annotations
