@@ -1,7 +1,8 @@
-"""The compact vector store (float16 in faiss, in a file beside the index) used above
-``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite when its file
-is missing, damaged or foreign, follows edits incrementally, forgets for good, survives a writer
-killed midway, and ranks as the float32 path does (scores within float16 rounding)."""
+"""The compact vector store (float16 in faiss, in a file beside the index, scanned in 8 bits)
+used above ``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite
+when its file is missing, damaged or foreign, follows edits incrementally, forgets for good,
+survives a writer killed midway, and ranks as the float32 path does (scores within float16
+rounding)."""
 
 from __future__ import annotations
 
@@ -49,17 +50,20 @@ def _store(ws: Workspace) -> CompactVectors:
 
 def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
-    the exact top 10 with the same order and scores."""
+    the exact top 10 with the same order and scores: the 8-bit scan's best 20 hold the exact
+    best 10, whose cosines come from the float16 codes."""
     index, embedder = ws.index, ws.embedder()
     assert embedder is not None
     store = _store(ws)
     layout = index.layout()
+    scanner = store.scanner  # the 8-bit copy follows every load and rewrite of the base
+    assert scanner is not None and scanner.ntotal == store.rows and scanner.code_size == store.dim
     exact = read.vectors(index.conn, layout, embedder.model_id)
     assert np.abs(store.layout_matrix() - exact).max() < 1e-3
     for query in queries:
         q = embedder.embed([query])[0]
         truth = exact @ q
-        rows = store.nearest(q, ~layout.archived, nearest=10)
+        rows = store.nearest(q, ~layout.archived, nearest=20)
         assert rows is not None
         found = store.candidates(q, rows, layout)
         assert found.positions is not None

@@ -1,5 +1,5 @@
 """The vectors of a large workspace: float16 in faiss, in a file beside the index, scanned by
-faiss's exhaustive kernel (README, "Vectors at 1M chunks").
+faiss's exhaustive kernel in an 8-bit copy (README, "Vectors at 1M chunks").
 
 Above ``index.compact_vectors_from`` chunks the float32 matrix of :mod:`.vector_cache` costs
 too much: 1.5 GB and 208 ms per scan at 1M chunks, where faiss's float16 scan takes 87 ms in
@@ -58,6 +58,8 @@ NEAREST = 1000
 """Rows faiss returns per search (the fused pool is ``search.candidates``, 100)."""
 BATCH = 16384
 """Vectors read from SQLite, encoded or written per step (memory stays flat)."""
+SCAN_SAMPLE = 65_536
+"""Rows whose range the 8-bit scan is trained on."""
 SUFFIX = "-vectors"
 
 
@@ -100,6 +102,8 @@ class CompactVectors:
         self._say = on_message
         self.faiss = load_faiss()
         self.base: faiss.IndexScalarQuantizer | None = None
+        self.scanner: faiss.IndexScalarQuantizer | None = None
+        """The base again in 8 bits, for the scan only (:meth:`_scanner_of`)."""
         self.dim = 0
         self.hashes = np.zeros(0, dtype=f"S{HASH_BYTES}")
         """The text of each base row."""
@@ -238,7 +242,7 @@ class CompactVectors:
     def _nearest(self, query: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
         """Base rows: the best ``k`` alive and allowed ones."""
         nb = self.rows
-        if self.base is None or not nb:
+        if self.scanner is None or not nb:
             return np.zeros(0, dtype=np.int64)
         ok = self.refs > 0
         if allowed is not None and not allowed.all():
@@ -252,7 +256,7 @@ class CompactVectors:
             selector = self.faiss.IDSelectorBitmap(nb, self.faiss.swig_ptr(bits))
             params = self.faiss.SearchParameters(sel=selector)
         one_faiss_thread(self.faiss)
-        _, rows = self.base.search(query[None, :], min(k, max(nb, 1)), params=params)
+        _, rows = self.scanner.search(query[None, :], min(k, max(nb, 1)), params=params)
         rows = rows[0]
         return rows[rows >= 0]
 
@@ -392,7 +396,7 @@ class CompactVectors:
 
         held = self._layout_hashes()
         if self._write(blocks()):
-            self.base = None
+            self.base = self.scanner = None
             self._load()
             self._follow(held)
 
@@ -416,6 +420,7 @@ class CompactVectors:
         """Every vector of the layout's texts, from SQLite, to a new file, then loaded (a
         batch at a time: memory holds the codes once)."""
         self.base, self.hashes, self.sorted = None, self.hashes[:0], self.sorted[:0]
+        self.scanner = None
         first = conn.execute(
             "SELECT length(vector) FROM embeddings WHERE model = ? LIMIT 1", (self.model_id,)
         ).fetchone()
@@ -453,6 +458,28 @@ class CompactVectors:
     ) -> None:
         self.base, self.hashes = base, texts
         self.sorted = np.argsort(texts, kind="stable").astype(np.int64) if order is None else order
+        self.scanner = self._scanner_of(base)
+
+    def _scanner_of(self, base: faiss.IndexScalarQuantizer) -> faiss.IndexScalarQuantizer | None:
+        """The base's vectors in 8 bits (one range for all dimensions, taken from a sample of
+        rows), which faiss scans in about 0.7 of the float16 time and with half the memory
+        traffic, so the keyword search beside it slows less. It only picks the ``NEAREST``
+        rows: their cosines come from the float16 codes (:meth:`candidates`). Built when the
+        base is loaded (about 2 s and 384 MB at 1M chunks; README, "Vectors at 1M chunks")."""
+        rows = base.ntotal
+        if not rows:
+            return None
+        faiss = self.faiss
+        one_faiss_thread(faiss)
+        codes = _codes_view(faiss, base, rows, self._code_size())
+        scanner = faiss.IndexScalarQuantizer(
+            self.dim, faiss.ScalarQuantizer.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT
+        )
+        step = max(1, rows // SCAN_SAMPLE)
+        scanner.train(base.sa_decode(np.ascontiguousarray(codes[::step])))
+        for start in range(0, rows, BATCH):
+            scanner.add(base.sa_decode(codes[start : start + BATCH]))
+        return scanner
 
     def _encode(self, block: np.ndarray) -> bytes:
         return self._quantizer().sa_encode(np.ascontiguousarray(block, np.float32)).tobytes()
