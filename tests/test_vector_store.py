@@ -1,8 +1,9 @@
-"""The compact vector store (float16 in faiss, in a file beside the index, scanned in 8 bits)
-used above ``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite
-when its file is missing, damaged or foreign, follows edits incrementally, forgets for good,
-survives a writer killed midway, and ranks as the float32 path does (scores within float16
-rounding)."""
+"""The compact vector store (float16 in faiss, in a file beside the index) used above
+``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite when its file
+is missing, damaged or foreign, follows edits incrementally, forgets for good, survives a writer
+killed midway, and ranks as the float32 path does (scores within float16 rounding); from
+``FAST_SCAN_FROM`` rows its fast-scan copy picks the nearest rows, and a mask it cannot honour
+falls back to the float16 scan."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.vector_store import CompactVectors, StoreError, store_path
+from mdmem.index.sqlite.vector_store import FAST_NEAREST, CompactVectors, StoreError, store_path
 
 pytest.importorskip("faiss")
 
@@ -50,20 +51,17 @@ def _store(ws: Workspace) -> CompactVectors:
 
 def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
-    the exact top 10 with the same order and scores: the 8-bit scan's best 20 hold the exact
-    best 10, whose cosines come from the float16 codes."""
+    the exact top 10 with the same order and scores."""
     index, embedder = ws.index, ws.embedder()
     assert embedder is not None
     store = _store(ws)
     layout = index.layout()
-    scanner = store.scanner  # the 8-bit copy follows every load and rewrite of the base
-    assert scanner is not None and scanner.ntotal == store.rows and scanner.code_size == store.dim
     exact = read.vectors(index.conn, layout, embedder.model_id)
     assert np.abs(store.layout_matrix() - exact).max() < 1e-3
     for query in queries:
         q = embedder.embed([query])[0]
         truth = exact @ q
-        rows = store.nearest(q, ~layout.archived, nearest=20)
+        rows = store.nearest(q, ~layout.archived, nearest=10)
         assert rows is not None
         found = store.candidates(q, rows, layout)
         assert found.positions is not None
@@ -216,3 +214,81 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
         rebuilt.update(ws.index.conn, ws.index._cache.texts)
     assert rebuilt.writes == 1
     assert list(path.parent.glob(f"{path.name}.tmp-*")) == []
+
+
+def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, np.ndarray]:
+    """2,000 chunks with random unit vectors, in a store that builds its scanner from
+    ``fast_scan_from`` rows; also the float32 vectors of its base rows."""
+    root = tmp_path / "ws"
+    (root / "notes").mkdir(parents=True)
+    for i in range(20):
+        facts = "\n".join(
+            f"- Fact {j} of note {i}: item {i * j} sits in bin {j}" for j in range(100)
+        )
+        (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
+    ws = Workspace(root)
+    ws.sync(embed=False)
+    conn, model = ws.index.conn, "test/random-384"
+    ws.index.layout()
+    hashes = ws.index._cache.texts
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((len(hashes), 384), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with conn:
+        conn.executemany(
+            "INSERT INTO embeddings(model, text_hash, dim, vector) VALUES (?, ?, 384, ?)",
+            [(model, h, v.tobytes()) for h, v in zip(hashes, vectors, strict=True)],
+        )
+    store = CompactVectors(model, tmp_path / "vectors", fast_scan_from=fast_scan_from)
+    with read.snapshot(conn):
+        store.update(conn, hashes)
+    by_text = dict(zip(hashes, vectors, strict=True))
+    ws.close()
+    return store, np.stack([by_text[h.decode()] for h in store.hashes])
+
+
+def test_the_fast_scan_picks_the_nearest_rows_and_honours_every_mask(tmp_path: Path) -> None:
+    store, base = _random_store(tmp_path, fast_scan_from=1000)
+    scanner = store.scanner
+    assert scanner is not None and scanner.ntotal == store.rows == 2000
+    everyone = np.ones(len(store.order), dtype=bool)
+    rng = np.random.default_rng(11)
+    queries = rng.standard_normal((40, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    kept = []
+    for q in queries:
+        truth = np.argsort(-(base @ q))[:10]
+        picked = store.nearest(q, everyone, nearest=25)
+        assert picked is not None and len(picked) == FAST_NEAREST * 25
+        kept.append(np.isin(truth, picked).mean())
+    # 0.988 here (the float16 scan: 1.0); a scanner picking at random would keep 0.025
+    assert np.mean(kept) >= 0.95
+
+    q = queries[0]
+    hidden = rng.random(len(store.order)) < 0.3  # a filter hiding 30%: asked for more, dropped
+    picked = store.nearest(q, ~hidden, nearest=25)
+    assert picked is not None and len(picked) == FAST_NEAREST * 25
+    assert not np.isin(picked, store.order[hidden]).any()
+
+    nearest_first = np.argsort(-(base @ q))
+    hidden = np.isin(store.order, nearest_first[:200])  # the 200 nearest hidden: the fast scan
+    picked = store.nearest(q, ~hidden, nearest=25)  # finds too few, the float16 scan decides
+    assert picked is not None and list(picked) == list(nearest_first[200:225])
+
+    hidden = rng.random(len(store.order)) < 0.6  # most rows hidden: the float16 scan decides
+    picked = store.nearest(q, ~hidden, nearest=25)
+    allowed_rows = np.flatnonzero(~np.isin(np.arange(store.rows), store.order[hidden]))
+    best = allowed_rows[np.argsort(-(base[allowed_rows] @ q))[:25]]
+    assert picked is not None and list(picked) == list(best)
+
+    store.rewrite()  # a new base: a new scanner over it
+    assert store.scanner is not None and store.scanner is not scanner
+    assert store.scanner.ntotal == store.rows
+
+
+def test_a_small_store_has_no_scanner(tmp_path: Path) -> None:
+    store, base = _random_store(tmp_path, fast_scan_from=2001)
+    assert store.scanner is None
+    q = base[5]
+    picked = store.nearest(q, np.ones(len(store.order), dtype=bool), nearest=10)
+    assert picked is not None and list(picked) == list(np.argsort(-(base @ q))[:10])
