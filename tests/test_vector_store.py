@@ -33,12 +33,12 @@ def _workspace(root: Path, embedder, threshold: int = 0) -> Workspace:  # type: 
     return Workspace(root, config, embedder=embedder)
 
 
-def _notes(root: Path, files: int = 8) -> None:
+def _notes(root: Path, files: int = 8, per_note: int = 4) -> None:
     (root / "notes").mkdir(parents=True, exist_ok=True)
     for i in range(files):
         facts = "\n".join(
             f"- Fact {j} of note {i}: the {j}th server is in rack {i}, row {i * j}"
-            for j in range(4)
+            for j in range(per_note)
         )
         (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
 
@@ -220,12 +220,7 @@ def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, 
     """2,000 chunks with random unit vectors, in a store that builds its scanner from
     ``fast_scan_from`` rows; also the float32 vectors of its base rows."""
     root = tmp_path / "ws"
-    (root / "notes").mkdir(parents=True)
-    for i in range(20):
-        facts = "\n".join(
-            f"- Fact {j} of note {i}: item {i * j} sits in bin {j}" for j in range(100)
-        )
-        (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
+    _notes(root, files=20, per_note=100)
     ws = Workspace(root)
     ws.sync(embed=False)
     conn, model = ws.index.conn, "test/random-384"
@@ -261,7 +256,7 @@ def test_the_fast_scan_picks_the_nearest_rows_and_honours_every_mask(tmp_path: P
         picked = store.nearest(q, everyone, nearest=25)
         assert picked is not None and len(picked) == FAST_NEAREST * 25
         kept.append(np.isin(truth, picked).mean())
-    # 0.988 here (the float16 scan: 1.0); a scanner picking at random would keep 0.025
+    # 0.978 here (the float16 scan: 1.0); a scanner picking at random would keep 0.025
     assert np.mean(kept) >= 0.95
 
     q = queries[0]
