@@ -265,7 +265,8 @@ def test_the_fast_scan_picks_the_nearest_rows_and_honours_every_mask(tmp_path: P
     assert picked is not None and len(picked) == FAST_NEAREST * 25
     assert not np.isin(picked, store.order[hidden]).any()
 
-    nearest_first = np.argsort(-(base @ q))
+    as_stored = store._vectors(np.arange(store.rows))  # the float16 codes decide the order
+    nearest_first = np.argsort(-(as_stored @ q))
     hidden = np.isin(store.order, nearest_first[:200])  # the 200 nearest hidden: the fast scan
     picked = store.nearest(q, ~hidden, nearest=25)  # finds too few, the float16 scan decides
     assert picked is not None and list(picked) == list(nearest_first[200:225])
@@ -273,7 +274,7 @@ def test_the_fast_scan_picks_the_nearest_rows_and_honours_every_mask(tmp_path: P
     hidden = rng.random(len(store.order)) < 0.6  # most rows hidden: the float16 scan decides
     picked = store.nearest(q, ~hidden, nearest=25)
     allowed_rows = np.flatnonzero(~np.isin(np.arange(store.rows), store.order[hidden]))
-    best = allowed_rows[np.argsort(-(base[allowed_rows] @ q))[:25]]
+    best = allowed_rows[np.argsort(-(as_stored[allowed_rows] @ q))[:25]]
     assert picked is not None and list(picked) == list(best)
 
     store.rewrite()  # a new base: a new scanner over it
@@ -282,8 +283,12 @@ def test_the_fast_scan_picks_the_nearest_rows_and_honours_every_mask(tmp_path: P
 
 
 def test_a_small_store_has_no_scanner(tmp_path: Path) -> None:
-    store, base = _random_store(tmp_path, fast_scan_from=2001)
+    store, _ = _random_store(tmp_path, fast_scan_from=2001)  # one row short of the line
     assert store.scanner is None
-    q = base[5]
+    as_stored = store._vectors(np.arange(store.rows))
+    q = as_stored[5]
     picked = store.nearest(q, np.ones(len(store.order), dtype=bool), nearest=10)
-    assert picked is not None and list(picked) == list(np.argsort(-(base @ q))[:10])
+    assert picked is not None and list(picked) == list(np.argsort(-(as_stored @ q))[:10])
+    at_the_line = CompactVectors(store.model_id, store.path, fast_scan_from=store.rows)
+    at_the_line._load()
+    assert at_the_line.scanner is not None and at_the_line.scanner.ntotal == store.rows

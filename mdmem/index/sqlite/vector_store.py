@@ -65,8 +65,9 @@ FAST_SCAN_FROM = 50_000
 """Base rows from which the scanner is built (below, the float16 scan takes about 2 ms)."""
 FAST_NEAREST = 2
 """The scanner picks this many times ``nearest`` rows: its order is approximate."""
-SCAN_SAMPLE = 65_536
-"""Rows the scanner's codebooks are trained on."""
+SCAN_SAMPLE = 16 * 256
+"""Rows the scanner's codebooks are trained on: faiss's k-means keeps at most 256 points per
+centroid, and each of its codebooks has 16."""
 SUFFIX = "-vectors"
 
 
@@ -205,8 +206,9 @@ class CompactVectors:
     def nearest(
         self, query: np.ndarray, allowed: np.ndarray | None, nearest: int = NEAREST
     ) -> np.ndarray | None:
-        """The ``nearest`` allowed base rows to ``query`` by faiss (the costly half of a
-        search: it touches no connection); None when the query is not of the store's size."""
+        """The ``nearest`` allowed base rows to ``query`` by faiss (``FAST_NEAREST`` times as
+        many when the scanner picks them: the costly half of a search, it touches no
+        connection); None when the query is not of the store's size."""
         if not self.dim or query.shape[0] != self.dim:
             return None
         return self._nearest(np.ascontiguousarray(query, dtype=np.float32), allowed, nearest)
@@ -502,8 +504,8 @@ class CompactVectors:
         """The base's vectors product-quantized to 4 bits per pair of dimensions (codebooks
         trained on a sample of rows), which faiss's fast-scan kernel scans from SIMD registers:
         at 1M chunks 4 ms a query against 34 for the float16 codes, and its best 2,000 held
-        0.999 of the float16 scan's top 10 (README, "Vectors at 1M chunks"). Built when the
-        base is loaded: about 5 s on two cores and 96 MB at 1M chunks."""
+        all of the float16 scan's top 10 for 300 random queries (README, "Vectors at 1M
+        chunks"). Built when the base is loaded: 5-6 s on two cores and 96 MB at 1M chunks."""
         rows = base.ntotal
         if rows < max(self.fast_scan_from, 1) or self.dim % 2:
             return None
@@ -511,7 +513,7 @@ class CompactVectors:
         codes = _codes_view(faiss, base, rows, self._code_size())
         scanner = faiss.IndexPQFastScan(self.dim, self.dim // 2, 4, faiss.METRIC_INNER_PRODUCT)
         step = max(1, rows // SCAN_SAMPLE)
-        faiss.omp_set_num_threads(os.cpu_count() or 1)  # encoding: 10.8 s on one core, 5.3 on two
+        faiss.omp_set_num_threads(_usable_cores())  # 10.8 s on one core, 5.3 on two
         try:
             scanner.train(base.sa_decode(np.ascontiguousarray(codes[::step])))
             for start in range(0, rows, BATCH):
@@ -628,6 +630,13 @@ class CompactVectors:
         if rows and not np.array_equal(np.sort(order), np.arange(rows)):
             raise StoreError("is damaged (order)")
         self._adopt(base, texts, order)
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (a container's share, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def _with_neighbours(positions: np.ndarray, layout: Layout) -> np.ndarray:
