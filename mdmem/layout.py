@@ -97,6 +97,7 @@ def _pid_in(fd: int) -> int:
 def private_dir(folder: Path) -> Path:
     """Create ``folder`` (``.mdmem/`` or a folder inside it) owner-only, and make it so if it
     exists: the state folder holds every word of the workspace (index, journal, caches)."""
+    still_there(folder)
     folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     _restrict(folder, PRIVATE_DIR_MODE)
     for parent in folder.parents:  # every folder from .mdmem/ down to this one
@@ -104,6 +105,19 @@ def private_dir(folder: Path) -> Path:
             break
         _restrict(parent, PRIVATE_DIR_MODE)
     return folder
+
+
+def still_there(folder: Path) -> None:
+    """Raise ``FileNotFoundError`` when ``folder`` lies in a ``.mdmem/`` whose workspace folder
+    is gone: a watcher or server still running in a workspace deleted with ``rm -rf`` must not
+    make it again (a new index, a lock) on its way out. An ``OSError``, so the writers that
+    already handle a folder they cannot write (a heartbeat, a sync) handle this one too."""
+    for part in (folder, *folder.parents):
+        if part.name == STATE_DIR:
+            if not part.parent.is_dir():
+                why = "the workspace folder was deleted; its state is not made again"
+                raise FileNotFoundError(errno.ENOENT, why, str(part.parent))
+            return
 
 
 def private_file(path: Path) -> Path:

@@ -251,6 +251,7 @@ def test_a_server_never_outlives_its_workspace(tmp_path: Path, started: list[int
     # as `rm -rf` does while the server still writes its heartbeat: remove until it is gone
     wait_until(lambda: shutil.rmtree(root, ignore_errors=True) or not root.exists(), "rm -rf", 30)
     wait_until(lambda: not alive(pid), "the server outlived its deleted workspace", 30)
+    assert not root.exists(), sorted(p.relative_to(root) for p in root.rglob("*"))  # nor rebuilt it
 
 
 @pytest.mark.parametrize(

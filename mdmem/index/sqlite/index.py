@@ -49,6 +49,7 @@ from mdmem.index.sqlite.vector_store import (
     store_path,
 )
 from mdmem.index.sync import Freshness, Progress, SyncReport
+from mdmem.layout import still_there
 from mdmem.markdown.parse import Problem
 from mdmem.memory.relations import Relation
 from mdmem.memory.scan import FileStat
@@ -171,6 +172,7 @@ class SqliteIndex:
 
         seen = self._identity
         self.close()
+        still_there(self.lock_path.parent)
         done: str | None
         try:
             with FileLock(str(self.lock_path), timeout=HEAL_LOCK_WAIT_S):
@@ -291,6 +293,7 @@ class SqliteIndex:
         from filelock import FileLock, Timeout
 
         report = SyncReport()
+        still_there(self.lock_path.parent)  # filelock would make a deleted workspace again
         try:
             with FileLock(str(self.lock_path), timeout=lock_timeout):
                 self._sync_locked(full, embed, progress, report, defer_bytes, only)
