@@ -461,3 +461,28 @@ def test_watcher_retries_an_unreadable_file_and_reconciles_missed_events(tmp_pat
     assert Workspace(root).config.watch.reconcile_seconds == 1.0
     (root / "mdmem.toml").write_text(KEYWORD_ONLY)
     assert Workspace(root).config.watch.reconcile_seconds == 30.0  # the README's default
+
+
+def test_a_deleted_workspace_is_not_made_again(tmp_path: Path) -> None:
+    """A Workspace still open on a folder someone deleted (`rm -rf`) says so, and leaves the
+    folder deleted: no index, lock or journal is made where it was. Deleting only `.mdmem/`
+    is different: the index is rebuilt."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "memory.md").write_text("# Memory\n\n## Facts\n- The vault opens at nine\n")
+    ws = Workspace(root)
+    ws.sync(embed=False)
+    shutil.rmtree(root / ".mdmem")
+    assert [h.path for h in ws.search("vault", mode="keyword", track_access=False)] == [
+        "memory.md"
+    ]
+    shutil.rmtree(root)
+    for attempt in (
+        lambda: ws.sync(embed=False),
+        lambda: ws.search("vault", mode="keyword", track_access=False),
+    ):
+        with pytest.raises(FileNotFoundError, match="workspace folder was deleted") as caught:
+            attempt()
+        assert str(root) in str(caught.value)
+    assert not root.exists()
+    ws.close()
