@@ -473,9 +473,7 @@ def test_a_deleted_workspace_is_not_made_again(tmp_path: Path) -> None:
     ws = Workspace(root)
     ws.sync(embed=False)
     shutil.rmtree(root / ".mdmem")
-    assert [h.path for h in ws.search("vault", mode="keyword", track_access=False)] == [
-        "memory.md"
-    ]
+    assert [h.path for h in ws.search("vault", mode="keyword", track_access=False)] == ["memory.md"]
     shutil.rmtree(root)
     for attempt in (
         lambda: ws.sync(embed=False),
