@@ -7,19 +7,16 @@ any other sentence-transformers name or local path is a config value.
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 
 from mdmem.errors import MdmemError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-
-T = TypeVar("T")
 
 
 class EmbeddingError(MdmemError):
@@ -74,7 +71,6 @@ class SentenceTransformerEmbedder:
         self.model_id = f"sentence-transformers/{model}"
         self._loaded: Any = None
         self._loading = threading.Lock()
-        self._query: QueryThread | None = None
 
     def _load(self) -> Any:
         with self._loading:  # a server's warm-up and its first search may both get here
@@ -104,17 +100,6 @@ class SentenceTransformerEmbedder:
     def embed(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> np.ndarray:
-        """One text (a search's query) is embedded on :class:`QueryThread`."""
-        if len(texts) == 1 and progress is None:
-            self._load()
-            with self._loading:
-                if self._query is None or not self._query.alive():
-                    self._query = QueryThread()
-                query = self._query
-            return query.run(lambda: self._encode(texts, None))
-        return self._encode(texts, progress)
-
-    def _encode(self, texts: Sequence[str], progress: Callable[[int], None] | None) -> np.ndarray:
         model = self._load()
         out = []
         for i in range(0, len(texts), self.batch_size):
@@ -132,53 +117,6 @@ class SentenceTransformerEmbedder:
         if not out:
             return np.zeros((0, 0), dtype=np.float32)
         return np.vstack(out)
-
-
-class QueryThread:
-    """A thread that runs torch on one OpenMP thread, its own setting alone (each thread has
-    its own count; ``torch.set_num_threads`` would change the count every thread started later
-    gets, an indexing thread's too). A search embeds its query while the keyword search runs
-    beside it: on two cores torch's two threads fought that search for the cores, and at 100k
-    chunks ``ws.search`` with a watcher took p50 / p95 30.5 / 37.2 ms against 27.9 / 34.8 with
-    the query on one thread (README, "One thread for the query")."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[Any]]]
-        self._jobs = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="mdmem-query", daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        """False in a forked child: it has the object, and Python marks the thread stopped."""
-        return self._thread.is_alive()
-
-    def run(self, job: Callable[[], T]) -> T:
-        """``job()`` on this thread; its error is raised here."""
-        done: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        self._jobs.put((job, done))
-        ok, value = done.get()
-        if not ok:
-            raise value
-        return value  # type: ignore[no-any-return]
-
-    def _serve(self) -> None:
-        one_openmp_thread()
-        while True:
-            job, done = self._jobs.get()
-            try:
-                done.put((True, job()))
-            except BaseException as exc:  # raised on the caller's thread
-                done.put((False, exc))
-
-
-def one_openmp_thread() -> None:
-    """This thread's OpenMP count to 1, through threadpoolctl (every OpenMP runtime loaded).
-    torch sets a thread's count on the thread's first parallel work, so it goes first here."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.get_num_threads()
-    threadpool_limits(1, user_api="openmp")
 
 
 class LiteLLMEmbedder:
