@@ -1,7 +1,8 @@
 """A hybrid search runs its two retrievers side by side (issue 15): the query's embedding
 and the vector scan on a second thread, the keyword search on the caller's, which holds the
 index's connection. These tests make the keyword search wait for the vector half, so a search
-that ran them one after the other would never finish."""
+that ran them one after the other would never finish. The second thread is a lasting worker
+that runs OpenMP (torch, faiss) on one thread, its own setting alone (``index/beside.py``)."""
 
 from __future__ import annotations
 
@@ -128,8 +129,11 @@ def test_an_error_of_either_half_reaches_the_caller_and_leaves_no_thread(
 
         with pytest.raises(OSError, match="disk gone"):
             _search(KeywordFails(ws.index), ws, "staging port")
-        assert not [t for t in threading.enumerate() if t.name.startswith("mdmem-vector")]
+        assert not [t for t in threading.enumerate() if t.name == "mdmem-vector"]
         assert _search(ws.index, ws, "staging port")  # and the index still searches
+        gate = _Gate(ws.index)
+        _search(gate, ws, "staging port")  # the worker is free again: the half runs there
+        assert gate.scan_thread in {t.ident for t in threading.enumerate() if t.daemon}
     finally:
         ws.close()
 
@@ -144,7 +148,7 @@ def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, emb
         threads: list[int] = []
 
         def run() -> None:
-            from mdmem.index.sqlite.vector_store import load_faiss
+            from mdmem.index.sqlite.picking import load_faiss
 
             scan.scan(query)
             threads.append(load_faiss().omp_get_max_threads())
@@ -196,3 +200,76 @@ threading.Thread(target=later).start()
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert "found: Staging runs on Fly.io with port 6543. True" in done.stdout, done.stderr
+
+
+def test_the_vector_half_runs_openmp_on_one_thread_and_leaves_others_alone(
+    tmp_path: Path, embedder: Any
+) -> None:
+    import torch
+
+    def in_a_new_thread() -> int:
+        """What a thread started now gets (faiss set this one's own count to 1)."""
+        counts: list[int] = []
+        thread = threading.Thread(target=lambda: counts.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        return counts[0]
+
+    before = in_a_new_thread()
+    ws = _workspace(tmp_path / "ws", embedder, compact=False)
+    seen: list[int] = []
+    try:
+
+        class Counted(_Gate):
+            def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> Any:
+                real = super().vector_scan(model_id, filters=filters)
+
+                class Scan:
+                    def scan(self, query: np.ndarray) -> None:
+                        seen.append(torch.get_num_threads())
+                        real.scan(query)
+
+                    def scored(self, keyword: Scored | None) -> Scored | None:
+                        return real.scored(keyword)
+
+                return Scan()
+
+        for _ in range(2):
+            assert (
+                "port 6543" in _search(Counted(ws.index), ws, "which port does staging use")[0][3]
+            )
+    finally:
+        ws.close()
+    assert seen == [1, 1]
+    assert in_a_new_thread() == before
+
+
+def test_a_search_that_finds_the_worker_busy_gets_a_thread_of_its_own(
+    tmp_path: Path, embedder: Any
+) -> None:
+    """Two threads search at once: the first holds the worker until the second has finished,
+    which would never happen if the second waited for the worker."""
+    ws = _workspace(tmp_path / "ws", embedder, compact=False)
+    second_done = threading.Event()
+    first: list[list[tuple[str, int, float, str]]] = []
+    try:
+
+        class Holding(_Gate):
+            def keyword_candidates(self, query: str, limit: int) -> Scored:
+                assert second_done.wait(WAIT_S), "the second search waited for the first"
+                return super().keyword_candidates(query, limit)
+
+        holding = Holding(ws.index)
+        runner = threading.Thread(
+            target=lambda: first.append(_search(holding, ws, "which port does staging use"))
+        )
+        runner.start()
+        assert holding.started.wait(WAIT_S)
+        other = _Gate(ws.index)
+        second = _search(other, ws, "which port does staging use")
+        second_done.set()
+        runner.join(WAIT_S)
+    finally:
+        ws.close()
+    assert first == [second] and "port 6543" in second[0][3]
+    assert other.scan_thread not in (holding.scan_thread, threading.get_ident())

@@ -25,15 +25,15 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from mdmem.config import SearchConfig
 from mdmem.index.backend import ChunkRow, IndexBackend, Layout, Scored
+from mdmem.index.beside import beside
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
@@ -46,7 +46,6 @@ from mdmem.memory.sessions import SUMMARY_SECTION
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -354,7 +353,8 @@ def _retrieve(
 ) -> dict[str, Scored]:
     """Each retriever's candidates. In hybrid mode the query's embedding and the vector
     scan run on a second thread while the keyword search runs on this one, which holds the
-    index's connection: on two cores a search waits for the slower of the two, not both.
+    index's connection: on two cores a search waits for the slower of the two, not both
+    (:mod:`.beside`).
     Embedding the query first, on this thread, was slower at 100k chunks and no faster at 1M
     (``benchmarks/side_by_side.py``)."""
     found: dict[str, Scored] = {}
@@ -369,7 +369,7 @@ def _retrieve(
         scan.scan(embedder.embed([query])[0])
 
     if mode == "hybrid":
-        found["keyword"] = _beside(
+        found["keyword"] = beside(
             vector_half, lambda: index.keyword_candidates(query, config.keyword_candidates)
         )
     else:
@@ -378,30 +378,6 @@ def _retrieve(
     if vectors is not None:
         found["vector"] = vectors
     return found
-
-
-def _beside(background: Callable[[], None], foreground: Callable[[], T]) -> T:
-    """``foreground()`` on this thread while ``background()`` runs on another; both have ended
-    when it returns, and an error of either is raised. A plain thread, not an executor: an
-    executor refuses work once the interpreter shuts down, and a search may run then (on a
-    thread still working after the main one returned)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            background()
-        except BaseException as exc:  # raised on the caller's thread below
-            failed.append(exc)
-
-    worker = threading.Thread(target=run, name="mdmem-vector", daemon=True)
-    worker.start()
-    try:
-        result = foreground()
-    finally:
-        worker.join()
-    if failed:
-        raise failed[0]
-    return result
 
 
 @dataclass(frozen=True)
