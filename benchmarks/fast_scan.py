@@ -30,8 +30,14 @@ from rich.console import Console
 from rich.table import Table
 from speed import WORK, ms
 
-from mdmem.index.sqlite.picking import SCAN_SAMPLE, load_faiss
-from mdmem.index.sqlite.vector_store import BATCH, CompactVectors, _codes_view, store_path
+from mdmem.index.sqlite.vector_store import (
+    BATCH,
+    SCAN_SAMPLE,
+    CompactVectors,
+    _codes_view,
+    load_faiss,
+    store_path,
+)
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -262,11 +262,8 @@ class IndexConfig:
     compact_vectors_from: int = 250_000
     """sqlite: from this many chunks, vectors are kept as float16 in faiss in a file beside
     the index (``index.db-vectors``): 1.3 GB less memory at 1M chunks. Below it a float32
-    matrix in memory, which measured faster at 100k (``benchmarks/million.py``)."""
-    fast_scan_from: int = 50_000
-    """sqlite: from this many distinct chunk texts, a search picks the nearest vectors with a
-    4-bit copy that faiss's fast-scan kernel scans (``index/sqlite/picking.py``), then scores
-    those exactly; below it, it scores every vector."""
+    matrix in memory, which measured faster at 100k (``benchmarks/million.py``). Both scan
+    every vector."""
 
 
 RESOLVER_NAMES = ("parent-wins", "child-wins", "merge")

@@ -19,8 +19,7 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.picking import FAST_NEAREST
-from mdmem.index.sqlite.vector_store import CompactVectors, StoreError, store_path
+from mdmem.index.sqlite.vector_store import FAST_NEAREST, CompactVectors, StoreError, store_path
 
 pytest.importorskip("faiss")
 

@@ -62,5 +62,4 @@ def open_index(
         redactor=redactor,
         read_only=read_only,
         compact_vectors_from=(config or IndexConfig()).compact_vectors_from,
-        fast_scan_from=(config or IndexConfig()).fast_scan_from,
     )

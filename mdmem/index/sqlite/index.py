@@ -25,7 +25,7 @@ from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout, Scored
 from mdmem.index.chunks import CHUNKER_VERSION, sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
-from mdmem.index.sqlite import picking, read, store, vector_store
+from mdmem.index.sqlite import read, store, vector_store
 from mdmem.index.sqlite.db import (
     ACCESS_SINCE,
     connect,
@@ -39,10 +39,10 @@ from mdmem.index.sqlite.db import (
 )
 from mdmem.index.sqlite.keyword import TermCounts, keyword
 from mdmem.index.sqlite.layout_cache import LayoutCache
-from mdmem.index.sqlite.picking import FAST_SCAN_FROM, NearestScan
 from mdmem.index.sqlite.store import transaction
 from mdmem.index.sqlite.vector_cache import ExactScan
 from mdmem.index.sqlite.vector_store import (
+    CompactScan,
     CompactVectors,
     VectorChoice,
     Vectors,
@@ -73,14 +73,12 @@ class SqliteIndex:
         redactor: Redactor = DEFAULT,
         read_only: bool = False,
         compact_vectors_from: int = 250_000,
-        fast_scan_from: int = FAST_SCAN_FROM,
     ) -> None:
         """``redactor`` masks secrets in the chunks the index stores (the files stay as they
         are); changing what it masks rebuilds the index once. ``read_only``: another
         workspace's index (a parent's), opened read-only and never healed or synced here.
         ``compact_vectors_from``: chunks from which vectors live in the float16 store beside
-        the index (:mod:`.vector_store`), not in a float32 matrix; ``fast_scan_from``: texts
-        from which either picks the nearest with a fast-scan copy (:mod:`.picking`)."""
+        the index (:mod:`.vector_store`), not in a float32 matrix."""
         self.root = root
         self.redactor = redactor
         self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
@@ -93,9 +91,7 @@ class SqliteIndex:
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._vector_choice = VectorChoice(
-            store_path(db_path), compact_vectors_from, on_message, fast_scan_from
-        )
+        self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
         self._cache = LayoutCache(self._vector_choice)
         """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
         self._terms = TermCounts()
@@ -520,15 +516,15 @@ class SqliteIndex:
 
     def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
-        ``filters`` to all of them. From ``picking.FAST_SCAN_FROM`` texts, and in the compact
-        store: the nearest among those ``filters`` allow, and exact scores for them and this
-        search's keyword candidates (see :mod:`.picking`)."""
+        ``filters`` to all of them. Above ``compact_vectors_from`` chunks: faiss's nearest
+        among those ``filters`` allow, and exact scores for this search's keyword candidates
+        (see :mod:`.vector_store`)."""
         cache = self.vector_cache(model_id)
-        if isinstance(cache, CompactVectors) or cache.picks():
+        if isinstance(cache, CompactVectors):
             layout = self.layout()
             filters = filters or Filters()
-            mask = picking.allowed(layout, filters, lambda: self.filtered(filters))
-            return NearestScan(cache, layout, mask)
+            mask = vector_store.allowed(layout, filters, lambda: self.filtered(filters))
+            return CompactScan(cache, layout, mask)
         return ExactScan(cache)
 
     def filtered(self, filters: Filters) -> np.ndarray:

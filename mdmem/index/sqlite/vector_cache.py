@@ -8,13 +8,6 @@ position holds any more has its slot zeroed and reused, so a forgotten vector do
 in memory. Keyed by content, not by row id: a row id SQLite reuses, or a row whose text is
 rewritten in place, can never keep an old vector. The matrix is read whole only on the first
 load, for a new model, or when most of it would change.
-
-From ``picking.FAST_SCAN_FROM`` texts (and with faiss installed) the cache also holds a fast-scan
-copy of the matrix, and a search picks the nearest slots with it instead of scanning all of them
-(:mod:`.picking`): at 100k chunks 7 ms of numpy for every cosine became about 1 ms. Slots
-claimed, filled or freed after the copy was built are scored exactly by every search; once they
-pass ``STALE_SHARE`` of the slots, the sync that made them re-encodes the copy with the same
-codebooks (0.4 s at 100k chunks).
 """
 
 from __future__ import annotations
@@ -23,14 +16,12 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mdmem.index.backend import Scored
-from mdmem.index.sqlite import picking, read
+from mdmem.index.sqlite import read
 from mdmem.index.sqlite.cosine import cosines
-from mdmem.index.sqlite.picking import FAST_SCAN_FROM, NEAREST, Inverse
 
 RELOAD_SHARE = 0.25
 """Read everything at once when more than this share of the texts is new to the cache."""
@@ -39,9 +30,6 @@ HEADROOM = 0.125
 copy the whole matrix (150 MB at 100k chunks) to grow."""
 COMPACT_MIN_SLOTS = 1024
 """Freed slots are squeezed out (in memory) once they outnumber the used ones, above this."""
-STALE_SHARE = 0.05
-"""The fast-scan copy is re-encoded when this share of the slots changed since it was built
-(every search scores those exactly: at 100k chunks 5,000 slots cost about 0.5 ms)."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +44,8 @@ class Span:
 
 
 class VectorCache:
-    def __init__(self, model_id: str, fast_scan_from: int = FAST_SCAN_FROM) -> None:
+    def __init__(self, model_id: str) -> None:
         self.model_id = model_id
-        self.fast_scan_from = fast_scan_from
         self.matrix = np.zeros((1, 0), dtype=np.float32)
         """Slots × dimensions (0 columns until a first vector is read); slot 0 is unused."""
         self.used = 1
@@ -72,15 +59,6 @@ class VectorCache:
         """The slot of each layout position."""
         self.reads = 0
         """Vectors read from SQLite so far (how much each update cost)."""
-        self.scanner: Any = None
-        """The fast-scan copy of slots ``0:built`` (:mod:`.picking`), or None."""
-        self.built = 0
-        self.changed = np.zeros(0, dtype=bool)
-        """Slots under ``built`` whose vector changed since the copy was built."""
-        self.encodes = 0
-        """Copies built so far."""
-        self._inverse: Inverse | None = None
-        self.faiss: Any = None
 
     def update(self, conn: sqlite3.Connection, hashes: Sequence[str]) -> None:
         """In step with a layout whose positions hold these texts, in this order (the whole
@@ -99,7 +77,6 @@ class VectorCache:
         self.refs = dict(refs)
         slot_of = self.slot_of
         self.order = np.fromiter((slot_of[h] for h in hashes), dtype=np.int64, count=len(hashes))
-        self._keep_copy()
 
     def splice(
         self, conn: sqlite3.Connection, spans: Sequence[Span], stored: Sequence[int]
@@ -130,7 +107,6 @@ class VectorCache:
                     self._release(text_hash)
         if len(self.free) > max(COMPACT_MIN_SLOTS, self.used // 2):
             self._compact()
-        self._keep_copy()
 
     def scores(self, query: np.ndarray) -> np.ndarray | None:
         """Cosine of every layout position to ``query`` (unit vectors); None when the cache
@@ -138,47 +114,6 @@ class VectorCache:
         if self.matrix.shape[1] != query.shape[0]:
             return None
         return cosines(self.matrix[: self.used], query)[self.order]
-
-    def picks(self) -> bool:
-        """Whether searches pick the nearest slots (a copy is built) rather than scan all."""
-        return self.scanner is not None
-
-    def inverse(self) -> Inverse:
-        """Kept until the layout changes; slots the copy does not hold as they are now are
-        always scored."""
-        if self._inverse is None:
-            always = np.ones(self.used, dtype=bool)
-            always[: self.built] = self.changed[: self.built]
-            self._inverse = Inverse.of(self.order, self.used, always)
-        return self._inverse
-
-    def nearest(
-        self, query: np.ndarray, allowed: np.ndarray | None, nearest: int = NEAREST
-    ) -> np.ndarray | None:
-        """Slots: the copy's nearest ones that it holds as they are (the others are always
-        scored), or where a mask hides too much, the exact best ``nearest`` allowed ones. None
-        when the query is not of the cache's size."""
-        if self.matrix.shape[1] != query.shape[0]:
-            return None
-        query = np.ascontiguousarray(query, dtype=np.float32)
-        alive = self.inverse().held
-        if allowed is not None:
-            alive = picking.allowed_slots(self.order, allowed, alive)
-        if self.scanner is not None:
-            picking.one_faiss_thread(self.faiss)
-            ok = alive[: self.built] & ~self.changed[: self.built]
-            found = picking.picked(self.scanner, query, ok, min(nearest, self.built))
-            if found is not None:
-                return found
-        scores = cosines(self.matrix[: self.used], query)
-        candidates = np.flatnonzero(alive)
-        if len(candidates) > nearest:
-            best = np.argpartition(-scores[candidates], nearest - 1)[:nearest]
-            candidates = candidates[best]
-        return candidates[np.argsort(-scores[candidates], kind="stable")]
-
-    def slot_cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        return cosines(self.matrix[self.order[positions]], query)
 
     def layout_matrix(self) -> np.ndarray:
         """All vectors in layout order, zeros where a text has none (a copy)."""
@@ -198,7 +133,6 @@ class VectorCache:
         return np.concatenate(pieces)
 
     def _reset(self) -> None:
-        self.scanner, self.built = None, 0
         self.matrix = np.zeros((1, self.matrix.shape[1]), dtype=np.float32)
         self.used = 1
         self.slot_of = {}
@@ -218,7 +152,6 @@ class VectorCache:
             grown[: self.used] = self.matrix[: self.used]
             self.matrix = grown
         slots = [*reused, *range(self.used, self.used + fresh)]
-        self._changed(reused)
         self.used += fresh
         self.slot_of.update(zip(hashes, slots, strict=True))
         self.missing.update(hashes)
@@ -233,15 +166,12 @@ class VectorCache:
         found = found.reshape(len(wanted), -1)
         if self.matrix.shape[1] != found.shape[1]:  # the first vectors: now the size is known
             self.matrix = np.zeros((len(self.matrix), found.shape[1]), dtype=np.float32)
-        slots = [self.slot_of[h] for h, _ in wanted]
-        self.matrix[slots] = found
-        self._changed(slots)
+        self.matrix[[self.slot_of[h] for h, _ in wanted]] = found
         self.missing.difference_update(h for h, _ in wanted)
 
     def _release(self, text_hash: str) -> None:
         slot = self.slot_of.pop(text_hash)
         self.matrix[slot] = 0.0
-        self._changed([slot])
         self.free.append(slot)
         self.missing.discard(text_hash)
 
@@ -257,38 +187,6 @@ class VectorCache:
         self.matrix, self.used, self.free = matrix, len(hashes) + 1, []
         self.slot_of = dict(zip(hashes, range(1, len(hashes) + 1), strict=True))
         self.order = remap[self.order]
-        self.built = 0  # every slot moved: the copy is filled again (its codebooks kept)
-
-    def _changed(self, slots: Sequence[int]) -> None:
-        """These slots' vectors changed: the copy no longer holds them as they are."""
-        if self.built:
-            below = [s for s in slots if s < self.built]
-            if below:
-                self.changed[below] = True
-
-    def _keep_copy(self) -> None:
-        """After every change: the fast-scan copy built, dropped or re-encoded as the size and
-        the share of changed slots decide (on the syncing thread, never in a search)."""
-        self._inverse = None
-        texts, dim = self.used - 1, self.matrix.shape[1]
-        if texts < max(self.fast_scan_from, 1) or not dim or not picking.has_faiss():
-            self.scanner, self.built = None, 0
-            return
-        stale = int(np.count_nonzero(self.changed[: self.built])) + self.used - self.built
-        if self.scanner is not None and self.built and stale <= STALE_SHARE * self.used:
-            return
-        self.faiss = picking.load_faiss()
-        matrix = self.matrix
-
-        def vectors(part: slice) -> np.ndarray:
-            return matrix[part]
-
-        self.scanner = picking.fast_scan_copy(
-            self.faiss, dim, self.used, vectors, trained=self.scanner
-        )
-        self.built = self.used if self.scanner is not None else 0
-        self.changed = np.zeros(self.built, dtype=bool)
-        self.encodes += 1
 
 
 class ExactScan:

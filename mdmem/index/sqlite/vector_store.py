@@ -16,10 +16,12 @@ every text it holds; it is only diffed against the layout (what is missing is re
 into the delta). A file that is missing, damaged (checksum), of another model or size, or too
 far behind (more than ``REWRITE_SHARE`` to add) is rebuilt from SQLite.
 
-A search picks the nearest base rows and scores candidates exactly (here from the float16 codes)
-as :mod:`.picking` describes: from ``FAST_SCAN_FROM`` rows with the fast-scan copy of the base,
-built in memory when the base loads; below, and where a mask hides too much, faiss's float16
-scan decides. Delta rows are always scored.
+A search takes faiss's ``NEAREST`` best rows among the allowed ones plus exact (fp16) scores for
+the keyword candidates and the neighbours of both, so that fusion sees the scores the numpy path
+gives every chunk that can rank. From ``FAST_SCAN_FROM`` rows the nearest are picked from the
+*scanner*, a copy of the base in 4 bits per two dimensions that faiss scans in registers (at 1M
+chunks 4 ms against 34 for the float16 codes), built in memory when the base loads; it only
+picks rows, whose cosines still come from the float16 codes.
 
 The file: ``MAGIC``, a 4-byte header length, a JSON header (model, dim, rows, the change log
 entry it reflects, the code size), the rows' text hashes (32 bytes each), their sort order
@@ -29,6 +31,7 @@ entry it reflects, the code size), the rows' text hashes (32 bytes each), their 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -42,16 +45,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mdmem.index.backend import Layout, Scored
-from mdmem.index.sqlite import picking, read
+from mdmem.index.filters import Filters
+from mdmem.index.sqlite import read
 from mdmem.index.sqlite.cosine import cosines
-from mdmem.index.sqlite.picking import (
-    FAST_SCAN_FROM,
-    NEAREST,
-    Inverse,
-    has_faiss,
-    load_faiss,
-    one_faiss_thread,
-)
 from mdmem.index.sqlite.vector_cache import Span, VectorCache
 
 if TYPE_CHECKING:
@@ -61,8 +57,17 @@ MAGIC = b"MDMEMV01"
 HASH_BYTES = 32
 REWRITE_SHARE = 0.25
 """Rewrite the file when delta and dead rows together pass this share of the rows."""
+NEAREST = 1000
+"""Rows faiss returns per search (the fused pool is ``search.candidates``, 100)."""
 BATCH = 16384
 """Vectors read from SQLite, encoded or written per step (memory stays flat)."""
+FAST_SCAN_FROM = 50_000
+"""Base rows from which the scanner is built (below, the float16 scan takes about 2 ms)."""
+FAST_NEAREST = 2
+"""The scanner picks this many times ``nearest`` rows: its order is approximate."""
+SCAN_SAMPLE = 16 * 256
+"""Rows the scanner's codebooks are trained on: faiss's k-means keeps at most 256 points per
+centroid, and each of its codebooks has 16."""
 SUFFIX = "-vectors"
 
 
@@ -71,13 +76,31 @@ def store_path(db_path: Path) -> Path:
     return Path(str(db_path) + SUFFIX)
 
 
+def load_faiss() -> Any:
+    """faiss, imported on first use only (``mdmem --help`` never pays for it), on one thread
+    in the thread that imports it."""
+    import faiss
+
+    one_faiss_thread(faiss)
+    return faiss
+
+
+def one_faiss_thread(faiss: Any) -> None:
+    """faiss on one thread, set by each thread that searches (OpenMP keeps the setting per
+    thread, and a search scans on a thread of its own): with the model loaded in the same
+    process, its two OpenMP threads made a search's vector part take 2.4 times the CPU and
+    2.2 times the wall time at 100k chunks (43.8 against 18.1 ms of CPU), and 1.6 times at
+    1M (README, "Speed and memory")."""
+    faiss.omp_set_num_threads(1)
+
+
 class StoreError(Exception):
     """The file cannot be used (missing, damaged, foreign): rebuild it."""
 
 
 class CompactVectors:
     """What :class:`.vector_cache.VectorCache` does (``update``, ``splice``, ``layout_matrix``),
-    with the vectors in a faiss float16 file; a :class:`.picking.Picker`, never dense scores."""
+    with the vectors in a faiss float16 file, and ``candidates`` instead of dense scores."""
 
     def __init__(
         self,
@@ -115,7 +138,7 @@ class CompactVectors:
         self.writes = 0
         self.writable = True
         """False once the folder refused a write (read-only): the store lives in memory."""
-        self._inverse: Inverse | None = None
+        self._inverse: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # ---- the layout's texts ----------------------------------------------------------------
 
@@ -199,10 +222,35 @@ class CompactVectors:
     ) -> Scored:
         """The positions of the ``found`` base rows, every delta text, and ``also`` (keyword
         candidates), with the neighbours of all of them: positions and their cosines."""
-        near = picking.around(self, query, found, layout)
-        return near if also is None else picking.with_also(self, query, near, layout, also)
+        near = self.around(query, found, layout)
+        return near if also is None else self.with_also(query, near, layout, also)
 
-    def slot_cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def around(self, query: np.ndarray, found: np.ndarray, layout: Layout) -> Scored:
+        """:meth:`candidates` without the keyword candidates: this half touches no connection
+        and needs no keyword result, so a search scores it on the scan's thread."""
+        first, many, shared, in_delta = self._positions()
+        positions = [first[found], in_delta]
+        held = found[many[found]]
+        if held.size:  # texts several chunks hold: every position of each
+            positions.append(shared[np.isin(self.order[shared], held)])
+        picked = _with_neighbours(np.concatenate(positions), layout)
+        return Scored(picked, self._cosines(query, picked))
+
+    def with_also(
+        self, query: np.ndarray, near: Scored, layout: Layout, also: np.ndarray
+    ) -> Scored:
+        """``near`` (from :meth:`around`) and the cosines of ``also`` and its neighbours."""
+        assert near.positions is not None
+        more = _with_neighbours(also.astype(np.int64, copy=False), layout)
+        more = more[~np.isin(more, near.positions, assume_unique=True)]
+        if not more.size:
+            return near
+        positions = np.concatenate([near.positions, more])
+        scores = np.concatenate([near.scores, self._cosines(query, more)])
+        order = np.argsort(positions, kind="stable")
+        return Scored(positions[order], scores[order])
+
+    def _cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return cosines(self._vectors(self.order[positions]), query)
 
     def _nearest(self, query: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
@@ -218,7 +266,7 @@ class CompactVectors:
             row_ok[held[held < nb]] = True
             ok &= row_ok
         one_faiss_thread(self.faiss)
-        picked = picking.picked(self.scanner, query, ok, min(k, nb))
+        picked = self._picked(query, ok, min(k, nb))
         if picked is not None:
             return picked
         params = None
@@ -230,13 +278,42 @@ class CompactVectors:
         rows = rows[0]
         return rows[rows >= 0]
 
-    def inverse(self) -> Inverse:
-        """Kept until the layout changes; delta slots are always scored."""
-        if self._inverse is None:
+    def _picked(self, query: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray | None:
+        """The scanner's nearest ``ok`` rows, or None where the float16 scan must decide: no
+        scanner, or a mask that hides more than half the rows or the ones nearest the query
+        (faiss's fast scan takes no row selector, so it asks for more and drops the rest)."""
+        scanner, nb = self.scanner, self.rows
+        if scanner is None or not k:
+            return None
+        alive = int(np.count_nonzero(ok))
+        if 2 * alive < nb:
+            return None
+        wanted = FAST_NEAREST * k
+        if alive < nb:
+            wanted = -(-wanted * nb // alive) + k
+        _, rows = scanner.search(query[None, :], min(wanted, nb))
+        rows = rows[0]
+        rows = rows[rows >= 0]
+        if alive < nb:
+            rows = rows[ok[rows]]
+        if len(rows) < min(FAST_NEAREST * k, alive):
+            return None
+        return rows[: FAST_NEAREST * k]
+
+    def _positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each slot a layout position holding it and whether several do; the positions
+        of those shared slots; the positions of delta slots. Kept until the layout changes,
+        so a search never scans the whole layout."""
+        inverse = self._inverse
+        if inverse is None:
             slots = self.rows + len(self.delta)
-            always = np.arange(slots) >= self.rows
-            self._inverse = Inverse.of(self.order, slots, always)
-        return self._inverse
+            first = np.zeros(slots, dtype=np.int64)
+            first[self.order] = np.arange(len(self.order))
+            many = np.bincount(self.order, minlength=slots) > 1
+            shared = np.flatnonzero(many[self.order])
+            in_delta = np.flatnonzero(self.order >= self.rows)
+            inverse = self._inverse = (first, many, shared, in_delta)
+        return inverse
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
         """float32 vectors of these slots: base rows decoded from faiss's own fp16 codes in one
@@ -424,17 +501,26 @@ class CompactVectors:
         self.scanner = self._scanner_of(base)
 
     def _scanner_of(self, base: faiss.IndexScalarQuantizer) -> faiss.IndexPQFastScan | None:
-        """The fast-scan copy of the base (:mod:`.picking`), from its decoded float16 codes:
-        its best 2,000 held all of the float16 scan's top 10 for 300 random queries at 1M."""
+        """The base's vectors product-quantized to 4 bits per pair of dimensions (codebooks
+        trained on a sample of rows), which faiss's fast-scan kernel scans from SIMD registers:
+        at 1M chunks 4 ms a query against 34 for the float16 codes, and its best 2,000 held
+        all of the float16 scan's top 10 for 300 random queries (README, "Vectors at 1M
+        chunks"). Built when the base is loaded: 5-6 s on two cores and 96 MB at 1M chunks."""
         rows = base.ntotal
-        if rows < max(self.fast_scan_from, 1):
+        if rows < max(self.fast_scan_from, 1) or self.dim % 2:
             return None
-        codes = _codes_view(self.faiss, base, rows, self._code_size())
-
-        def decoded(part: slice) -> np.ndarray:
-            return base.sa_decode(np.ascontiguousarray(codes[part]))
-
-        return picking.fast_scan_copy(self.faiss, self.dim, rows, decoded)
+        faiss = self.faiss
+        codes = _codes_view(faiss, base, rows, self._code_size())
+        scanner = faiss.IndexPQFastScan(self.dim, self.dim // 2, 4, faiss.METRIC_INNER_PRODUCT)
+        step = max(1, rows // SCAN_SAMPLE)
+        faiss.omp_set_num_threads(_usable_cores())  # 10.8 s on one core, 5.3 on two
+        try:
+            scanner.train(base.sa_decode(np.ascontiguousarray(codes[::step])))
+            for start in range(0, rows, BATCH):
+                scanner.add(base.sa_decode(codes[start : start + BATCH]))
+        finally:
+            one_faiss_thread(faiss)
+        return scanner
 
     def _encode(self, block: np.ndarray) -> bytes:
         return self._quantizer().sa_encode(np.ascontiguousarray(block, np.float32)).tobytes()
@@ -546,6 +632,20 @@ class CompactVectors:
         self._adopt(base, texts, order)
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (a container's share, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _with_neighbours(positions: np.ndarray, layout: Layout) -> np.ndarray:
+    """These positions and the chunks before and after each, sorted, once each."""
+    picked = np.unique(positions)
+    around = np.concatenate([picked, layout.prev[picked], layout.next[picked]])
+    return np.unique(around[around >= 0])
+
+
 def _read_into(f: Any, view: np.ndarray, crc: int) -> int:
     flat = view.reshape(-1)
     for start in range(0, len(flat), 1 << 26):
@@ -607,23 +707,74 @@ class VectorChoice:
     path: Path
     threshold: int
     on_message: Callable[[str], None] | None = None
-    fast_scan_from: int = FAST_SCAN_FROM
 
     def fits(self, vectors: Vectors, n: int) -> bool:
         if isinstance(vectors, CompactVectors):
             return n >= self.threshold // 2
-        return n < self.threshold or not has_faiss()
+        return n < self.threshold or not _has_faiss()
 
     def make(self, model_id: str, n: int) -> Vectors:
         if n >= self.threshold:
-            if has_faiss():
-                return CompactVectors(model_id, self.path, self.on_message, self.fast_scan_from)
+            if _has_faiss():
+                return CompactVectors(model_id, self.path, self.on_message)
             if self.on_message:
                 self.on_message(
                     f"{n} chunks, but faiss-cpu is not installed: vectors stay in memory as "
                     "float32 (pip install faiss-cpu)"
                 )
-        return VectorCache(model_id, self.fast_scan_from)
+        return VectorCache(model_id)
+
+
+@functools.cache
+def _has_faiss() -> bool:
+    try:
+        load_faiss()
+    except ImportError:
+        return False
+    return True
+
+
+class CompactScan:
+    """A :class:`~mdmem.index.backend.VectorScan` of the store: in :meth:`scan`, faiss's
+    nearest and the exact cosines of them and their neighbours; in :meth:`scored`, those of
+    the keyword candidates and their neighbours, which the keyword search beside it found."""
+
+    def __init__(self, store: CompactVectors, layout: Layout, allowed: np.ndarray) -> None:
+        self._store = store
+        self._layout = layout
+        self._allowed = allowed
+        self._query: np.ndarray | None = None
+        self._near: Scored | None = None
+        store._positions()  # built here, on the connection's thread: the scan's only reads it
+
+    def scan(self, query: np.ndarray) -> None:
+        self._query = query
+        found = self._store.nearest(query, self._allowed)
+        self._near = None if found is None else self._store.around(query, found, self._layout)
+
+    def scored(self, keyword: Scored | None) -> Scored | None:
+        if self._query is None or self._near is None:
+            return None
+        if keyword is None or keyword.positions is None:
+            return self._near
+        return self._store.with_also(self._query, self._near, self._layout, keyword.positions)
+
+
+def allowed(layout: Layout, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:
+    """The positions ranking will keep (as ``search._allowed`` decides): faiss's nearest are
+    taken among them, so a filter never leaves the vector side empty."""
+    if filters.on_columns():
+        mask = filtered()
+    elif filters.include_archived:
+        mask = np.ones(len(layout.rowids), dtype=bool)
+    else:
+        mask = ~layout.archived
+    if filters.path is not None:
+        files_ok = np.fromiter(
+            (filters.path_ok(p) for p in layout.file_paths), bool, len(layout.file_paths)
+        )
+        mask = mask & files_ok[layout.file_of]
+    return mask
 
 
 def forgotten(vectors: Vectors | None, path: Path) -> None:
