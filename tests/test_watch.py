@@ -3,6 +3,7 @@ in the index a full re-index gives."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -172,6 +173,66 @@ def test_folders_created_moved_in_moved_out_and_deleted(watched) -> None:
     _converges(watcher, ws, tmp)
     paths = {row[0] for row in _state(ws.state_dir / "index.db")}
     assert not {p for p in paths if p.startswith(("renamed/", "created/", "incoming/"))}
+
+
+def _inotify_watches() -> int:
+    """This process's inotify watches (Linux: one ``inotify wd:`` line each in fdinfo)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+                count += sum(line.startswith("inotify wd:") for line in info.splitlines())
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="inotify: Linux only")
+def test_the_state_folder_costs_no_watch_and_every_other_folder_is_watched(
+    tmp_path: Path,
+) -> None:
+    """``.mdmem/journal/`` keeps a folder per file a program write replaced: none of them is
+    watched (a watch each, once, ran out of inotify watches in silence). A top-level folder
+    renamed, or deleted and made again, is watched under its name: an edit in it is heard
+    (the reconcile, 30 s, is later than the 15 s ``_converges`` waits)."""
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root)
+    ws = Workspace(root, KEYWORD_ONLY)
+    ws.sync(embed=False)
+    for i in range(40):  # what the journal holds after writes to 40 files
+        (ws.state_dir / "journal" / "notes" / f"f{i}.md").mkdir(parents=True)
+    folders = 1 + sum(  # the root and each folder in it, but not under an ignored one
+        len(dirs) for _, dirs, _ in _walk_not_ignored(root)
+    )
+    before = _inotify_watches()
+    with ws.watch() as watcher:
+        assert watcher.wait_idle(timeout=30)
+        assert _inotify_watches() - before == folders
+        assert watcher.folders is not None and ".mdmem" not in watcher.folders.names()
+        tmp = tmp_path / "scratch"
+
+        os.rename(root / "notes", root / "renamed")
+        _converges(watcher, ws, tmp)
+        (root / "renamed" / "later.md").write_text("- written after the rename\n")
+        _converges(watcher, ws, tmp)
+        assert "renamed" in watcher.folders.names() and "notes" not in watcher.folders.names()
+
+        shutil.rmtree(root / "renamed")
+        (root / "renamed").mkdir()
+        _converges(watcher, ws, tmp)
+        (root / "renamed" / "again.md").write_text("- in the folder made again\n")
+        _converges(watcher, ws, tmp)
+        paths = {row[0] for row in _state(ws.state_dir / "index.db")}
+        assert "renamed/again.md" in paths and "renamed/later.md" not in paths
+        assert _inotify_watches() - before == folders  # renamed/ in place of notes/
+    assert _inotify_watches() == before
+
+
+def _walk_not_ignored(root: Path):  # type: ignore[no-untyped-def]
+    from mdmem.live.watch import IGNORED_DIRS
+
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in IGNORED_DIRS]
+        yield top, dirs, files
 
 
 def test_changes_while_no_watcher_ran_are_picked_up_at_start(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from mdmem.layout import (
     private_file,
     running_watcher,
 )
+from mdmem.live.watched_folders import WatchedFolders
 from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._beats: threading.Thread | None = None
         self._observer: Any = None
+        self.folders: WatchedFolders | None = None
+        """The folders the observer watches (``.mdmem/`` and the other ignored ones are not)."""
         self._lock: WatcherLock | None = None
         self._started = 0.0
         self._readonly: str | None = None
@@ -188,8 +191,11 @@ class Watcher:
             self._started = time.time()
             self._root_id = _identity(self.ws.root)
             self._observer = Observer()
-            self._observer.schedule(_Handler(self), str(self.ws.root), recursive=True)
-            self._observer.start()  # before the start-up scan, so no change falls in between
+            self._observer.start()  # watching before the start-up scan: no change falls between
+            self.folders = WatchedFolders(
+                self._observer, _Handler(self), self.ws.root, IGNORED_DIRS
+            )
+            self.folders.start()
             if self.serve:
                 from mdmem.live.server import QueryServer
 
@@ -221,6 +227,7 @@ class Watcher:
             self._observer.stop()
             ended &= _join(self._observer, deadline)
             self._observer = None
+            self.folders = None
         for thread in (self._thread, self._beats):
             if thread is not None:
                 ended &= _join(thread, deadline)
@@ -442,6 +449,9 @@ class _Handler:
     def dispatch(self, event: Any) -> None:
         if event.event_type not in RELEVANT_EVENTS:
             return  # opened / closed-without-write: our own reads would loop forever
+        folders = self.watcher.folders  # (None once the watcher stops)
+        if folders is not None:
+            folders.heard(event)
         paths = [event.src_path, getattr(event, "dest_path", "") or ""]
         rels = [os.path.relpath(os.fsdecode(p), self.root) for p in paths if p]
         relevant = [rel for rel in rels if self._relevant(rel, event.is_directory)]
