@@ -4,11 +4,14 @@ Usage:  .venv/bin/python benchmarks/side_by_side.py [--size 100000] [--queries 2
 
 On speed.py's workspace of that size (``.bench/speed/search-N``, built as ``million.py`` builds
 it when missing), with the real model: the same search (``mdmem.index.search.search``, hybrid,
-the real query embedding included) with its retrievers run three ways, in one process, each
-query through all three in a random order:
+the real query embedding included) with its retrievers run four ways, in one process, each
+query through all four in a random order:
 
-- shipped: the query's embedding and the vector scan on a second thread while the keyword
-  search runs on the caller's (``search._retrieve``);
+- shipped: the query's embedding and the vector scan on a lasting worker thread, with one
+  OpenMP thread, while the keyword search runs on the caller's (``search._retrieve``,
+  ``index/beside.py``);
+- a fresh thread per search for the embedding and the scan, on torch's threads (before the
+  second stop of 24 November);
 - embed first: the query embedded on the caller's thread, then only the scan beside the
   keyword search;
 - one after the other: keyword search, embedding, vector scan, as before issue 15's change.
@@ -23,6 +26,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +61,17 @@ def embed_first(
     return _with_vectors(found, scan)
 
 
+def fresh_thread(
+    index: Any, embedder: Any, query: str, mode: str, config: Any, filters: Filters
+) -> dict[str, Scored]:
+    scan = index.vector_scan(embedder.model_id, filters=filters)
+    second = threading.Thread(target=lambda: scan.scan(embedder.embed([query])[0]))
+    second.start()
+    found = {"keyword": index.keyword_candidates(query, config.keyword_candidates)}
+    second.join()
+    return _with_vectors(found, scan)
+
+
 def one_after_the_other(
     index: Any, embedder: Any, query: str, mode: str, config: Any, filters: Filters
 ) -> dict[str, Scored]:
@@ -88,6 +103,7 @@ def main() -> None:
     embedder = SentenceTransformerEmbedder()
     ways: dict[str, Retrieve] = {
         "shipped: embedding and scan beside the keyword search": ranking._retrieve,
+        "a fresh thread per search for them": fresh_thread,
         "embed first, then the scan beside the keyword search": embed_first,
         "one after the other": one_after_the_other,
     }
