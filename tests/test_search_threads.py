@@ -257,17 +257,26 @@ def test_the_vector_half_runs_openmp_on_one_thread_and_leaves_others_alone(
 def test_a_search_that_finds_the_worker_busy_gets_a_thread_of_its_own(
     tmp_path: Path, embedder: Any
 ) -> None:
-    """Two threads search at once: the first holds the worker until the second has finished,
-    which would never happen if the second waited for the worker."""
+    """Two threads search at once: the first one's vector half holds the worker until the
+    second search has finished, which would never happen if the second waited for the worker."""
     ws = _workspace(tmp_path / "ws", embedder, compact=False)
     second_done = threading.Event()
     first: list[list[tuple[str, int, float, str]]] = []
     try:
 
         class Holding(_Gate):
-            def keyword_candidates(self, query: str, limit: int) -> Scored:
-                assert second_done.wait(WAIT_S), "the second search waited for the first"
-                return super().keyword_candidates(query, limit)
+            def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> Any:
+                real = super().vector_scan(model_id, filters=filters)
+
+                class Scan:
+                    def scan(self, query: np.ndarray) -> None:
+                        real.scan(query)
+                        assert second_done.wait(WAIT_S), "the second search waited for the first"
+
+                    def scored(self, keyword: Scored | None) -> Scored | None:
+                        return real.scored(keyword)
+
+                return Scan()
 
         holding = Holding(ws.index)
         runner = threading.Thread(
@@ -283,3 +292,31 @@ def test_a_search_that_finds_the_worker_busy_gets_a_thread_of_its_own(
         ws.close()
     assert first == [second] and "port 6543" in second[0][3]
     assert other.scan_thread not in (holding.scan_thread, threading.get_ident())
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenMP has one thread anyway")
+def test_the_worker_serves_on_when_the_thread_count_cannot_be_set(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A search may already wait in its queue: the worker never ends, it says why once and
+    runs its jobs on torch's count."""
+    import threadpoolctl
+    import torch  # noqa: F401 - loaded, as in a process that embeds
+
+    from mdmem.index.beside import Worker
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("no OpenMP here")
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", refuse)
+    worker = Worker()
+    ran: list[int] = []
+    for n in range(3):
+        done = threading.Event()
+        assert worker.take()
+        worker.submit(lambda n=n: ran.append(n), done)
+        assert done.wait(WAIT_S)
+    assert ran == [0, 1, 2] and worker.alive()
+    assert [r.message for r in caplog.records].count(
+        "cannot set one OpenMP thread for searches: no OpenMP here"
+    ) == 1

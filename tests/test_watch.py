@@ -469,3 +469,40 @@ def test_included_non_markdown_files_are_watched(tmp_path: Path) -> None:
             timeout=10.0,
         )
         assert not any("never indexed" in r[3] for r in _state(db))
+
+
+def test_a_late_deletion_event_leaves_a_folder_made_again_watched(tmp_path: Path) -> None:
+    """``rm -r a; mkdir a``: the old folder's own watch may report its deletion after the root
+    reported ``a`` made again; what ``a`` is now decides, so it stays watched. A folder whose
+    event was missed is found by a rescan (the reconcile runs one)."""
+    from watchdog.events import DirCreatedEvent, DirDeletedEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    from mdmem.live.watch import IGNORED_DIRS
+    from mdmem.live.watched_folders import WatchedFolders
+
+    root = tmp_path / "ws"
+    (root / "a").mkdir(parents=True)
+    (root / ".mdmem").mkdir()
+    observer = Observer()
+    observer.start()
+    try:
+        folders = WatchedFolders(observer, FileSystemEventHandler(), root, IGNORED_DIRS)
+        folders.start()  # (its handler hears nothing: events are given by hand below)
+        assert folders.names() == ["a"]
+        shutil.rmtree(root / "a")
+        folders.heard(DirDeletedEvent(str(root / "a")))  # from the root's watch
+        assert folders.names() == []
+        (root / "a").mkdir()
+        folders.heard(DirCreatedEvent(str(root / "a")))
+        folders.heard(DirDeletedEvent(str(root / "a")))  # late, from the old folder's watch
+        assert folders.names() == ["a"]
+
+        (root / "b").mkdir()  # no event for these: a rescan finds them
+        shutil.rmtree(root / "a")
+        folders.rescan()
+        assert folders.names() == ["b"]
+        assert len(observer.emitters) == 2  # the root and b/: none left behind
+    finally:
+        observer.stop()
+        observer.join()

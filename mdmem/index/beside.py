@@ -17,6 +17,8 @@ the setting it keeps belongs to an OS thread; it is a daemon, started on first u
 
 from __future__ import annotations
 
+import logging
+import os
 import queue
 import sys
 import threading
@@ -24,13 +26,16 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("mdmem.index.beside")
+WORKER_NAME = "mdmem-vector-worker"
+"""The lasting worker's thread (a thread that outlives a search by design)."""
 
 
 class Worker:
     """A daemon thread that runs jobs one at a time, with OpenMP on one thread once torch is
     loaded (a job may load it: the model loads on the first search)."""
 
-    def __init__(self, name: str = "mdmem-vector-worker") -> None:
+    def __init__(self, name: str = WORKER_NAME) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]]
         self._jobs = queue.SimpleQueue()
         self._free = threading.Lock()
@@ -54,15 +59,17 @@ class Worker:
         can = True  # until a runtime refuses: then torch's count stays
         while True:
             job, done = self._jobs.get()
+            if can and "torch" in sys.modules:  # checked each time: a model load in a job may
+                try:  # set its own count (embedding.threads)
+                    can = one_openmp_thread()
+                except Exception as exc:  # never end this thread: a search may be queued
+                    log.warning("cannot set one OpenMP thread for searches: %s", exc)
+                    can = False
             try:
-                if can and "torch" in sys.modules:  # checked each time: a model load in a job
-                    can = one_openmp_thread()  # may set its own count (embedding.threads)
-            finally:  # the job runs even if that failed (its error then ends this thread)
-                try:
-                    job()
-                finally:
-                    self._free.release()
-                    done.set()
+                job()
+            finally:
+                self._free.release()
+                done.set()
 
 
 def one_openmp_thread() -> bool:
@@ -80,6 +87,17 @@ def one_openmp_thread() -> bool:
 
 _worker: Worker | None = None
 _starting = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: no worker (its thread stayed in the parent), and a fresh lock (a
+    thread of the parent may have held it at the fork)."""
+    global _worker, _starting
+    _worker, _starting = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _free_worker() -> Worker | None:

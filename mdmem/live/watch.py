@@ -323,6 +323,8 @@ class Watcher:
                 reason = "change" if settled and self.syncs else "start-up scan"
                 if not settled:
                     reason = "retry" if retry else "reconcile"
+                if reconcile and self.folders is not None:
+                    self.folders.rescan()  # (a folder whose event was missed)
                 self._sync(reason)
                 self.scanned.set()
                 if reconcile:

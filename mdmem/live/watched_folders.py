@@ -38,10 +38,7 @@ class WatchedFolders:
         own start would fail. Events may come in meanwhile: scheduling a folder twice gives the
         same watch, and each folder's watch is dropped before it is made again."""
         self._observer.schedule(self._handler, self._root, recursive=False)
-        with os.scandir(self._root) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    self._follow(entry.name)
+        self.rescan()
 
     def names(self) -> list[str]:
         """The top-level folders watched."""
@@ -49,15 +46,37 @@ class WatchedFolders:
 
     def heard(self, event: Any) -> None:
         """An event of any watch (on the observer's thread): a top-level folder that appeared
-        is watched, one that went is not any more, one renamed is watched under its new name."""
+        is watched, one that went is not any more, one renamed is watched under its new name.
+        What a folder is now decides, not the event alone: a deleted folder's own watch may
+        report its deletion after the root reported it made again. An event of the top level
+        itself (a "modified" of the root: all that some observers report there) rescans it."""
         if not event.is_directory:
             return
-        if event.event_type in ("deleted", "moved"):
-            self._drop(self._top(event.src_path))
+        if os.fsdecode(event.src_path).rstrip(os.sep) == self._root:
+            self.rescan()
+            return
         if event.event_type == "created":
             self._follow(self._top(event.src_path))
-        elif event.event_type == "moved":
+            return
+        if event.event_type == "moved":
             self._follow(self._top(event.dest_path))
+        gone = self._top(event.src_path)
+        if gone is not None and not os.path.isdir(os.path.join(self._root, gone)):
+            self._drop(gone)
+
+    def rescan(self) -> None:
+        """The top level's folders now: new ones watched, gone ones not (also the watcher's
+        reconcile calls it, in case an event was missed)."""
+        try:
+            with os.scandir(self._root) as entries:
+                now = {e.name for e in entries if e.is_dir(follow_symlinks=False)}
+        except OSError as exc:  # the workspace itself gone: the watcher notices and stops
+            log.debug("cannot list %s: %s", self._root, exc)
+            return
+        for name in now - self._watches.keys():
+            self._follow(name)
+        for name in self._watches.keys() - now:
+            self._drop(name)
 
     def _top(self, path: str | bytes) -> str | None:
         """The top-level folder's name ``path`` is, or None (deeper, or outside)."""
