@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,18 @@ def _workspace(root: Path, embedder: Any, compact: bool) -> Workspace:
 class _Gate:
     """Wraps the index: the keyword search waits until the vector scan has started."""
 
-    def __init__(self, index: Any, fail_scan: bool = False) -> None:
+    def __init__(
+        self,
+        index: Any,
+        fail_scan: bool = False,
+        on_scan: Callable[[], None] = lambda: None,
+        after_scan: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``on_scan`` runs as the scan starts, ``after_scan`` once it ends (on its thread)."""
         self.index = index
         self.fail_scan = fail_scan
+        self.on_scan = on_scan
+        self.after_scan = after_scan
         self.started = threading.Event()
         self.scan_thread: int | None = None
         self.keyword_found: Scored | None = None
@@ -72,9 +82,11 @@ class _Gate:
             def scan(self, query: np.ndarray) -> None:
                 gate.scan_thread = threading.get_ident()
                 gate.started.set()
+                gate.on_scan()
                 if gate.fail_scan:
                     raise RuntimeError("scan failed")
                 real.scan(query)
+                gate.after_scan()
 
             def scored(self, keyword: Scored | None) -> Scored | None:
                 gate.scored_with = keyword
@@ -221,22 +233,9 @@ def test_the_vector_half_runs_openmp_on_one_thread_and_leaves_others_alone(
     seen: list[int] = []
     try:
 
-        class Counted(_Gate):
-            def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> Any:
-                real = super().vector_scan(model_id, filters=filters)
-
-                class Scan:
-                    def scan(self, query: np.ndarray) -> None:
-                        seen.append(torch.get_num_threads())
-                        real.scan(query)
-
-                    def scored(self, keyword: Scored | None) -> Scored | None:
-                        return real.scored(keyword)
-
-                return Scan()
-
         def search() -> None:
-            hits = _search(Counted(ws.index), ws, "which port does staging use")
+            counted = _Gate(ws.index, on_scan=lambda: seen.append(torch.get_num_threads()))
+            hits = _search(counted, ws, "which port does staging use")
             assert "port 6543" in hits[0][3]
 
         search()
@@ -264,21 +263,10 @@ def test_a_search_that_finds_the_worker_busy_gets_a_thread_of_its_own(
     first: list[list[tuple[str, int, float, str]]] = []
     try:
 
-        class Holding(_Gate):
-            def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> Any:
-                real = super().vector_scan(model_id, filters=filters)
+        def hold() -> None:
+            assert second_done.wait(WAIT_S), "the second search waited for the first"
 
-                class Scan:
-                    def scan(self, query: np.ndarray) -> None:
-                        real.scan(query)
-                        assert second_done.wait(WAIT_S), "the second search waited for the first"
-
-                    def scored(self, keyword: Scored | None) -> Scored | None:
-                        return real.scored(keyword)
-
-                return Scan()
-
-        holding = Holding(ws.index)
+        holding = _Gate(ws.index, after_scan=hold)
         runner = threading.Thread(
             target=lambda: first.append(_search(holding, ws, "which port does staging use"))
         )
