@@ -13,6 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from mdmem import ConfigError, ParentCycleError, ScopeError, Workspace
 from mdmem.index.federated import one_scale
@@ -356,3 +358,134 @@ def test_the_team_example_runs(
     assert "GLOBAL    The user wants British spelling" in out
     summary = Workspace.open(tmp_path / "demo" / "team").pool("plan").read("summary")
     assert summary is not None and summary.updated_by == "summariser"
+
+
+# ---- issue 32 §3: the merge resolver is a three-way merge against the value last taken ----
+
+
+def test_merge_takes_the_parents_second_change_too(tmp_path: Path) -> None:
+    """The issue's reproduction: the second sync reported `kept` and left EUR / 100."""
+    team = _make(tmp_path / "team")
+    child = _make(
+        tmp_path / "child", parent="../team", extra='\n[scopes.resolvers]\nplan = "merge"\n'
+    )
+    plan = team.pool("plan")
+    plan.write("budget", {"currency": "EUR", "limits": {"travel": 100}}, writer="lead")
+    child.pool("plan").write("budget", {"limits": {"food": 30}})
+    first = child.sync_from_parent()
+    assert [(p.key, p.action) for p in first.changed] == [("budget", "merged")]
+    want = {"currency": "EUR", "limits": {"travel": 100, "food": 30}}
+    assert child.pool("plan").read("budget").content == want
+    plan.write("budget", {"currency": "USD", "limits": {"travel": 200}}, writer="lead")
+    second = child.sync_from_parent()
+    assert [(p.key, p.action, p.parent_version) for p in second.pulled] == [("budget", "merged", 2)]
+    budget = child.pool("plan").read("budget")
+    assert budget.content == {"currency": "USD", "limits": {"travel": 200, "food": 30}}
+    # the child changes a leaf the parent also changes next: the child's own change wins
+    child.pool("plan").write("budget", {**budget.content, "currency": "GBP"})
+    plan.write("budget", {"currency": "CHF", "limits": {"travel": 250}}, writer="lead")
+    child.sync_from_parent()
+    assert child.pool("plan").read("budget").content == {
+        "currency": "GBP",
+        "limits": {"travel": 250, "food": 30},
+    }
+    # a parent change the child already made itself is taken (`kept`), and the next one too
+    child.pool("plan").write("budget", {"currency": "GBP", "limits": {"travel": 300, "food": 30}})
+    plan.write("budget", {"currency": "CHF", "limits": {"travel": 300}}, writer="lead")
+    kept = child.sync_from_parent()
+    assert [(p.key, p.action) for p in kept.pulled] == [("budget", "kept")]
+    plan.write("budget", {"currency": "CHF", "limits": {"travel": 350}}, writer="lead")
+    child.sync_from_parent()
+    assert child.pool("plan").read("budget").content["limits"] == {"travel": 350, "food": 30}
+    assert child.sync_from_parent().pulled == ()  # nothing newer: nothing read or written
+
+
+LEAF = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([1.0, True, False, None, "EUR", "USD", "", [1, 2], []]),
+)
+LEAF_KEYS = st.sampled_from(["a", "b", "c"])
+TREE_KEYS = st.sampled_from(["d", "e"])
+"""A key names a leaf or a dict, never both: a leaf-by-leaf comparison needs each path to be one
+or the other (a leaf turned dict is checked by example below)."""
+
+
+def _trees(depth: int = 3) -> st.SearchStrategy[dict]:
+    leaves = st.dictionaries(LEAF_KEYS, LEAF, max_size=3)
+    if depth == 0:
+        return leaves
+    return st.tuples(leaves, st.dictionaries(TREE_KEYS, _trees(depth - 1), max_size=2)).map(
+        lambda pair: {**pair[0], **pair[1]}
+    )
+
+
+def _edited(draw: st.DrawFn, tree: dict, depth: int = 3) -> dict:
+    """``tree`` with some leaves changed, some keys deleted and some added, as one side edits
+    the value it took."""
+    out: dict = {}
+    for key, value in tree.items():
+        what = draw(st.sampled_from(["keep", "keep", "delete", "change"]))
+        if what == "keep":
+            out[key] = value
+        elif what == "change":
+            out[key] = _edited(draw, value, depth - 1) if isinstance(value, dict) else draw(LEAF)
+    for key in draw(st.lists(LEAF_KEYS, max_size=2)):
+        out.setdefault(key, draw(LEAF))
+    if depth > 0:
+        for key in draw(st.lists(TREE_KEYS, max_size=1)):
+            out.setdefault(key, draw(_trees(depth - 1)))
+    return out
+
+
+@st.composite
+def _three_way(draw: st.DrawFn) -> tuple[dict, dict, dict]:
+    base = draw(_trees())
+    return base, _edited(draw, base), _edited(draw, base)
+
+
+def _leaves(value: object, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
+    """Every leaf by its path, as JSON (``1``, ``1.0`` and ``true`` apart); empty dicts hold none."""
+    if isinstance(value, dict):
+        return {p: v for key, item in value.items() for p, v in _leaves(item, (*path, key)).items()}
+    return {path: json.dumps(value)}
+
+
+@given(_three_way())
+@example(
+    (
+        {"currency": "EUR", "limits": {"travel": 100}},
+        {"currency": "USD", "limits": {"travel": 200}},
+        {"currency": "EUR", "limits": {"travel": 100, "food": 30}},
+    )
+)
+@example(({"d": {"a": 1}}, {}, {"d": {"a": 2}}))  # deleted there, changed here: the change
+@example(({"a": 1}, {"a": 1.0}, {"a": True}))  # three different values, not one
+def test_merge_is_three_way_leaf_by_leaf(trees: tuple[dict, dict, dict]) -> None:
+    """The child's value wins on exactly the leaves it changed since it last took the parent's
+    value; every other leaf is the parent's now (a leaf either deleted is gone)."""
+    from mdmem.memory.resolvers import Merge, merge3
+
+    base, parent, child = trees
+    merged = Merge().resolve(parent, child, base).content
+    assert merged == merge3(base, parent, child)
+    b, p, c = _leaves(base), _leaves(parent), _leaves(child)
+    want = {}
+    for path in {*b, *p, *c}:
+        leaf = p.get(path) if c.get(path) == b.get(path) else c.get(path)
+        if leaf is not None:
+            want[path] = leaf
+    assert _leaves(merged) == want
+    assert merge3(base, parent, base) == parent and merge3(base, base, child) == child
+
+
+def test_merge_keeps_the_childs_change_of_a_leaf_into_a_dict_and_notes_text() -> None:
+    from mdmem.memory.resolvers import MISSING, Merge, merge3
+
+    base = {"limits": 100, "owner": "lead"}
+    parent = {"limits": 150, "owner": "pm"}
+    child = {"limits": {"travel": 100}, "owner": "lead"}
+    assert merge3(base, parent, child) == {"limits": {"travel": 100}, "owner": "pm"}
+    assert Merge().resolve("short", "Friendly", "Formal").note == "short"
+    assert Merge().resolve("short", "Formal", "Formal").content == "short"  # child unchanged
+    assert Merge().resolve("Formal", "Friendly", "Formal").note is None  # parent unchanged
+    assert Merge().resolve({"a": 1}, {"b": 2}, MISSING).content == {"a": 1, "b": 2}
