@@ -338,6 +338,36 @@ def test_a_watch_reports_writes_of_other_processes_and_hand_edits(ws: Workspace)
     assert seen[1:] == [("write", "mine", "after"), ("write", "theirs", 8)]
 
 
+@pytest.mark.slow
+def test_a_watch_accounts_for_every_version_another_process_writes(ws: Workspace) -> None:
+    """Issue 32 §3: 5 writes by another process came as 2 events, 3 versions unaccounted for.
+    Events coalesce (the file holds the latest version only); each names the versions it
+    stands for, so every one is reported or named skipped, exactly once."""
+    pool = ws.pool()
+    events: list[PoolEntry] = []
+    last = threading.Event()
+
+    def note(entry: PoolEntry) -> None:
+        events.append(entry)
+        if entry.version == 5:
+            last.set()
+
+    pool.on_write(note)
+    script = (
+        "import sys; from mdmem import Workspace; pool = Workspace(sys.argv[1]).pool()\n"
+        "for n in range(5): pool.write('theirs', n)"
+    )
+    with pool.watch():
+        subprocess.run([sys.executable, "-c", script, str(ws.root)], check=True, timeout=60)
+        assert last.wait(10)
+        theirs = list(events)
+        mine = pool.write("theirs", "mine")  # after the watch saw 5: nothing skipped
+    accounted = [v for e in theirs for v in (*e.skipped, e.version)]
+    assert accounted == [1, 2, 3, 4, 5]
+    assert theirs[-1].content == 4
+    assert (mine.version, mine.skipped) == (6, ())
+
+
 def test_async_twins(ws: Workspace) -> None:
     pool = ws.pool()
 

@@ -66,6 +66,11 @@ class PoolEntry:
     deleted_by: str | None = None
     redacted: int = field(default=0, compare=False)
     """Secrets masked in the content of the write that returned this entry."""
+    skipped: tuple[int, ...] = field(default=(), compare=False)
+    """For an event of :meth:`Pool.watch`: the versions written since the watch last saw the
+    key that no event reports (events coalesce: the file keeps only the latest version, and a
+    watch reads it once writes settle). A write through this object while a watch runs names
+    those of others it wrote over; otherwise empty."""
 
     @property
     def citation(self) -> str:
@@ -327,6 +332,8 @@ class Pool:
             if archived:
                 self._seen.pop(key, None)
             else:
+                last = self._seen[key].version if key in self._seen else _last(pool, key)
+                entry = replace(entry, skipped=tuple(range(last + 1, entry.version)))
                 self._seen[key] = entry
         return entry
 
@@ -351,7 +358,11 @@ class Pool:
 
     def watch(self, debounce: float = 0.05) -> FileWatch:
         """Report changes anyone else makes to this pool (other processes, hand edits) to the
-        callbacks, until the returned watch is stopped (``with pool.watch(): ...``)."""
+        callbacks, until the returned watch is stopped (``with pool.watch(): ...``).
+
+        Events coalesce: the file holds each key's latest version only, so writes that land
+        before the watch reads the file are one event, the latest, whose ``skipped`` names
+        the versions written in between."""
         from mdmem.memory.file_watch import FileWatch
 
         with self._lock:
@@ -381,9 +392,12 @@ class Pool:
             for k, e in now.items()
             if k not in before or (before[k].version, before[k].hash) != (e.version, e.hash)
         ]
-        for entry in sorted(written, key=lambda e: e.line):
-            self._fire(self._on_write, entry)
         archived = {s.key: s for s in pool.archived} if pool is not None else {}
+        for entry in sorted(written, key=lambda e: e.line):
+            seen = before[entry.key].version if entry.key in before else _last(pool, entry.key)
+            self._fire(
+                self._on_write, replace(entry, skipped=tuple(range(seen + 1, entry.version)))
+            )
         for key in before.keys() - now.keys():
             gone = archived.get(key)
             self._fire(self._on_delete, self._entry(gone) if gone else before[key])
@@ -413,6 +427,12 @@ class Pool:
         expected_version: int | PoolEntry | None = None,
     ) -> PoolEntry:
         return await asyncio.to_thread(self.delete, key, writer, expected_version)
+
+
+def _last(pool: fmt.PoolFile | None, key: str) -> int:
+    """The last version of a key the file archived (0: none): a key written again goes on
+    from it."""
+    return max((s.version for s in pool.archived if s.key == key), default=0) if pool else 0
 
 
 def pool_names(root: Path) -> list[str]:
