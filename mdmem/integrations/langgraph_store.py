@@ -18,7 +18,10 @@ fields, with ``index=False`` nothing (the item is kept and can be got or listed,
 query finds it and nothing is embedded). ``put(ns, key, None)`` (delete) archives the file to
 ``.trash/store/...``: nothing is lost. ``filter`` (``{"field": value}`` or ``$eq``, ``$ne``,
 ``$gt``, ``$gte``, ``$lt``, ``$lte``) and ``match_conditions`` are honoured as in LangGraph's
-own stores; TTLs are not supported.
+own stores. A TTL is refused (``NotImplementedError``: ``supports_ttl`` is False) rather than
+kept and never honoured. A batch runs its operations in order; many calls may run at once (a
+delete takes the same per-file lock as a put, and a file deleted while a search or listing
+reads the folder is simply gone from the answer).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from urllib.parse import quote
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -78,6 +82,11 @@ class MdmemStore(BaseStore):
         self.ws.resolve(self.folder, "store folder")  # inside the workspace, or an error now
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order (a get after a put in the same batch sees it); one result per
+        operation, in the same order. Every operation is checked before the first runs."""
+        ops = list(ops)
+        for op in ops:
+            _check(op)
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -87,10 +96,8 @@ class MdmemStore(BaseStore):
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(self._namespaces(op))
             else:
-                raise TypeError(f"unknown store operation: {type(op).__name__}")
+                results.append(self._namespaces(op))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -99,10 +106,8 @@ class MdmemStore(BaseStore):
     # ---- operations -------------------------------------------------------------------------
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
-        absolute = self.ws.root / self._rel(namespace, key)
-        if not absolute.exists():
-            return None
-        return _item(self._read(absolute))
+        fields = self._read(self.ws.root / self._rel(namespace, key))
+        return None if fields is None else _item(fields)
 
     def _put(self, op: PutOp) -> None:
         rel = self._rel(op.namespace, op.key)
@@ -153,10 +158,10 @@ class MdmemStore(BaseStore):
             for hit in hits:
                 if hit.path in found or not hit.path.endswith(".md"):
                     continue
-                absolute = self.ws.root / hit.path
-                if not absolute.exists():
+                fields = self._read(self.ws.root / hit.path)
+                if fields is None:  # deleted since the index saw it
                     continue
-                item = _item(self._read(absolute))
+                item = _item(fields)
                 if _matches(item.value, filters):
                     found[hit.path] = _search_item(item, hit.score)
             if len(found) >= wanted or len(hits) < k:
@@ -183,10 +188,14 @@ class MdmemStore(BaseStore):
         rel, _ = self.ws.resolve("/".join(parts), "store item")
         return rel
 
-    def _read(self, absolute: Path) -> dict[str, Any]:
+    def _read(self, absolute: Path) -> dict[str, Any] | None:
+        """An item file's fields; None when there is no such file (a delete running beside
+        this read may archive it between a listing and the read: the item is gone, not bad)."""
         rel = absolute.relative_to(self.ws.root).as_posix()
         try:
             text = absolute.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
         except (OSError, UnicodeDecodeError) as exc:
             raise FileProblem(rel, f"cannot be read: {exc}") from None
         return _fields(text, rel)
@@ -201,22 +210,51 @@ class MdmemStore(BaseStore):
             for name in sorted(files):
                 if name.endswith(".md") and not name.startswith("."):
                     fields = self._read(Path(folder) / name)
-                    if tuple(fields["namespace"][: len(prefix)]) == prefix:
+                    if fields is not None and tuple(fields["namespace"][: len(prefix)]) == prefix:
                         yield fields
 
     def _archive(self, rel: str) -> None:
-        """Move an item's file to ``.trash/`` (the same path below it), never over another."""
+        """Move an item's file to ``.trash/`` (the same path below it), never over another.
+
+        Under the file's write lock, the one every put of the same item holds: a put running
+        beside the delete never finds its file moved away halfway through its write."""
         source = self.ws.root / rel
-        if not source.exists():
-            return
-        target = self.ws.root / TRASH_DIR / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S")
-        n = 1
-        while target.exists():
-            n += 1
-            target = target.with_name(f"{Path(rel).stem}.{stamp}-{n}.md")
-        os.rename(source, target)
+        with self.ws.writer.locked(rel, rel):
+            if not source.exists():
+                return
+            target = self.ws.root / TRASH_DIR / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            stamp = dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+            n = 1
+            while target.exists():
+                n += 1
+                target = target.with_name(f"{Path(rel).stem}.{stamp}-{n}.md")
+            os.rename(source, target)
+
+
+def _check(op: Op) -> None:
+    """Refuse what the store cannot do before anything runs: an unknown operation, a TTL (the
+    store declares ``supports_ttl = False``, as ``put`` itself checks), a bad namespace label
+    (the rules of ``BaseStore.put``, for operations given to ``batch`` directly)."""
+    if isinstance(op, GetOp | PutOp):
+        labels = op.namespace
+    elif isinstance(op, SearchOp):
+        labels = op.namespace_prefix
+    elif isinstance(op, ListNamespacesOp):
+        labels = tuple(p for c in op.match_conditions or () for p in c.path if p != "*")
+    else:
+        raise TypeError(f"unknown store operation: {type(op).__name__}")
+    if isinstance(op, PutOp) and op.ttl is not None:
+        raise NotImplementedError(
+            "TTL is not supported by MdmemStore (supports_ttl is False): the item would never "
+            "expire. Put it with ttl=None, or delete it when it is no longer wanted."
+        )
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label or "\0" in label:
+            raise InvalidNamespaceError(
+                f"invalid namespace label {label!r} in {tuple(labels)}: a label is a non-empty "
+                "string without '.' or NUL"
+            )
 
 
 # ---- the item file ---------------------------------------------------------------------------

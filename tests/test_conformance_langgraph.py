@@ -1,0 +1,244 @@
+"""MdmemStore against LangGraph's ``BaseStore`` as documented: a batch's results in the order of
+its operations (mixed puts, deletes, gets, searches and namespace listings), namespaces and
+``list_namespaces`` (prefix, suffix, max_depth, limit, offset), TTLs refused (the store declares
+``supports_ttl = False``), and many async calls at once, as a graph's parallel nodes make them.
+
+The oracle is LangGraph's own ``InMemoryStore``, driven one operation at a time (for gets and
+searches), and the docstring of ``list_namespaces`` (for namespaces)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
+
+from mdmem import Workspace
+from mdmem.integrations.langgraph_store import MdmemStore
+
+_folders = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def keyword_ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    """One keyword-only workspace for the module: each test and each generated example keeps to
+    a store folder of its own in it."""
+    root = tmp_path_factory.mktemp("langgraph") / "ws"
+    Workspace.init(root, mode="full", agent="graph")
+    (root / "mdmem.toml").write_text('mode = "full"\nagent = "graph"\n[embedding]\nmodel = ""\n')
+    return Workspace.open(root)
+
+
+def _fresh(ws: Workspace) -> MdmemStore:
+    """A store of its own in ``ws`` (each generated example starts empty)."""
+    return MdmemStore(ws, folder=f"store{next(_folders)}")
+
+
+def _plain(result: Any) -> Any:
+    """What a result says, without the times (each store stamps its own)."""
+    if isinstance(result, Item):
+        return (result.namespace, result.key, result.value)
+    if isinstance(result, list):
+        return sorted((_plain(r) for r in result), key=repr)
+    return result
+
+
+# ---- a batch -----------------------------------------------------------------------------------
+
+
+def test_a_mixed_batch_answers_each_operation_in_order(keyword_ws: Workspace) -> None:
+    store = _fresh(keyword_ws)
+    store.put(("docs", "a"), "one", {"text": "first", "n": 1})
+    store.put(("docs", "b"), "two", {"text": "second", "n": 2})
+    ops = [
+        GetOp(("docs", "a"), "one"),
+        PutOp(("docs", "a"), "three", {"text": "third", "n": 3}),
+        GetOp(("docs", "a"), "three"),  # runs after the put before it
+        PutOp(("docs", "b"), "two", None),  # a delete
+        SearchOp(("docs",), filter={"n": {"$gte": 2}}),
+        ListNamespacesOp(max_depth=None, limit=10),
+        GetOp(("docs", "b"), "two"),
+        GetOp(("docs",), "missing"),
+    ]
+    results = store.batch(ops)
+    assert len(results) == len(ops)
+    assert _plain(results[0]) == (("docs", "a"), "one", {"text": "first", "n": 1})
+    assert results[1] is None and results[3] is None
+    assert _plain(results[2]) == (("docs", "a"), "three", {"text": "third", "n": 3})
+    assert _plain(results[4]) == [(("docs", "a"), "three", {"text": "third", "n": 3})]
+    assert results[5] == [("docs", "a")]  # ("docs", "b") lost its only item
+    assert results[6] is None and results[7] is None
+    again = asyncio.run(store.abatch([GetOp(("docs", "a"), "three"), ListNamespacesOp()]))
+    assert _plain(again[0]) == (("docs", "a"), "three", {"text": "third", "n": 3})
+    assert again[1] == [("docs", "a")]
+
+
+def test_ttl_is_refused_before_anything_is_written(keyword_ws: Workspace) -> None:
+    store = _fresh(keyword_ws)
+    assert store.supports_ttl is False
+    with pytest.raises(NotImplementedError, match="TTL is not supported"):
+        store.put(("docs",), "a", {"text": "x"}, ttl=5)
+    with pytest.raises(NotImplementedError, match="TTL is not supported"):
+        asyncio.run(store.aput(("docs",), "a", {"text": "x"}, ttl=1.5))
+    batch = [PutOp(("docs",), "b", {"text": "y"}), PutOp(("docs",), "c", {"text": "z"}, ttl=5)]
+    with pytest.raises(NotImplementedError, match="supports_ttl is False"):
+        store.batch(batch)
+    with pytest.raises(NotImplementedError, match="supports_ttl is False"):
+        asyncio.run(store.abatch(batch))
+    assert store.search(("docs",)) == []  # not even the first put of the refused batch
+    store.put(("docs",), "a", {"text": "x"}, ttl=None)  # no TTL: stored
+    assert store.get(("docs",), "a").value == {"text": "x"}
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        PutOp(("docs", ""), "k", {"a": 1}),
+        GetOp(("a.b",), "k"),
+        SearchOp(("ok", "bad\0label")),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("x.y",)),)),
+    ],
+)
+def test_a_bad_namespace_given_to_batch_is_refused(keyword_ws: Workspace, op: Any) -> None:
+    store = _fresh(keyword_ws)
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([op])
+    with pytest.raises(InvalidNamespaceError):  # the methods check it themselves as well
+        store.put(("langgraph",), "k", {"a": 1})
+
+
+# ---- against LangGraph's InMemoryStore, over generated operations ------------------------------
+
+LABELS = st.sampled_from(["users", "u1", "u2", "prefs", "docs"])
+NAMESPACES = st.lists(LABELS, min_size=1, max_size=3).map(tuple)
+KEYS = st.sampled_from(["a", "b", "Ünïcode key", "k/with/slashes"])
+VALUES = st.fixed_dictionaries({"n": st.integers(0, 3)}, optional={"text": st.text(max_size=8)})
+PUT = st.builds(lambda ns, k, v: PutOp(ns, k, v), NAMESPACES, KEYS, VALUES)
+DELETE = st.builds(lambda ns, k: PutOp(ns, k, None), NAMESPACES, KEYS)
+GET = st.builds(GetOp, NAMESPACES, KEYS)
+SEARCH = st.builds(
+    lambda prefix, wanted: SearchOp(prefix, filter=wanted, limit=1000),
+    st.lists(LABELS, max_size=2).map(tuple),
+    st.one_of(st.none(), st.fixed_dictionaries({"n": st.integers(0, 3)})),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListCall:
+    """A ``list_namespaces`` call (through the method, which builds the match conditions)."""
+
+    prefix: tuple[str, ...]
+    suffix: tuple[str, ...]
+    depth: int | None
+    limit: int
+    offset: int
+
+
+LIST = st.builds(
+    ListCall,
+    st.lists(LABELS, max_size=2).map(tuple),
+    st.lists(LABELS, max_size=1).map(tuple),
+    st.one_of(st.none(), st.integers(1, 3)),
+    st.integers(1, 5),
+    st.integers(0, 2),
+)
+OPS = st.lists(st.one_of(PUT, PUT, DELETE, GET, SEARCH, LIST), min_size=1, max_size=12)
+
+
+def _expected_namespaces(
+    live: set[tuple[str, ...]], prefix: tuple[str, ...], suffix: tuple[str, ...], depth: Any
+) -> list[tuple[str, ...]]:
+    """``list_namespaces`` as its docstring says: the namespaces that hold items, filtered by
+    prefix and suffix, cut to ``max_depth``, sorted, without duplicates."""
+    chosen = {
+        ns[:depth] if depth else ns
+        for ns in live
+        if ns[: len(prefix)] == prefix and (not suffix or ns[-len(suffix) :] == suffix)
+    }
+    return sorted(chosen)
+
+
+@settings(max_examples=30)  # each operation is a real locked, fsynced file write: kept cheaper
+@given(
+    ops=OPS, batches=st.lists(st.integers(1, 4), min_size=1, max_size=6), use_async=st.booleans()
+)
+def test_operations_match_langgraphs_in_memory_store(
+    keyword_ws: Workspace, ops: list[Any], batches: list[int], use_async: bool
+) -> None:
+    store, reference = _fresh(keyword_ws), InMemoryStore()
+    live: set[tuple[str, ...]] = set()
+    sizes = itertools.cycle(batches)
+    at = 0
+    while at < len(ops):
+        chunk = ops[at : at + next(sizes)]
+        at += len(chunk)
+        runnable = [op for op in chunk if not isinstance(op, ListCall)]
+        ours = asyncio.run(store.abatch(runnable)) if use_async else store.batch(runnable)
+        ours_by_op = iter(ours)
+        for op in chunk:  # the reference, one operation at a time: the order a batch promises
+            if isinstance(op, ListCall):
+                got = store.list_namespaces(
+                    prefix=op.prefix or None,
+                    suffix=op.suffix or None,
+                    max_depth=op.depth,
+                    limit=op.limit,
+                    offset=op.offset,
+                )
+                wanted = _expected_namespaces(live, op.prefix, op.suffix, op.depth)
+                assert got == wanted[op.offset : op.offset + op.limit], op
+                continue
+            [expected] = reference.batch([op])
+            assert _plain(next(ours_by_op)) == _plain(expected), op
+            if isinstance(op, PutOp):
+                live = {
+                    item.namespace for item in reference.search((), limit=10_000)
+                }  # the namespaces that hold an item now
+
+
+# ---- many async calls at once -------------------------------------------------------------------
+
+
+def test_concurrent_async_puts_gets_searches_and_deletes_never_fail(
+    keyword_ws: Workspace,
+) -> None:
+    """LangGraph's own stress shape (``test_large_batches_async``): the same keys put, got,
+    listed, searched and deleted by hundreds of coroutines at once. A delete used to move a file
+    away while a put of the same item was writing it (`cannot write: No such file or
+    directory`), and a search could read a file just deleted (`cannot be read: [Errno 2]`)."""
+    store = _fresh(keyword_ws)
+
+    async def storm() -> list[Any]:
+        calls = []
+        for m in range(3):
+            for i in range(20):
+                ns = ("test", "foo", "bar", str(m % 2))
+                calls += [
+                    store.aput(ns, f"key{i}", value={"foo": f"bar{i}"}),
+                    store.aget(ns, f"key{i}"),
+                    store.alist_namespaces(max_depth=m + 1),
+                    store.asearch(("test",)),
+                    store.aput(ns, f"key{i}", value={"foo": f"bar{i}"}),
+                    store.adelete(ns, f"key{i}"),
+                ]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = asyncio.run(storm())
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert failures == []
+    # whatever the interleaving, each item is either there whole or gone
+    for item in store.search(("test",), limit=1000):
+        assert item.value == {"foo": f"bar{item.key.removeprefix('key')}"}
