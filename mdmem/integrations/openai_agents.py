@@ -52,8 +52,9 @@ class MdmemSession:
 
     ``workspace``: a :class:`~mdmem.Workspace` or its folder (default: found as
     ``Workspace.open`` finds it). ``agent`` names the session's agent (default: the
-    workspace's); ``title`` its heading (default: the session id). The file is created on the
-    first ``add_items``.
+    workspace's); ``title`` its heading (default: the session id). ``session_settings`` (the
+    SDK's ``SessionSettings``, or a dict of it) sets the default ``limit`` of ``get_items``, as
+    for the SDK's own sessions. The file is created on the first ``add_items``.
     """
 
     session_settings: Any = None
@@ -66,12 +67,14 @@ class MdmemSession:
         *,
         agent: str | None = None,
         title: str | None = None,
+        session_settings: Any = None,
     ) -> None:
         from mdmem import Workspace
 
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError("session_id must be a non-empty string")
         self.session_id = session_id
+        self.session_settings = _settings(session_settings)
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         if self.ws.mode != "full":
             raise ModeError(
@@ -89,7 +92,10 @@ class MdmemSession:
     # ---- the SDK's protocol -----------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The items, oldest first; with ``limit``, the latest ``limit`` of them."""
+        """The items, oldest first; with ``limit`` (default: ``session_settings.limit``), the
+        latest ``limit`` of them (none when it is 0 or less)."""
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
         return await asyncio.to_thread(self.items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
@@ -192,6 +198,17 @@ class MdmemSession:
                 self.ws.edit_file(rel, lambda current, s=skeleton: current or s)
                 return rel
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
+
+
+def _settings(value: Any) -> Any:
+    """The SDK's ``SessionSettings`` for ``value`` (one already, or a dict of its fields): the
+    Runner merges a run's settings into it with ``resolve``, so a dict is coerced as the SDK's
+    own sessions do. The SDK is imported only when settings are given."""
+    if value is None:
+        return None
+    from agents.memory.session_settings import coerce_session_settings
+
+    return coerce_session_settings(value)
 
 
 # ---- items as events ---------------------------------------------------------------------------
