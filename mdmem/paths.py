@@ -18,6 +18,58 @@ tool deleted: kept, never indexed) and other tools' internals."""
 
 SYMLINK_LOOP = "symlink loop; skipped"
 
+_LINE_BREAKING = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories that break a line or a terminal: control characters, line and paragraph
+separators."""
+
+
+NAME_SKIPPED = "skipped (rename it to index it)"
+
+
+def name_problem(name: str) -> str | None:
+    """Why no file of this name is read or written (``"file name is not valid UTF-8"``), or
+    None.
+
+    A name must be UTF-8 text (``os.scandir`` hands bytes that are not as lone surrogates, which
+    SQLite, JSON and the terminal refuse) and print on one line: a newline, tab, escape or other
+    control character in it would break every one-line message and citation that names it.
+    """
+    if name.isprintable():  # the fast answer for nearly every name (a scan asks for each)
+        return None
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "file name is not valid UTF-8"
+    if any(unicodedata.category(char) in _LINE_BREAKING for char in name):
+        return "file name holds a control character or line break"
+    return None
+
+
+def shown(name: str) -> str:
+    """``name`` as one printable line, losslessly: a byte that is not UTF-8 as ``\\xNN``, an
+    ASCII control character as ``\\n``, ``\\t``, ``\\r`` or ``\\xNN``, any other control
+    character or line break as ``\\uNNNN``, a backslash doubled. A name that passes
+    :func:`name_problem` is returned as it is."""
+    if name_problem(name) is None:
+        return name
+    return "".join(_escaped(char) for char in name)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char == "\\":
+        return "\\\\"
+    if 0xDC80 <= code <= 0xDCFF:  # how os.fsdecode carries a byte that is not UTF-8
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x80 and unicodedata.category(char) == "Cc":  # one byte, the same either way
+        return _SHORT.get(char, f"\\x{code:02x}")
+    if unicodedata.category(char) in _LINE_BREAKING | {"Cs"}:
+        return f"\\u{code:04x}"  # (never \\xNN: that is a byte that was not UTF-8)
+    return char
+
+
+_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
 
 def workspace_path(root: Path, name: str | Path, what: str = "file") -> tuple[str, Path]:
     """Resolve ``name`` inside ``root``; return (relative POSIX path, absolute path).
@@ -38,6 +90,9 @@ def workspace_path(root: Path, name: str | Path, what: str = "file") -> tuple[st
             f"{what} {text!r} is inside {internal}/, which mdmem never reads or indexes "
             "(its own state and other tools' folders); use a path outside it"
         )
+    unfit = name_problem(text)
+    if unfit is not None:  # such a file is never indexed: a write there would never be found
+        raise FileProblem(shown(text), f"{unfit}; use a name that is UTF-8 text on one line")
     absolute = root / pure
     real_root = Path(os.path.realpath(root))
     real = _real(absolute, pure.as_posix())

@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 from test_safe_writes_property import PHRASE, PROPERTY, _insertion, markdown_file
 
 from mdmem import FileProblem, UnsafePathError, Workspace
 from mdmem.markdown.parse import NESTING_LIMIT, _parse, parse_document, split_lines
 from mdmem.memory.scan import ALWAYS_SKIPPED
+from mdmem.paths import name_problem, shown
 
 BIN = Path(sys.executable).parent / "mdmem"
 
@@ -330,3 +333,189 @@ def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) ->
 
     cli_run = cli(ws.root, "search", "zebra", "--json")
     assert cli_run.returncode == 0 and json.loads(cli_run.stdout)["fresh"]
+
+
+# ---- file names that are not text: bytes that are not UTF-8, control characters, long names ---
+
+BAD_NAMES = {  # the name on disk -> how every message shows it
+    b"caf\xe9.md": "caf\\xe9.md",
+    b"a\nb.md": "a\\nb.md",
+    b"\x1b[31mred.md": "\\x1b[31mred.md",
+    b"back\\slash\xff.md": "back\\\\slash\\xff.md",
+}
+LONG_NAME = "é" * 125 + ".md"  # 253 bytes: valid, long, and indexed
+
+
+def _hostile_workspace(root: Path) -> Workspace:
+    ws = keyword_only(Workspace.init(root, mode="full"))
+    ws.remember("Deploys go to Fly.io staging")
+    for name in BAD_NAMES:
+        with open(os.path.join(os.fsencode(root), name), "wb") as handle:
+            handle.write(b"- plain valid text about the quokka\n")
+    (root / LONG_NAME).write_text("- the long-named note about the wombat\n")
+    return ws
+
+
+def _utf8_lines(text: str) -> list[str]:
+    text.encode("utf-8")  # a message that cannot be printed is no message
+    return text.splitlines()
+
+
+@pytest.mark.slow
+def test_cli_skips_names_that_are_not_text_and_names_them(tmp_path: Path) -> None:
+    ws = _hostile_workspace(tmp_path / "ws")
+    out = {}
+    for command in (["index"], ["search", "wombat", "--json"], ["context", "deploy"], ["status"]):
+        result = cli(ws.root, *command)
+        assert result.returncode == 0, (command, result.stderr)
+        assert "Traceback" not in result.stderr
+        lines = _utf8_lines(result.stderr)
+        for shown_name in BAD_NAMES.values():
+            assert any(line.endswith(f"{shown_name}: file name is not valid UTF-8; skipped "
+                                     "(rename it to index it)") or
+                       line.endswith(f"{shown_name}: file name holds a control character or "
+                                     "line break; skipped (rename it to index it)")
+                       for line in lines), (command, shown_name, result.stderr)  # fmt: skip
+        out[command[0]] = result.stdout
+    assert [hit["path"] for hit in json.loads(out["search"])["hits"]] == [LONG_NAME]
+    assert "Fly.io" in out["context"]
+    assert not ws.search("quokka")  # the files with those names were never indexed
+
+
+@pytest.mark.parametrize("name", [os.fsdecode(b"caf\xe9.md"), "a\nb.md", "x\x1b.md", "a\u2028.md"])
+def test_a_name_that_is_not_text_is_never_written(ws: Workspace, name: str) -> None:
+    with pytest.raises(FileProblem, match="use a name that is UTF-8 text on one line") as info:
+        ws.remember("a memory no search would find", file=name)
+    _utf8_lines(str(info.value))
+    assert len(str(info.value).splitlines()) == 1
+    assert not os.path.lexists(os.path.join(os.fsencode(ws.root), os.fsencode(name)))
+
+
+def _unshown(text: str) -> bytes:
+    """The bytes of a name from how messages show it (the inverse of ``paths.shown``)."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text[i] != "\\":
+            out += text[i].encode("utf-8")
+            i += 1
+            continue
+        kind = text[i + 1]
+        if kind in "\\ntr":
+            out += {"\\": b"\\", "n": b"\n", "t": b"\t", "r": b"\r"}[kind]
+            i += 2
+        elif kind == "x":
+            out.append(int(text[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            assert kind == "u", text
+            out += chr(int(text[i + 2 : i + 6], 16)).encode("utf-8", "surrogatepass")
+            i += 6
+    return bytes(out)
+
+
+def _stem_ok(stem: bytes) -> bool:
+    return b"/" not in stem and b"\0" not in stem and stem not in (b"", b".", b"..")
+
+
+NAME_STEMS = st.one_of(
+    st.binary(min_size=1, max_size=40),  # mostly not UTF-8
+    st.text(st.characters(exclude_characters="/\0", codec="utf-8"), min_size=1, max_size=40).map(
+        lambda text: text.encode("utf-8")
+    ),  # control characters, line separators, combining marks, emoji...
+    st.sampled_from(["é", "x", "数", "\u2028", "\x85", "\\"]).flatmap(
+        lambda char: st.integers(1, 252 // len(char.encode())).map(lambda n: (char * n).encode())
+    ),  # as long as a name can be (255 bytes with ".md")
+).filter(_stem_ok)
+
+
+@PROPERTY
+@given(stems=st.lists(NAME_STEMS, min_size=1, max_size=4, unique=True))
+def test_every_file_name_is_indexed_or_named_and_the_rest_keeps_working(
+    hostile_ws: Workspace, stems: list[bytes]
+) -> None:
+    ws = hostile_ws
+    folder = os.path.join(os.fsencode(ws.root), b"ex")
+    os.mkdir(folder)
+    try:
+        words = {}
+        for i, stem in enumerate(stems):
+            name = stem[:252] + b".md"
+            words[name] = f"quokka{i}"
+            with open(os.path.join(folder, name), "wb") as handle:
+                handle.write(f"- the hostile note {words[name]}\n".encode())
+        report = ws.sync(embed=False)
+        messages = [str(p) for p in report.problems]
+        for name, word in words.items():
+            rel = "ex/" + os.fsdecode(name)
+            results = ws.search(word, mode="keyword")
+            messages += list(results.problems)
+            event("skipped" if name_problem(rel) else "indexed")
+            if name_problem(rel) is None:  # a name that is text: indexed and cited by it
+                assert [hit.path for hit in results] == [rel]
+                assert rel in report.paths
+            else:  # any other: named, losslessly, in one line; never in the index
+                assert not results
+                said = [m for m in messages if m.startswith(shown(rel) + ": file name ")]
+                assert said, (rel, messages)
+                assert _unshown(shown(rel)) == b"ex/" + name
+                with pytest.raises(FileProblem, match="UTF-8 text on one line"):
+                    ws.remember("never written", file=rel)
+        context = ws.build_context("where do deploys go", budget_tokens=400)
+        assert "Fly.io" in context.text
+        messages += list(ws.status().problems)
+        for message in messages:
+            assert len(_utf8_lines(message)) == 1, message
+    finally:
+        shutil.rmtree(folder)
+        ws.sync(embed=False)
+
+
+@pytest.fixture(scope="module")
+def hostile_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    """One workspace for every example (each makes and removes its own ``ex/`` folder)."""
+    ws = keyword_only(Workspace.init(tmp_path_factory.mktemp("names") / "ws", mode="full"))
+    ws.remember("Deploys go to Fly.io staging")
+    yield ws
+    ws.close()
+
+
+def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_watcher_indexes_every_edit_past_a_name_that_is_not_text(tmp_path: Path) -> None:
+    """It used to log `sync failed … will retry` forever and index no edit anywhere."""
+    root = tmp_path / "ws"
+    ws = _hostile_workspace(root)
+    with open(root / "mdmem.toml", "a", encoding="utf-8") as handle:
+        handle.write("\n[watch]\ndebounce_ms = 300\nheartbeat_seconds = 0.5\n")
+    log = tmp_path / "watch.log"
+    with log.open("w") as err:
+        watcher = subprocess.Popen([str(BIN), "-w", str(root), "watch"], stderr=err)
+    try:
+        _wait(lambda: cli(root, "search", "Fly.io").returncode == 0, "the watcher never served")
+        ws = Workspace.open(root)
+        with open(os.path.join(os.fsencode(root), b"new\xe9.md"), "wb") as handle:
+            handle.write(b"- a new note with a name that is not UTF-8\n")
+        (root / "zebra.md").write_text("- The zebra crossing is on Elm Street\n")
+
+        def answered() -> bool:  # searched while the watcher has heard of both changes
+            results = ws.search("zebra crossing", mode="keyword")
+            for line in [*results.stale, *results.problems]:
+                assert len(_utf8_lines(line)) == 1, line
+            return bool(results) and results[0].path == "zebra.md"
+
+        _wait(answered, "the edit was never indexed")
+        result = cli(root, "search", "zebra crossing")
+        assert result.returncode == 0 and "zebra.md" in result.stdout, result.stderr
+        assert "new\\xe9.md: file name is not valid UTF-8" in result.stderr
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
+    said = log.read_text()
+    assert "sync failed" not in said and "Traceback" not in said, said
+    assert "caf\\xe9.md: file name is not valid UTF-8; skipped" in said

@@ -34,6 +34,7 @@ from mdmem.memory.files import read_markdown
 from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.relations import Relation, relations
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
+from mdmem.paths import NAME_SKIPPED, name_problem, shown
 from mdmem.redact import Redactor
 
 BATCH_FILES = 200
@@ -145,6 +146,10 @@ def freshness_of(
     problems: list[Problem] = []
     for rel in relative(root, paths):
         if not _indexable(root, files, rel):
+            continue
+        unfit = name_problem(rel)
+        if unfit is not None:  # what the full scan says of it, never a row the index refuses
+            problems.append(Problem(shown(rel), f"{unfit}; {NAME_SKIPPED}"))
             continue
         try:
             st = os.stat(root / rel)

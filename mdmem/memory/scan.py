@@ -18,7 +18,7 @@ import pathspec
 
 from mdmem.config import FilesConfig
 from mdmem.markdown.parse import Problem
-from mdmem.paths import ALWAYS_SKIPPED, SYMLINK_LOOP
+from mdmem.paths import ALWAYS_SKIPPED, NAME_SKIPPED, SYMLINK_LOOP, name_problem, shown
 
 __all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "included", "scan"]
 
@@ -61,7 +61,7 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
             problems.append(
-                Problem(prefix.rstrip("/") or ".", f"cannot read folder: {exc.strerror}")
+                Problem(shown(prefix.rstrip("/")) or ".", f"cannot read folder: {exc.strerror}")
             )
             continue
         for entry in entries:
@@ -72,7 +72,8 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                     with open(entry.path, encoding="utf-8", errors="replace") as handle:
                         ignores.append((prefix, _spec(handle.read().splitlines())))
             except OSError as exc:
-                problems.append(Problem(prefix + ".gitignore", f"cannot read: {exc.strerror}"))
+                where = shown(prefix + ".gitignore")
+                problems.append(Problem(where, f"cannot read: {exc.strerror}"))
         folders = []
         for entry in entries:
             name, rel = entry.name, prefix + entry.name
@@ -81,6 +82,11 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                     folders.append((entry.path, rel + "/"))
                 continue
             markdown = included(rel, include)
+            unfit = name_problem(rel)
+            if unfit is not None:  # (before any other message names it)
+                if markdown and not skipped(rel):
+                    problems.append(Problem(shown(rel), f"{unfit}; {NAME_SKIPPED}"))
+                continue
             link = _link(real_root, entry.path) if entry.is_symlink() else None
             if link == "loop":
                 if markdown and not skipped(rel):
