@@ -23,9 +23,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-RULES_VERSION = 1
-MEMO_SIZE = 8192
+from mdmem.errors import MdmemError
+
+RULES_VERSION = 2
 """Bumped when the built-in rules change: indexes built with other rules are rebuilt."""
+MEMO_SIZE = 8192
 MARK = "[REDACTED:{kind}]"
 _MARK_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -55,6 +57,41 @@ class Redaction:
         return dict(Counter(s.kind for s in self.spans))
 
 
+@dataclass(frozen=True)
+class Field:
+    """A structural field of a text mdmem writes (an id, a key, a timestamp, one of mdmem's own
+    labels): never rewritten. ``text[start:end]`` is kept as it is; with ``checked``, it is a
+    value searched for provider-format secrets only (a write holding one is refused); without,
+    it is a label (``# Session:``), blanked while the text around it is searched, so it is never
+    read as the name of an assignment. Which fields a file has: :mod:`mdmem.memory.structure`."""
+
+    start: int
+    end: int
+    name: str
+    checked: bool = True
+
+
+class SecretInField(MdmemError, ValueError):
+    """A structural field (a key, an id) holds a secret in a provider's format: it cannot be
+    masked (that would corrupt the key), so the write is refused."""
+
+    def __init__(
+        self, name: str, masked: str, kind: str, path: str = "", secrets: tuple[str, ...] = ()
+    ) -> None:
+        self.name, self.masked, self.kind, self.path = name, masked, kind, path
+        self.secrets = secrets
+        """The secrets themselves (never in the message): to mask them elsewhere, such as in
+        a file name made from the key."""
+        super().__init__(
+            f"{path + ': ' if path else ''}the {name} {masked!r} holds a secret ({kind}); a "
+            f"{name} is never masked (that would corrupt it), so nothing was written: keep the "
+            f"secret out of the {name}"
+        )
+
+
+FieldFinder = Callable[[str, int, int], Iterable[Field]]
+"""``(text, start, end)`` → the structural fields of ``text`` that meet ``[start, end)``."""
+
 Check = Callable[[str], bool]
 
 
@@ -72,6 +109,9 @@ class Rule:
     """Reject a match glued to a longer word (``xsk-ant-...``)."""
     triggers: tuple[str, ...] = ()
     """The rule runs only if one of these literals is in the text; none: it always runs."""
+    provider: bool = True
+    """A format a provider publishes (prefix, alphabet, length), not a guess from context:
+    the only rules a structural field (an id, a key) is checked against."""
 
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -175,8 +215,9 @@ def _rule(
     check: Check | None = None,
     flags: int = 0,
     boundary: bool = True,
+    provider: bool = True,
 ) -> Rule:
-    return Rule(kind, pattern, flags, group, check, boundary, tuple(triggers.split()))
+    return Rule(kind, pattern, flags, group, check, boundary, tuple(triggers.split()), provider)
 
 
 BUILTIN_RULES: tuple[Rule, ...] = (
@@ -213,6 +254,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         r"(?:[Ss]ecret|SECRET)[_\-]?(?:[Aa]ccess|ACCESS)[_\-]?(?:[Kk]ey|KEY)" + _AWS_VALUE,
         group=1,
         boundary=False,
+        provider=False,
     ),
     _rule(
         "aws_secret_key",
@@ -220,6 +262,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         r"(?:aws|AWS)[_\-]?(?:secret|SECRET)[_\-]?(?:key|KEY)" + _AWS_VALUE,
         group=1,
         boundary=False,
+        provider=False,
     ),
     _rule(
         "github",
@@ -268,6 +311,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         group=1,
         check=_not_placeholder,
         boundary=False,
+        provider=False,
     ),
     _rule(
         "password",
@@ -277,6 +321,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         group=1,
         check=_spoken_password,
         boundary=False,  # (``--password X`` is one: only letters before it make a longer word)
+        provider=False,
     ),
     _rule(
         "secret",
@@ -284,6 +329,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         r"(?:Bearer|bearer|BEARER)\s+([A-Za-z0-9_\-.=+/~]{16,})",
         group=1,
         check=_token_value,
+        provider=False,
     ),
 )
 """Built-in rules, most specific first: where spans overlap, the earlier rule names the kind.
@@ -293,9 +339,9 @@ Assignments (``password=``, ``api_key:``, high-entropy values) are found by
 
 # ---- assignments ------------------------------------------------------------------------------
 
-_OPERATOR = re.compile(r"""[:=][=>]?[ \t]*["']?[^\s"'`,;)\]}<>]{4}""")
+_OPERATOR = re.compile(r"""[:=][=>]?(?:\*\*)?[ \t]*["']?[^\s"'`,;)\]}<>]{4}""")
 _VALUE_AFTER = re.compile(
-    r"""[ \t]*(?:(?:[Bb]earer|[Tt]oken|[Bb]asic)[ \t]+)?"""
+    r"""(?:\*\*)?[ \t]*(?:(?:[Bb]earer|[Tt]oken|[Bb]asic)[ \t]+)?"""
     r"""(?:"([^"\n]{1,200})"|'([^'\n]{1,200})'|([^\s"'`,;)\]}<>]{1,200}))"""
 )
 _PASS_NAME = re.compile(r"password|passwd|passphrase|(?:^|[_.\-])(?:pass|pwd)(?:$|[_.\-])")
@@ -310,7 +356,7 @@ _HASH_NAME = re.compile(
     r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image)$"
 )
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_NAME_GAP = frozenset("\"' \t")
+_NAME_GAP = frozenset("\"' \t*")  # quotes, spaces, Markdown bold (``**db_password**:``)
 _B64ISH = re.compile(r"^[A-Za-z0-9+/_\-]+=*$")
 
 
@@ -409,18 +455,51 @@ class Redactor:
         spec = repr((extra, sorted(self.allow), [p.pattern for p in self.allow_patterns]))
         return f"{base}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
 
-    def find(self, text: str) -> list[Span]:
-        """The secrets in ``text``, in order; overlapping finds are merged into one span."""
+    def find(self, text: str, fields: Iterable[Field] = ()) -> list[Span]:
+        """The secrets in ``text``, in order; overlapping finds are merged into one span.
+        ``fields``: structural fields of ``text`` (offsets in it): labels are blanked before
+        the search, and no span that meets a checked field is returned (those are checked
+        against provider formats only: :meth:`provider_spans`)."""
         if not self.enabled or not text:
             return []
-        found: list[tuple[int, int, int, str]] = []  # start, end, rule rank, kind
+        fields = tuple(fields)
+        view = _blanked(text, [f for f in fields if not f.checked]) if fields else text
+        found = self._found(view, self._ranks(view))
+        if ":" in view or "=" in view:
+            rank = len(self.rules)
+            found += [(s, e, rank, kind) for s, e, kind in _assignment_spans(view)]
+        kept = [(f.start, f.end) for f in fields if f.checked]
+        if kept:
+            found = [f for f in found if not any(f[0] < e and s < f[1] for s, e in kept)]
+        return self._merged(text, found) if found else []
+
+    def provider_spans(self, text: str) -> list[Span]:
+        """The secrets in ``text`` in a provider's published format (``sk-ant-…``, ``ghp_…``,
+        ``AKIA…``, private key blocks, JWTs, ``redact.patterns``): what a structural field is
+        checked against. Context rules (``password=``, high entropy) are not run."""
+        if not self.enabled or not text:
+            return []
+        ranks = [r for r in self._ranks(text) if self.rules[r].provider]
+        found = self._found(text, ranks)
+        return self._merged(text, found) if found else []
+
+    def redact_provider(self, text: str) -> str:
+        """``text`` with its provider-format secrets masked (a file name in an error)."""
+        return _apply(text, self.provider_spans(text)).text
+
+    def _ranks(self, text: str) -> list[int]:
+        """The rules worth running on ``text``: those whose trigger it holds, or that have none."""
         gate, literals, always = self._triggers
         ranks = set(always)
         if gate.search(text):  # one pass; most text has no trigger at all
             for literal, rule_ranks in literals:
                 if literal in text:
                     ranks.update(rule_ranks)
-        for rank in sorted(ranks):
+        return sorted(ranks)
+
+    def _found(self, text: str, ranks: Iterable[int]) -> list[tuple[int, int, int, str]]:
+        found: list[tuple[int, int, int, str]] = []  # start, end, rule rank, kind
+        for rank in ranks:
             rule = self.rules[rank]
             for match in rule.pattern.finditer(text):
                 at = match.start()
@@ -432,10 +511,7 @@ class Redactor:
                 if rule.check is not None and not rule.check(text[start:end]):
                     continue
                 found.append((start, end, rank, rule.kind))
-        if ":" in text or "=" in text:
-            rank = len(self.rules)
-            found += [(s, e, rank, kind) for s, e, kind in _assignment_spans(text)]
-        return self._merged(text, found) if found else []
+        return found
 
     def redact(self, text: str) -> Redaction:
         """``text`` with every secret replaced by ``[REDACTED:kind]``, and what was replaced."""
@@ -456,10 +532,14 @@ class Redactor:
             found = memo[text] = text if masked == text else masked
         return found
 
-    def redact_added(self, before: str, after: str) -> Redaction:
+    def redact_added(self, before: str, after: str, fields: FieldFinder | None = None) -> Redaction:
         """``after`` (an edit of ``before``) with the secrets it adds masked: secrets in the
         lines it changed, unless ``before`` already held the same secret (a person's own
-        text is never rewritten for this). Spans are offsets in ``after``."""
+        text is never rewritten for this). Spans are offsets in ``after``.
+
+        ``fields`` finds the structural fields of ``after`` (ids, keys, labels): they are never
+        rewritten; one that adds a provider-format secret raises :class:`SecretInField` (the
+        caller writes nothing)."""
         if not self.enabled or after == before:
             return Redaction(after)
         start, end = _changed_lines(before, after)
@@ -470,11 +550,28 @@ class Redactor:
             runs = _new_runs(before, after, start, end)
         spans: list[Span] = []
         for run_start, run_end in runs:
-            for span in self.find(after[run_start:run_end]):
+            local: list[Field] = []
+            if fields is not None:
+                for f in fields(after, run_start, run_end):
+                    if f.start < run_end and run_start < f.end:
+                        self._refuse_secret_in(f, before, after)
+                        lo, hi = max(f.start, run_start), min(f.end, run_end)
+                        local.append(Field(lo - run_start, hi - run_start, f.name, f.checked))
+            for span in self.find(after[run_start:run_end], local):
                 secret = after[run_start + span.start : run_start + span.end]
                 if secret not in before:
                     spans.append(Span(run_start + span.start, run_start + span.end, span.kind))
         return _apply(after, spans)
+
+    def _refuse_secret_in(self, field: Field, before: str, after: str) -> None:
+        """Raise SecretInField when a checked field adds a provider-format secret."""
+        if not field.checked:
+            return
+        value = after[field.start : field.end]
+        added = [s for s in self.provider_spans(value) if value[s.start : s.end] not in before]
+        if added:
+            secrets = tuple(value[s.start : s.end] for s in added)
+            raise SecretInField(field.name, self.redact_provider(value), added[0].kind, "", secrets)
 
     def clear_memo(self) -> None:
         """Forget the texts :meth:`mask` remembered (after ``forget``: no copy in memory)."""
@@ -505,6 +602,17 @@ class Redactor:
         if value in self.allow:
             return True
         return any(p.fullmatch(value) for p in self.allow_patterns)
+
+
+def _blanked(text: str, labels: Iterable[Field]) -> str:
+    """``text`` with each label's characters (not its line breaks) replaced by spaces: the
+    offsets stay, and nothing around a label can read it as a name."""
+    out = list(text)
+    for field in labels:
+        for at in range(field.start, min(field.end, len(text))):
+            if out[at] not in "\r\n":
+                out[at] = " "
+    return "".join(out)
 
 
 def _apply(text: str, spans: list[Span]) -> Redaction:

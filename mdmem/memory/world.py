@@ -68,6 +68,21 @@ def _fact(doc: Document, entry: Entry, parts: dict[int, ItemPart]) -> WorldFact 
     return WorldFact(key, match.group("value").strip(), section, entry.start_line)
 
 
+def key_span(line: str) -> tuple[int, int, int] | None:
+    """Where a ``- **key**: value`` (or ``- key: value``) bullet's key is in ``line``: the key's
+    start and end, and where its head (``**key**:``) ends; None for any other line. The key is
+    structure: the redactor never rewrites it (:mod:`mdmem.memory.structure`)."""
+    lead = _LEAD.match(line)
+    part = _KEY_PART.match(line[lead.end() :]) if lead else None
+    if lead is None or part is None:
+        return None
+    head = part.group(0)
+    inner = head[2 : head.rindex("**")] if head.startswith("**") else head[: head.rindex(":")]
+    offset = lead.end() + (2 if head.startswith("**") else 0)
+    start = offset + len(inner) - len(inner.lstrip())
+    return start, offset + len(inner.rstrip()), lead.end() + part.end()
+
+
 def check_key(key: str) -> str:
     key = one_line(str(key))
     if not _KEY.match(key):

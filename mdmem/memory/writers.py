@@ -12,7 +12,8 @@ from mdmem.memory.documents import Documents
 from mdmem.memory.file_state import Target
 from mdmem.memory.files import EditFile, SafeWriter
 from mdmem.memory.scopes import check_local
-from mdmem.redact import Redactor
+from mdmem.memory.structure import structural_fields
+from mdmem.redact import Field, Redactor, SecretInField
 from mdmem.reports import unified_diff
 
 Edit = Callable[[str], str]
@@ -45,7 +46,7 @@ class FileWriter:
         where, absolute = self.documents.resolve(rel)
         check_local(where, self.agent)
         if not exact:
-            edit = no_new_secrets(self.redactor, edit)
+            edit = no_new_secrets(self.redactor, edit, rel)
         absolute.parent.mkdir(parents=True, exist_ok=True)  # inside: resolve() checked it
         # a symlink (inside the workspace) is written through, never replaced by a file
         real = absolute.resolve() if absolute.is_symlink() else absolute
@@ -71,7 +72,7 @@ class DryRunWriter:
 
     def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
         if not exact:
-            edit = no_new_secrets(self.redactor, edit)
+            edit = no_new_secrets(self.redactor, edit, rel)
         if rel not in self.texts:
             exists = (self.documents.root / rel).exists()
             self.originals[rel] = self.documents.read(rel).text if exists else ""
@@ -87,14 +88,25 @@ class DryRunWriter:
         return unified_diff(self.originals, self.texts) if self.texts else ""
 
 
-def no_new_secrets(redactor: Redactor, edit: Edit) -> Edit:
+def no_new_secrets(redactor: Redactor, edit: Edit, rel: str = "") -> Edit:
     """Every program write, whatever made it (task, world, compaction, anything added later),
     never adds a secret the file did not already hold; a person's own text, secrets included,
-    is never rewritten for this."""
+    is never rewritten for this. The file's structure (ids, keys, mdmem's labels: see
+    :mod:`mdmem.memory.structure`) is never rewritten either: a key holding a provider-format
+    secret raises SecretInField and nothing is written."""
     if not redactor.enabled:
         return edit
 
+    def fields(text: str, start: int, end: int) -> list[Field]:
+        return structural_fields(rel, text, start, end)
+
     def guarded(current: str) -> str:
-        return redactor.redact_added(current, edit(current)).text
+        try:
+            return redactor.redact_added(current, edit(current), fields).text
+        except SecretInField as exc:
+            where = rel  # a key can be a file's name too: never show the secret
+            for secret in exc.secrets:
+                where = where.replace(secret, f"[REDACTED:{exc.kind}]")
+            raise SecretInField(exc.name, exc.masked, exc.kind, where, exc.secrets) from None
 
     return guarded
