@@ -3,7 +3,10 @@ editor has stopped writing them."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,16 @@ EMPTY_QUIET_S = 1.0
 wait up to this long for it to fill."""
 
 
+SLOW_SAVE_S = 2.0
+"""An in-place save may pause between its chunks (a big file, a slow or network disk): a file
+another process still holds open for writing, changed less than this long ago, is waited for
+(up to this long) before a program write takes it as its base."""
+
+
 BOM = b"\xef\xbb\xbf"
+_LEASE_SIGNAL = signal.SIGURG
+"""A lease broken while we hold it (for microseconds) signals its holder: SIGIO by default,
+which ends a process; SIGURG is ignored unless a program asks for it."""
 
 
 def read_all(fd: int) -> bytes:
@@ -34,6 +46,41 @@ def read_all(fd: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         offset += len(chunk)
+
+
+def open_for_writing(fd: int) -> bool | None:
+    """Whether any process holds the file behind ``fd`` open for writing (an in-place save in
+    progress, or paused between chunks); None when this system cannot tell.
+
+    Asks the kernel for a read lease, which it grants only when nobody has the file open for
+    writing (Linux ``F_SETLEASE``; needs the file's owner or CAP_LEASE, and not every file
+    system has leases), and gives it back at once."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return None
+    set_lease, set_signal = getattr(fcntl, "F_SETLEASE", None), getattr(fcntl, "F_SETSIG", None)
+    if set_lease is None or set_signal is None:  # not Linux
+        return None
+    try:
+        fcntl.fcntl(fd, set_signal, _LEASE_SIGNAL)
+        fcntl.fcntl(fd, set_lease, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno == errno.EAGAIN else None
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, set_lease, fcntl.F_UNLCK)
+    return False
+
+
+def save_in_progress(fd: int, state: FileState, within: float = SLOW_SAVE_S) -> bool:
+    """A file changed less than ``within`` seconds ago that another process is still writing:
+    held open for writing, or (where that cannot be told) ending in a torn line."""
+    if state.size == 0 or time.time_ns() - state.mtime_ns > within * 1e9:
+        return False
+    writing = open_for_writing(fd)
+    if writing is not None:
+        return writing
+    return os.pread(fd, 1, state.size - 1) != b"\n"
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,14 @@ from mdmem.memory.file_state import (
     EMPTY_QUIET_S,
     QUIET_LIMIT_S,
     QUIET_S,
+    SLOW_SAVE_S,
     FileState,
     Target,
     read_all,
+    save_in_progress,
     settled_bytes,
 )
-from mdmem.memory.journal import Journal
+from mdmem.memory.journal import WRITTEN, Journal
 from mdmem.memory.lineage import Lineage
 from mdmem.memory.swap import exchange
 
@@ -60,6 +62,9 @@ MAX_QUIET_S = 0.02
 """After repeated races, a write waits for up to this long a lull before trying again."""
 READ_EMPTY_WAIT_S = 0.2
 """How long a reader waits for a just-emptied file to fill (a writer waits EMPTY_QUIET_S)."""
+UNFINISHED_WATCH_S = 60.0
+"""How long the file a write replaced is watched when another program was still writing it
+(for more than ``SLOW_SAVE_S``): the rest of that save lands there and is merged."""
 MISSING_WAIT_S = 0.25
 """A file the program wrote before that is missing may be mid-save (vim, JetBrains rename it
 away for a moment): wait this long for it to come back before treating it as deleted."""
@@ -129,6 +134,24 @@ def check_size(path: str, size: int, max_bytes: int) -> None:
             path,
             f"too large ({size / 1e6:.1f} MB > {max_bytes / 1e6:.1f} MB); skipped. "
             "Raise files.max_file_mb in mdmem.toml to include it",
+        )
+
+
+def check_writable(path: Path, display: str) -> None:
+    """A file a person made read-only (``chmod 444``, ``chmod a-w``) is not written, though a
+    write swaps a new file in (which needs only the folder's permission) and root may write
+    anything: its mode bits say no, so mdmem says no."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # missing (a new file), or unreadable: the read says why
+    if not stat.S_ISREG(st.st_mode):
+        return
+    if st.st_mode & 0o222 == 0 or not os.access(path, os.W_OK):
+        raise FileProblem(
+            display,
+            f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}); nothing was written. "
+            f"To let mdmem write it: chmod u+w {display}",
         )
 
 
@@ -258,8 +281,10 @@ class SafeWriter:
         create: bool = True,
     ) -> WriteResult:
         """:meth:`edit` for a caller that holds :meth:`locked` already."""
+        display = display or target.rel
+        check_writable(target.path, display)
         remove_stale_temps(target.path)
-        return self._edit_locked(target, edit, display or target.rel, initial, create)
+        return self._edit_locked(target, edit, display, initial, create)
 
     def _edit_locked(
         self,
@@ -270,8 +295,9 @@ class SafeWriter:
         create: bool,
     ) -> WriteResult:
         seen = self.seen(target.rel)
-        base, state = self._read_settled(target, display, seen)
-        expected = (base, state)  # what the swap must find at the path
+        read = self._read_settled(target, display, seen)
+        base, unfinished = read.data, read.unfinished
+        expected = (base, read.state)  # what the swap must find at the path
         restoring = False
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             if base is None and not create:
@@ -299,17 +325,18 @@ class SafeWriter:
                 return WriteResult(target.path, new_text, attempt)
             # after a race, wait for a longer lull each time: a burst of saves passes
             quiet = min(QUIET_S * 2 ** (attempt - 1), MAX_QUIET_S)
-            outcome = self._commit(target, expected, data, quiet)
+            outcome = self._commit(target, expected, data, quiet, unfinished)
             if outcome.clean:
                 self._set_seen(target.rel, outcome.state)
                 self.lineage(target.rel).record(base, data)
+                self._keep_written(target.rel, data)
                 if base is not None:
                     self.guard.written(target, base, data, outcome.state)
                 if restoring:
                     raise self._conflict(display, conflict) from None
                 return WriteResult(target.path, new_text, attempt)
             # a person saved between the read and the swap: theirs is the new base
-            base = outcome.theirs
+            base, unfinished = outcome.theirs, outcome.unfinished
             expected = (outcome.placed, outcome.state)
         raise ConflictError(
             f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} "
@@ -327,8 +354,10 @@ class SafeWriter:
 
     def _read_settled(
         self, target: Target, display: str, seen: FileState | None, quiet: float = QUIET_S
-    ) -> tuple[bytes | None, FileState | None]:
-        """The file's bytes once it is not in the middle of someone's save."""
+    ) -> _Read:
+        """The file's bytes once it is not in the middle of someone's save: quiet for a few
+        ms, and (for up to ``SLOW_SAVE_S``) no longer held open for writing by the process
+        that just changed it (an in-place save paused between its chunks)."""
         started = time.monotonic()
         missing_until = time.monotonic() + (MISSING_WAIT_S if seen is not None else 0.0)
         while True:
@@ -338,7 +367,7 @@ class SafeWriter:
                 if time.monotonic() < missing_until:
                     time.sleep(0.005)
                     continue
-                return None, None
+                return _Read(None, None)
             except IsADirectoryError:
                 raise FileProblem(display, "is a folder, not a file; nothing written") from None
             except OSError as exc:
@@ -354,13 +383,21 @@ class SafeWriter:
                 if wait > 0 and time.monotonic() < started + limit:
                     time.sleep(min(wait, 0.01))
                     continue
+                waited = time.monotonic() - started
+                # still being written, as far back as this read has waited: the save paused
+                unfinished = state != seen and save_in_progress(fd, state, SLOW_SAVE_S + waited)
+                if unfinished and waited < SLOW_SAVE_S and save_in_progress(fd, state):
+                    time.sleep(0.01)
+                    continue
                 check_size(display, state.size, target.max_bytes)
                 data = read_all(fd)
                 if FileState.of(os.fstat(fd)) != state:
                     continue  # written to while we read
                 with contextlib.suppress(FileNotFoundError):
                     if FileState.of(os.stat(target.path)) == state:
-                        return data, state
+                        if unfinished:
+                            log.warning(_UNFINISHED, display, SLOW_SAVE_S)
+                        return _Read(data, state, unfinished)
             finally:
                 os.close(fd)
 
@@ -370,9 +407,12 @@ class SafeWriter:
         expected: tuple[bytes | None, FileState | None],
         data: bytes,
         quiet: float = QUIET_S,
+        unfinished: bool = False,
     ) -> _Outcome:
         """Put ``data`` at the path if the path still holds ``expected``; else hand back
-        what a person saved there instead (and leave it at the path), once it is ``quiet``."""
+        what a person saved there instead (and leave it at the path), once it is ``quiet``.
+        ``unfinished``: ``expected`` was still being written; the rest of that save, which
+        lands in the replaced file, is watched for longer than the late-save window."""
         path = target.path
         want, want_state = expected
         if want is None or want_state is None:
@@ -408,7 +448,8 @@ class SafeWriter:
             os.close(ours)
             self._keep(target, tmp)
             _fsync_dir(path.parent)
-            self.guard.watch_replaced(target, old_fd, old_state, want)
+            hold = UNFINISHED_WATCH_S if unfinished else None
+            self.guard.watch_replaced(target, old_fd, old_state, want, hold)
             return _Outcome(True, placed, data, None)
         # A person saved between the read and the swap. Their file goes back at once (the
         # same inode: an editor still writing it writes at the path again); then the edit is
@@ -420,6 +461,14 @@ class SafeWriter:
         # a copy saved from ours meanwhile lacks their lines: the guard adds them back
         self.guard.exposed(target, want, theirs)
         return self._reread(target, quiet)
+
+    def _keep_written(self, rel: str, data: bytes) -> None:
+        """A copy of what the write put in place, in the journal (its own inode): an editor
+        that truncates and rewrites the path from a stale copy cannot destroy it."""
+        try:
+            self.journal.add(rel, data, WRITTEN)
+        except OSError as exc:
+            log.warning("%s: the version written could not be kept in the journal: %s", rel, exc)
 
     def _keep(self, target: Target, tmp: str) -> None:
         """The replaced file into the journal (the same inode); the write stands either way."""
@@ -491,8 +540,24 @@ class SafeWriter:
         return _Outcome(True, FileState.of(os.stat(target.path)), data, None)
 
     def _reread(self, target: Target, quiet: float = QUIET_S) -> _Outcome:
-        base, state = self._read_settled(target, target.rel, None, quiet)
-        return _Outcome(False, state, base, base)
+        read = self._read_settled(target, target.rel, None, quiet)
+        return _Outcome(False, read.state, read.data, read.data, read.unfinished)
+
+
+_UNFINISHED = (
+    "%s: another program has been writing it for %.0f s; mdmem wrote on what it holds now and "
+    "will merge the rest of that save when it lands (each version is kept: `mdmem recover`)"
+)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A file as a write reads it: its bytes and state (None: no such file)."""
+
+    data: bytes | None
+    state: FileState | None
+    unfinished: bool = False
+    """Another process was still writing it when the wait for its save ran out."""
 
 
 @dataclass(frozen=True)
@@ -505,6 +570,8 @@ class _Outcome:
     """The bytes now at the path."""
     theirs: bytes | None
     """When not clean: the person's version, to redo the edit on."""
+    unfinished: bool = False
+    """When not clean: the person's version was still being written (see :class:`_Read`)."""
 
 
 def _state_of(path: Path) -> FileState | None:

@@ -1,8 +1,11 @@
-"""The write journal: the bytes each program write replaced, kept where a person can get them.
+"""The write journal: the bytes each program write replaced and wrote, kept where a person can
+get them.
 
 Every program write swaps its new file in and the old one out; the old file (the very inode an
 editor may still have open) is moved here instead of being deleted, so a save that lands in it
-after the swap is kept too. ``mdmem recover FILE`` lists and restores these versions. The
+after the swap is kept too. The bytes the write put in place are copied here as well (another
+inode): an editor that truncates and rewrites the path from a stale copy destroys the file the
+write made, never this copy. ``mdmem recover FILE`` lists and restores these versions. The
 journal is bounded per file (versions and bytes) and lives in ``.mdmem/journal/``, owner-only.
 """
 
@@ -20,7 +23,8 @@ from pathlib import Path
 from mdmem.layout import PRIVATE_FILE_MODE, private_dir
 
 JOURNAL_DIR = "journal"
-REASONS = ("replaced", "late-save", "conflict", "restored")
+REASONS = ("written", "replaced", "late-save", "conflict", "restored")
+WRITTEN = "written"
 _SEQ = itertools.count()
 
 
@@ -36,7 +40,8 @@ class JournalEntry:
     time: dt.datetime
     size: int
     reason: str
-    """``replaced`` (a program write replaced it), ``late-save`` (a person's save that landed
+    """``written`` (a program write put these bytes in place), ``replaced`` (a program write
+    replaced it), ``late-save`` (a person's save that landed
     after a program write and was merged), ``conflict`` (the program's side of a merge the
     person's side won), ``restored`` (replaced by ``mdmem recover --restore``)."""
 
@@ -123,18 +128,25 @@ class Journal:
     def prune(self, rel: str) -> None:
         """Drop the oldest versions past ``versions`` or past ``max_bytes`` for this file.
 
-        Names start with their time, so the oldest sort first: most calls list the folder and
-        delete at most one file; the sizes are added up on every 16th call only."""
+        The program's own versions (``written``) and the others (what a write replaced, a
+        merged save) are counted apart: the last ``versions`` program writes stay
+        recoverable (within ``max_bytes``), however many saves came between. Names start with
+        their time, so the oldest sort first: most calls list the folder and delete a file or
+        two; the sizes are added up on every 16th call only."""
         folder = self.folder(rel)
         try:
             names = sorted(os.listdir(folder))
         except FileNotFoundError:
             return
-        doomed = names[: max(0, len(names) - self.versions)]
+        written = [n for n in names if n.endswith("." + WRITTEN)]
+        others = [n for n in names if not n.endswith("." + WRITTEN)]
+        doomed = written[: max(0, len(written) - self.versions)]
+        doomed += others[: max(0, len(others) - self.versions)]
+        names = sorted(set(names) - set(doomed))
         self._prunes += 1
         if self._prunes % 16 == 0:
             total = 0
-            for name in reversed(names[len(doomed) :]):
+            for name in reversed(names):
                 with contextlib.suppress(OSError):
                     total += (folder / name).stat().st_size
                 if total > self.max_bytes and name != names[-1]:

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mdmem.errors import MdmemError
-from mdmem.memory.file_state import BOM, FileState, Target, settled_bytes
+from mdmem.memory.file_state import (
+    BOM,
+    FileState,
+    Target,
+    open_for_writing,
+    read_all,
+    save_in_progress,
+    settled_bytes,
+)
 from mdmem.memory.lineage import Lineage, digest
 from mdmem.memory.merge import kept, merge_text
 
@@ -39,6 +47,9 @@ CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
 """When to look after a write (then every 0.1 s, and once more as the window closes)."""
 MIN_KEPT = 0.8
 """A save at the path that kept less of the file than this replaced it: not merged into."""
+CHAIN_WRITES = 16
+"""Earlier writes (each built on the one before) a stale save is checked against."""
+CHAIN_BYTES = 16_000_000
 MAX_OPEN = 256
 """Replaced files kept open at once; past this, the oldest is checked a last time early."""
 _guards: weakref.WeakSet[LateSaveGuard] = weakref.WeakSet()
@@ -56,6 +67,9 @@ class _Inode:
     started: float
     deadline: float
     checks: int = 0
+    held: bool = False
+    """Replaced while another program was still writing it: watched until that program
+    lets go of it (at most the longer ``hold_s``), then for the usual window."""
 
 
 @dataclass(frozen=True)
@@ -111,20 +125,32 @@ class LateSaveGuard:
         self.conflicts = 0
         self._inodes: list[_Inode] = []
         self._paths: dict[str, _PathWatch] = {}
+        self._chains: dict[str, list[_Write]] = {}
+        """Per file, this guard's latest writes, each made on the one before."""
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         _guards.add(self)
 
     # ---- called by the writer, under the file's lock -------------------------------------------
 
-    def watch_replaced(self, target: Target, fd: int, state: FileState, base: bytes) -> None:
-        """Keep the replaced file open for the window (takes ownership of ``fd``)."""
-        if self.window_s <= 0:
+    def watch_replaced(
+        self,
+        target: Target,
+        fd: int,
+        state: FileState,
+        base: bytes,
+        hold_s: float | None = None,
+    ) -> None:
+        """Keep the replaced file open for the window, or for ``hold_s`` (a save that was
+        still being written when it was replaced); takes ownership of ``fd``."""
+        window = self.window_s if hold_s is None else max(self.window_s, hold_s)
+        if window <= 0:
             os.close(fd)
             return
         now = time.monotonic()
         with self._cond:
-            self._inodes.append(_Inode(target, fd, state, base, now, now + self.window_s))
+            inode = _Inode(target, fd, state, base, now, now + window, held=hold_s is not None)
+            self._inodes.append(inode)
             self._start()
 
     def written(self, target: Target, before: bytes, after: bytes, state: FileState) -> None:
@@ -133,17 +159,33 @@ class LateSaveGuard:
         if self.window_s <= 0:
             return
         now = time.monotonic()
+        write = _Write(before, after, now + self.window_s)
         with self._cond:
             watch = self._paths.setdefault(target.rel, _PathWatch(target))
             watch.expire(now)
             earlier = list(watch.writes)
-            watch.writes = [*earlier, _Write(before, after, now + self.window_s)]
+            watch.writes = [*earlier, write]
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
+        missing: list[_Write] = []
         if earlier and before != earlier[-1].after:
             missing = self._missing(target, earlier, before)
-            if missing:
-                self._merge(target, lambda current: self._reapply(missing, current), locked=True)
+        with self._cond:
+            self._remember(target.rel, write)
+        if missing:
+            self._merge(target, lambda current: self._reapply(missing, current), locked=True)
+
+    def _remember(self, rel: str, write: _Write) -> None:
+        """Keep the run of this guard's writes that each built on the one before (a save
+        between two breaks the run), bounded: a save from a copy older than a write still in
+        its window may lack older writes of the run too."""
+        chain = self._chains.get(rel, [])
+        if chain and chain[-1].after != write.before:
+            chain = []
+        chain = [*chain, write][-CHAIN_WRITES:]
+        while len(chain) > 1 and sum(len(w.after) for w in chain) > CHAIN_BYTES:
+            chain = chain[1:]
+        self._chains[rel] = chain
 
     def exposed(self, target: Target, base: bytes, theirs: bytes) -> None:
         """Our version (an edit of ``base``) was at the path for a moment before the person's
@@ -224,6 +266,9 @@ class LateSaveGuard:
     def _check_inode(self, watch: _Inode) -> None:
 
         watch.checks += 1
+        if watch.held and open_for_writing(watch.fd) is False:
+            watch.held = False  # the writer let go: one more usual window for a last save
+            watch.deadline = min(watch.deadline, time.monotonic() + self.window_s)
         try:
             state = FileState.of(os.fstat(watch.fd))
             if (state.size, state.mtime_ns) == (watch.state.size, watch.state.mtime_ns):
@@ -252,14 +297,25 @@ class LateSaveGuard:
             return self._reapply(self._missing(watch.target, writes, current), current)
 
         # Most changes at the path hold every recent write: a look without the lock says so.
+        # A save still being written is looked at again when done (or, at the window's end,
+        # merged under the lock: the write waits for that save to finish).
         try:
-            state = FileState.of(os.stat(watch.target.path))
-            current = watch.target.path.read_bytes()
-            if combine(current) == current and FileState.of(os.stat(watch.target.path)) == state:
-                watch.checked = state
-                return
+            fd = os.open(watch.target.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return  # away for a moment (a save by rename): the next check looks again
+        try:
+            state = FileState.of(os.fstat(fd))
+            if not save_in_progress(fd, state):
+                current = read_all(fd)
+                if combine(current) == current and FileState.of(os.fstat(fd)) == state:
+                    watch.checked = state
+                    return
+            elif time.monotonic() < watch.deadline:
+                return
+        except OSError:
+            return
+        finally:
+            os.close(fd)
         # Else merge under the file's lock: never in the middle of one of our own writes.
         with self.writer.locked(watch.target.rel, watch.target.rel):
             if self._unchanged(watch):
@@ -293,10 +349,32 @@ class LateSaveGuard:
         for n in range(len(writes) - 2, start, -1):
             if self._holds(writes[n], version):
                 return writes[n + 1 :]
-        return writes[start + 1 :]
+        if start >= 0:
+            return writes[start + 1 :]
+        return self._older(target.rel, writes[0], version, made_from) + writes
+
+    def _older(self, rel: str, first: _Write, version: bytes, made_from: set[str]) -> list[_Write]:
+        """The writes before ``first`` (past their window, each built on the one before)
+        that ``version`` lacks too: it was saved from a copy older than all of them."""
+        with self._cond:
+            chain = list(self._chains.get(rel, []))
+        at = next((i for i, w in enumerate(chain) if w.after == first.after), None)
+        if at is None:
+            return []
+        older: list[_Write] = []
+        for write in reversed(chain[:at]):
+            if write.after != (older[0] if older else first).before:
+                break  # the run is broken: a save came between
+            if digest(write.after) in made_from or self._holds(write, version):
+                break
+            older.insert(0, write)
+        return older
 
     def _holds(self, write: _Write, version: bytes) -> bool:
-        return self._combine(write.before, write.after, version, copy=True) == version
+        """``version`` has the write's changes (perhaps edited since): applying them again
+        changes nothing. A write whose lines it changed otherwise is not held."""
+        merged = merge_text(_text(write.before), _text(write.after), _text(version))
+        return not merged.conflicts and merged.text == _text(version)
 
     def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
         for write in writes:  # oldest first
@@ -312,6 +390,10 @@ class LateSaveGuard:
         """
         merged = merge_text(_text(base), _text(program), _text(person))
         if copy and merged.conflicts:
+            log.warning(
+                "a save from an older copy changed lines a program write changed too; the "
+                "person's version stands (the program's is in the journal: `mdmem recover`)"
+            )
             return person
         if merged.conflicts:
             self.conflicts += merged.conflicts

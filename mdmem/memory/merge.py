@@ -68,12 +68,62 @@ def _merge_regions(
             out += woven  # the program only added lines here: they go into the person's version
         elif (woven := _insert_into(region_base, theirs, mine, None)) is not None:
             out += woven  # the person only added lines here: they go into the program's version
+        elif (woven := _side_by_side(region_base, mine, theirs, their_ids)) is not None:
+            out += woven  # each changed other lines of it (next to each other)
         else:
             out += theirs
             conflicts += 1
         out += base[b1 : b1 + size]
         b0, p0, q0 = b1 + size, p1 + size, q1 + size
     return out, conflicts
+
+
+def _side_by_side(
+    base: Sequence[str], mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]
+) -> list[str] | None:
+    """Both sides changed this region, but not the same lines (a person fixed one entry, the
+    program updated the next: one region to a plain three-way merge): both sides' changes,
+    each in its place. None when a line was changed by both. Insertions of both at one place
+    are kept as :func:`_both` keeps them; a program line the person holds in another form is
+    not inserted again."""
+    others = _hunks(base, theirs)
+    ours = [h for h in _hunks(base, mine) if h not in others]  # the same change made by both
+    if any(a0 < b1 and b0 < a1 for a0, a1, _ in ours for b0, b1, _ in others):
+        return None
+    here = {line.strip() for line in theirs if line.strip()}
+    keys = {k for line in theirs if (k := _key(line))}
+    inserted = {b0: lines for b0, b1, lines in others if b0 == b1}
+    out: list[str] = []
+    at = 0
+    for start, end, side, lines in sorted(
+        [(a0, a1, 0, lines) for a0, a1, lines in ours]
+        + [(b0, b1, 1, lines) for b0, b1, lines in others]
+    ):
+        out += base[at:start]
+        at = end
+        if start == end and side == 0 and start in inserted:
+            out += _both(lines, inserted.pop(start), their_ids)
+        elif start == end and side == 0:
+            out += [line for line in lines if not _edited(line, here, keys, their_ids)]
+        elif not (start == end and side == 1 and start not in inserted):
+            out += lines
+    out += base[at:]
+    return out
+
+
+def _hunks(base: Sequence[str], side: Sequence[str]) -> list[tuple[int, int, list[str]]]:
+    """What ``side`` did to ``base``: (start, end, new lines) for each run of base lines it
+    replaced (an insertion: start == end); a run replaced by as many lines is taken line by
+    line (the lines of a memory file are entries of their own)."""
+    out = []
+    i = j = 0
+    for bi, sj, size in matching_blocks(base, side):
+        if bi - i == sj - j:  # as many lines for as many: each line replaced by its own
+            out += [(i + k, i + k + 1, [side[j + k]]) for k in range(bi - i)]
+        elif bi > i or sj > j:
+            out.append((i, bi, list(side[j:sj])))
+        i, j = bi + size, sj + size
+    return out
 
 
 def _edited_ids(base: Sequence[str], person: Sequence[str]) -> set[str]:
