@@ -105,8 +105,17 @@ def test_a_stale_parent_is_searched_as_it_is_and_reported(
     memory.write_text(memory.read_text() + "- Hotfixes may ship any day\n")
     results = child.search("when do releases ship")
     assert results[0].scope == "INHERITED"
+    assert results[0].text.startswith("Releases ship on Thursdays")  # from its files
     assert str(memory) in results.stale
-    assert any(f"{team.root} is stale" in p for p in results.problems)
+    assert any(
+        f"{team.root} is stale: 1 file(s)" in p and "those files were searched directly" in p
+        for p in results.problems
+    )
+    # issue 32 §3: the changed file is searched in the file itself, not as it was indexed
+    hotfix = child.search("hotfixes ship any day", k=3, mode="keyword")
+    assert hotfix[0].text == "Hotfixes may ship any day"
+    assert "Hotfixes may ship any day" in [h.text for h in child.search("hotfixes", k=5)]
+    assert (hotfix[0].scope, hotfix[0].workspace) == ("INHERITED", str(team.root))
     assert _digest(team.root) == before  # the child never re-indexes its parent
 
 
@@ -141,15 +150,34 @@ def test_a_parent_cycle_is_an_error_naming_it(tmp_path: Path) -> None:
     assert "parent workspaces form a cycle:" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_parent_without_an_index_is_reported_not_fatal(tmp_path: Path) -> None:
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_a_parent_without_an_index_is_searched_in_its_files(tmp_path: Path) -> None:
+    """Issue 32 §3: a parent just made, with no index yet, was not searched at all. Its files
+    are searched directly (by keyword, through a mirror in the child's .mdmem/), and the
+    parent's folder is left exactly as it was."""
     parent = _make(tmp_path / "p")
     parent.remember("Llamas hum when they are curious", type="fact")
     child = _make(tmp_path / "c", parent="../p")
     child.remember("Llamas are calm animals", type="fact")
-    results = child.search("llamas", mode="keyword")
-    assert [h.scope for h in results] == ["SHARED"]
-    assert any("no index yet" in p for p in results.problems)
-    assert not (tmp_path / "p" / ".mdmem" / "index.db").exists()  # nothing made for it
+    before = _tree(tmp_path / "p")
+    results = child.search("llamas hum curious", mode="keyword")
+    assert (results[0].scope, results[0].workspace) == ("INHERITED", str(parent.root))
+    assert results[0].text == "Llamas hum when they are curious"
+    assert results[0].citation.startswith("memory.md:")
+    assert [h.scope for h in results] == ["INHERITED", "SHARED"]
+    assert any(
+        f"{parent.root} has no index yet; its files were searched directly, by keyword only" in p
+        for p in results.problems
+    )
+    assert _tree(tmp_path / "p") == before  # the child made or touched nothing there
+    parent.remember("Alpacas spit when annoyed", type="fact")  # the next search sees it
+    before = _tree(tmp_path / "p")
+    assert child.search("alpacas spit", mode="keyword")[0].text == "Alpacas spit when annoyed"
+    assert _tree(tmp_path / "p") == before
+    assert not (tmp_path / "p" / ".mdmem" / "index.db").exists()
 
 
 def test_the_scope_policy_refuses_and_allows_publishing(

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,8 +38,15 @@ from mdmem.memory.scopes import (
 )
 from mdmem.redact import Redactor
 
+if TYPE_CHECKING:
+    from mdmem.index.sqlite.index import SqliteIndex
+
 log = logging.getLogger("mdmem")
 WIDEN = 3
+MIRROR_DIR = "parents"
+"""Under the reading workspace's ``.mdmem/``: a keyword index of each other workspace's files,
+searched where that workspace's own index is missing or stale (it is never written)."""
+MIRROR_WAIT_S = 5.0
 """Each workspace is asked for this many times ``k`` hits: the merge and the scope filter pick
 the ``k`` best of them."""
 
@@ -53,6 +61,9 @@ class Member:
     """Opened read-only."""
     vouched: Callable[[], Vouch | None] | None = None
     """A live watcher's word that its index is fresh (then its files are not scanned)."""
+    files: Callable[[], SqliteIndex] | None = None
+    """A keyword index of its files kept by the reading workspace (:meth:`Federation._mirror`):
+    what is searched where its own index is missing, unusable or stale."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,9 @@ def search_member(
     config: SearchConfig,
     filters: Filters,
 ) -> Found:
-    """The SHARED passages of another workspace, from its index as it is."""
+    """The SHARED passages of another workspace, from its index as it is; where that index is
+    missing or unusable, or for the files changed since it was built, from the files
+    themselves (by keyword, through a mirror the reading workspace keeps)."""
     index = member.index
     try:
         with index.searching():
@@ -97,22 +110,121 @@ def search_member(
         # this workspace's search goes on (a bug shows in the log with its traceback)
         if not isinstance(exc, MdmemError | OSError):
             log.warning("searching %s failed", member.root, exc_info=True)
-        return Found(
-            [], [], [f"{member.scope.lower()} workspace {member.root}: not searched: {exc}"]
+        why = (
+            "has no index yet"
+            if "no index yet" in str(exc)
+            else f"could not be read from its index ({exc})"
         )
-    shared = [
-        replace(h, scope=member.scope, workspace=str(member.root))
-        for h in hits
-        if scope_of(h.path) == SHARED
+        return _from_files(member, query, k=k, config=config, filters=filters, why=why)
+    changed = set(stale)
+    shared = [h for h in hits if scope_of(h.path) == SHARED]
+    kept = [_as_member(h, member) for h in shared if h.path not in changed]
+    if not stale:
+        return Found(kept, [], [])
+    found = _from_files(
+        member,
+        query,
+        k=k,
+        config=config,
+        filters=filters,
+        why=_stale_note(stale),
+        only=stale,
+        indexed=[h for h in shared if h.path in changed],
+    )
+    return Found([*kept, *found.hits], [str(member.root / p) for p in stale], found.problems)
+
+
+def _as_member(hit: Hit, member: Member) -> Hit:
+    return replace(hit, scope=member.scope, workspace=str(member.root))
+
+
+def _stale_note(stale: list[str]) -> str:
+    return f"is stale: {len(stale)} file(s) changed since its index was built"
+
+
+def _from_files(
+    member: Member,
+    query: str,
+    *,
+    k: int,
+    config: SearchConfig,
+    filters: Filters,
+    why: str,
+    only: list[str] | None = None,
+    indexed: Sequence[Hit] = (),
+) -> Found:
+    """Search another workspace's files directly, by keyword: all of them (``only`` None), or
+    those changed since its index was built (``indexed``: its index's hits in them, kept with
+    their scores where their text is still there). Its index is never written: the mirror
+    searched belongs to the reading workspace. The problem line says what was done and why."""
+    name = f"{member.scope.lower()} workspace {member.root}"
+    what = "those files were" if only is not None else "its files were"
+    fix = "its watcher, or `mdmem index` there, re-indexes them"
+    if only is None:
+        fix = "`mdmem index` there, or its watcher, builds its index"
+    try:
+        if member.files is None:
+            raise MdmemError("no mirror of its files")
+        hits = _search_files(
+            member.files(), query, k=k, config=config, filters=filters, only=only, indexed=indexed
+        )
+    except Exception as exc:  # (as for its index: reported, and the search goes on)
+        if not isinstance(exc, MdmemError | OSError):
+            log.warning("searching the files of %s failed", member.root, exc_info=True)
+        return Found([], [], [f"{name} {why}; nor were its files searched: {exc}"])
+    note = f"{name} {why}; {what} searched directly, by keyword only ({fix})"
+    return Found([_as_member(h, member) for h in hits], [], [note])
+
+
+def _search_files(
+    mirror: SqliteIndex,
+    query: str,
+    *,
+    k: int,
+    config: SearchConfig,
+    filters: Filters,
+    only: list[str] | None,
+    indexed: Sequence[Hit],
+) -> list[Hit]:
+    with mirror.searching():
+        if only is None:
+            mirror.sync(embed=False, lock_timeout=MIRROR_WAIT_S)
+        else:
+            mirror.sync_paths(only, embed=False, lock_timeout=MIRROR_WAIT_S)
+        hits = search(
+            mirror,
+            None,
+            query,
+            k=k if only is None else 2 * k,
+            mode="keyword",
+            config=config,
+            filters=filters,
+            track_access=False,
+        )
+        lines = _lines(mirror, only) if only is not None else {}
+    if only is None:
+        return [h for h in hits if scope_of(h.path) == SHARED][:k]
+    still = [
+        replace(h, start_line=lines[h.path, h.text][0], end_line=lines[h.path, h.text][1])
+        for h in indexed
+        if (h.path, h.text) in lines
     ]
-    problems = []
-    if stale:
-        problems.append(
-            f"{member.scope.lower()} workspace {member.root} is stale: {len(stale)} file(s) "
-            "changed since its index was built; searched as it is (its watcher, or `mdmem "
-            "index` there, re-indexes them)"
-        )
-    return Found(shared, [str(member.root / p) for p in stale], problems)
+    have, keep = {(h.path, h.text) for h in still}, set(only)
+    new = [
+        h
+        for h in hits
+        if h.path in keep and scope_of(h.path) == SHARED and (h.path, h.text) not in have
+    ]
+    return [*still, *new[:k]]
+
+
+def _lines(mirror: SqliteIndex, paths: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """Where each passage of these files is now, by (path, text)."""
+    marks = ",".join("?" * len(paths))
+    rows = mirror.conn.execute(
+        f"SELECT path, text, start_line, end_line FROM chunks WHERE path IN ({marks})", paths
+    ).fetchall()
+    return {(p, t): (a, b) for p, t, a, b in rows}
 
 
 def _stale(member: Member) -> list[str]:
@@ -157,8 +269,8 @@ def _fused(
     s = hit.scores
     kw = (s.keyword or 0.0) / kw_top if kw_top > 0 else 0.0
     vec = (s.vector or 0.0) / vec_top if vec_top > 0 else 0.0
-    if mode == "keyword" or not vectors:
-        alone = kw
+    if mode == "keyword" or not vectors or s.vector is None:
+        alone = kw  # (None: read from the files, by keyword only; no vector to weigh it by)
     elif mode == "vector":
         alone = vec
     else:
@@ -213,6 +325,7 @@ class Federation:
         self._redactor = redactor
         self._vouch = vouch
         self._indexes: dict[Path, IndexBackend] = {}
+        self._mirrors: dict[Path, SqliteIndex] = {}
 
     def members(self, scopes: tuple[str, ...] | None = None) -> list[Member]:
         """Parents nearest first, then GLOBAL (unless it is one of them, or this one)."""
@@ -224,10 +337,32 @@ class Federation:
             if home.is_dir() and home.resolve() not in roots:
                 found.append((home.resolve(), _global_config(home), GLOBAL))
         return [
-            Member(root, scope, self._index(root, config), self._vouched(root))
+            Member(
+                root,
+                scope,
+                self._index(root, config),
+                self._vouched(root),
+                self._mirror_of(root, config),
+            )
             for root, config, scope in found
             if scopes is None or scope in scopes
         ]
+
+    def _mirror_of(self, root: Path, config: Config) -> Callable[[], SqliteIndex]:
+        return lambda: self._mirror(root, config)
+
+    def _mirror(self, root: Path, config: Config) -> SqliteIndex:
+        """This workspace's keyword index of ``root``'s files (in its own ``.mdmem/``)."""
+        if root not in self._mirrors:
+            from mdmem.index.sqlite.index import SqliteIndex
+            from mdmem.layout import STATE_DIR
+
+            folder = self.root / STATE_DIR / MIRROR_DIR / f"{root.name}-{sha(str(root))[:12]}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self._mirrors[root] = SqliteIndex(
+                root, folder / "index.db", config.files, lambda: None, redactor=self._redactor
+            )
+        return self._mirrors[root]
 
     def _index(self, root: Path, config: Config) -> IndexBackend:
         if root not in self._indexes:
@@ -253,9 +388,10 @@ class Federation:
         return None if vouch is None else lambda: vouch(root)
 
     def close(self) -> None:
-        for index in self._indexes.values():
+        for index in [*self._indexes.values(), *self._mirrors.values()]:
             index.close()
         self._indexes.clear()
+        self._mirrors.clear()
 
 
 def _global_config(home: Path) -> Config:
