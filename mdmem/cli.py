@@ -93,9 +93,16 @@ def init(
     ctx: typer.Context,
     path: Annotated[Path | None, typer.Argument(help="Folder to create (default: .)")] = None,
     mode: Annotated[str, typer.Option(help="minimal or full")] = "full",
-    agent: Annotated[str, typer.Option(help="Default agent name.")] = "default",
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Agent name (default: default). Where mdmem.toml exists already (a clone), "
+            "this machine's own, in the git-ignored mdmem.local.toml."
+        ),
+    ] = None,
 ) -> None:
     """Create a workspace from the templates. Never overwrites an existing file."""
+    from mdmem.config import CONFIG_NAME
     from mdmem.memory.templates import TEMPLATES
     from mdmem.workspace import Workspace
 
@@ -103,12 +110,28 @@ def init(
     existed = {name for name in TEMPLATES.values() if (target / name).exists()}
     if mode not in ("minimal", "full"):
         _fail(f"--mode must be 'minimal' or 'full', got {mode!r}", 2)
-    ws = Workspace.init(target, mode=mode, agent=agent)  # type: ignore[arg-type]
+    if agent is not None and CONFIG_NAME in existed:
+        _init_local_agent(target, agent)
+    ws = Workspace.init(target, mode=mode, agent=agent or "default")  # type: ignore[arg-type]
     for name in TEMPLATES.values():
         state = "kept" if name in existed else "created"
         typer.echo(f"  {state:8} {name}")
     _init_git(ws.root)
     typer.echo(f"Workspace ready at {ws.root} (mode={ws.mode}, agent={ws.agent}).")
+
+
+def _init_local_agent(root: Path, agent: str) -> None:
+    """``--agent`` where mdmem.toml exists (a clone of a shared workspace): this machine's
+    agent, in mdmem.local.toml (git-ignored), never the shared file."""
+    from mdmem.config import check_name, load_config, local_agent, set_local_agent
+    from mdmem.memory.git_sync import ignore_local_config
+
+    check_name(agent, "agent")
+    if local_agent(root) is None and load_config(root).agent == agent:
+        return
+    path = set_local_agent(root, agent)
+    ignore_local_config(root)
+    typer.echo(f"  {'set':8} {path.name} (agent={agent}: this machine only, git-ignored)")
 
 
 def _init_git(root: Path) -> None:
@@ -118,8 +141,10 @@ def _init_git(root: Path) -> None:
     added = install_gitattributes(root)
     typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
     if repo_root(root) is not None:
+        import shlex
+
         command = configure_driver(root)
-        typer.echo(f'  git config merge.mdmem.driver "{command}" (this repository)')
+        typer.echo(f"  git config merge.mdmem.driver {shlex.quote(command)} (this clone)")
 
 
 @app.command()
@@ -314,10 +339,11 @@ def index(
         "stale": report.stale,
         "problems": [str(p) for p in report.problems],
         "seconds": round(report.seconds, 3),
+        "unwritable": report.readonly,
     }
     if as_json:
         _print_json(data)
-    else:
+    elif not report.readonly:
         typer.echo(
             f"Indexed in {report.seconds:.2f} s: {report.added} added, {report.updated} updated, "
             f"{report.removed} removed files; {report.chunks_written} chunks written, "
@@ -325,6 +351,9 @@ def index(
         )
     for problem in report.problems:
         _warn(str(problem))
+    if report.readonly:  # nothing was indexed: never a "0 added" that reads as up to date
+        behind = f" ({len(report.stale)} changed file(s) not indexed)" if report.stale else ""
+        _fail(report.readonly + behind)
 
 
 @app.command()
@@ -1247,6 +1276,11 @@ def main() -> None:
         if isinstance(exc, MdmemError | ValueError):
             typer.echo(f"mdmem: error: {exc}", err=True)
             sys.exit(1)
+        if isinstance(exc, OSError):  # the machine, not mdmem (a full disk): still one line
+            from mdmem.errors import os_error_line
+
+            typer.echo(f"mdmem: error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
         raise
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -1492,6 +1526,8 @@ def _print_consolidation(report: Any) -> None:
             markup=False,
             highlight=False,
         )
+    for change in getattr(report, "changes", ()):  # (--by-importance reports none)
+        console.print(f"superseded {change.describe()}", markup=False, highlight=False)
 
 
 @app.command("restore")
@@ -1641,9 +1677,10 @@ def git_sync(
 ) -> None:
     """Share the workspace through git: commit its files, pull, re-index, push.
 
-    Commits only the workspace's files and refuses when other files are dirty; never
-    force-pushes. Exit codes: 0 done, 1 error, 3 refused, 4 pull left conflicts, 5 push
-    rejected."""
+    Commits only the workspace's files and refuses when other files are dirty or git could
+    not run the merge driver; checks that the merge kept every entry of both sides before it
+    pushes; never force-pushes. Exit codes: 0 done, 1 error, 3 refused, 4 pull left conflicts,
+    5 push rejected, 6 the merge would have lost entries (undone, nothing pushed)."""
     from mdmem.memory.git_sync import SyncError
 
     _log_to_stderr()
@@ -1657,6 +1694,10 @@ def git_sync(
     if as_json:
         _print_json(report.to_dict())
         return
+    if report.migrated:
+        typer.echo(f"merge driver set to {report.migrated} (it was the bare name `mdmem`)")
+    for contradiction in report.contradictions:
+        _warn(f"to settle: {contradiction} (both replace one memory: mdmem forget the wrong one)")
     verb = "would commit" if dry_run else "committed"
     typer.echo(f"{verb} {len(report.committed)} workspace file(s)")
     for path in report.committed:

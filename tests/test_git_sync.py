@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -12,13 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from mdmem.errors import FileProblem
+from mdmem.config import load_config, set_local_agent
+from mdmem.errors import ConfigError, FileProblem
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.git_sync import (
     CONFLICTS,
+    DRIVER,
+    LEGACY_DRIVER,
+    LOST,
     REFUSED,
     SyncError,
     configure_driver,
+    driver_command,
     install_gitattributes,
 )
 from mdmem.workspace import Workspace
@@ -37,7 +43,7 @@ def clone(remote: Path, target: Path) -> Path:
     git(target, "config", "user.name", target.name)
     git(target, "config", "user.email", f"{target.name}@example.invalid")
     git(target, "config", "commit.gpgsign", "false")
-    configure_driver(target, program=MDMEM)
+    configure_driver(target)
     return target
 
 
@@ -173,6 +179,7 @@ def test_sync_refuses_dirty_files_outside_the_workspace(tmp_path: Path) -> None:
     repo = clone(remote, tmp_path / "repo")
     (repo / "README.txt").write_text("project\n")
     ws = Workspace.init(repo / "memory", mode="minimal")
+    install_gitattributes(ws.root)
     with (ws.root / "mdmem.toml").open("a") as config:  # keyword only: no model to load
         config.write('[embedding]\nmodel = ""\n')
     git(repo, "add", "--all")
@@ -204,9 +211,193 @@ def test_init_installs_the_driver_in_a_git_repository(tmp_path: Path) -> None:
     assert "merge.mdmem.driver" in done.stdout
     attributes = (repo / "mem" / ".gitattributes").read_text()
     assert "memory.md merge=mdmem" in attributes and "shared/*.md merge=mdmem" in attributes
-    assert git(repo, "config", "merge.mdmem.driver").strip() == "mdmem merge-driver %O %A %B %P"
+    # the interpreter by absolute path: git finds it whatever its PATH holds
+    assert git(repo, "config", "merge.mdmem.driver").strip() == (
+        f"{sys.executable} -m mdmem merge-driver %O %A %B %P"
+    )
     checked = git(repo, "check-attr", "merge", "mem/shared/team.md", "mem/.notes/x/a.md")
     assert checked.count("merge: mdmem") == 2
     again = subprocess.run([MDMEM, "init", str(repo / "mem")], capture_output=True, text=True)
     assert (repo / "mem" / ".gitattributes").read_text() == attributes  # added once
     assert "kept" in again.stdout
+
+
+# ---- issue 32: a driver git cannot run, duplicates, rival replacements, the agent per clone ----
+
+
+def off_path_env() -> dict[str, str]:
+    """The environment of a shell where the virtual environment is not activated: no
+    ``mdmem`` on PATH (the venv's bin, and any other folder holding one, left out)."""
+    venv_bin = Path(sys.executable).parent
+    dirs = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and Path(d) != venv_bin and not (Path(d) / "mdmem").exists()
+    ]
+    env = {**os.environ, "PATH": os.pathsep.join(dirs)}
+    for name in ("VIRTUAL_ENV", "MDMEM_AGENT", "MDMEM_WORKSPACE"):
+        env.pop(name, None)
+    return env
+
+
+def mdmem(env: dict[str, str], where: Path, *args: str, code: int = 0) -> str:
+    done = subprocess.run(
+        [MDMEM, "-w", str(where), *args], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == code, (args, done.stdout, done.stderr)
+    return done.stdout + done.stderr
+
+
+def plain_clone(remote: Path, target: Path) -> Path:
+    """A clone as git makes it: no merge driver in its config."""
+    git(remote.parent, "clone", "--quiet", str(remote), str(target))
+    git(target, "config", "user.name", target.name)
+    git(target, "config", "user.email", f"{target.name}@example.invalid")
+    git(target, "config", "commit.gpgsign", "false")
+    return target
+
+
+def entries(root: Path, rel: str = "memory.md") -> list:
+    return parse_document(rel, (root / rel).read_text(encoding="utf-8")).entries
+
+
+def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    """The issue's reproduction, run as a user would: ``.venv/bin/mdmem`` by path, the venv
+    not activated. Before: exit 4, a false "conflict markers" message, an entry lost."""
+    env = off_path_env()
+    assert shutil.which("mdmem", path=env["PATH"]) is None
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)], check=True)
+    a = plain_clone(remote, tmp_path / "alice")
+    mdmem(env, a, "init", str(a), "--agent", "alice")
+    with (a / "mdmem.toml").open("a") as config:  # keyword only: no model to load
+        config.write('[embedding]\nmodel = ""\n')
+    with Workspace.open(a) as seeding:
+        seed = seeding.remember("Deploys go to Heroku").id
+    git(a, "add", "--all")
+    git(a, "commit", "--quiet", "-m", "seed")
+    git(a, "push", "--quiet", "-u", "origin", "main")
+    b = plain_clone(remote, tmp_path / "bob")
+    assert "mdmem.local.toml" in mdmem(env, b, "init", str(b), "--agent", "bob")
+
+    with Workspace.open(a) as alice:
+        assert alice.agent == "alice"
+        alice.remember("Alice: the API uses JWT")
+        alice.remember("Both: staging is eu-west-1")
+        alice.supersede(seed, "Deploys go to Fly.io")
+    with Workspace.open(b) as bob:
+        assert bob.agent == "bob"  # mdmem.local.toml, this clone only
+        bob.remember("Bob: the cache is Redis 7")
+        twin = bob.remember("Both: staging is eu-west-1").id
+        render = bob.supersede(seed, "Deploys go to Render").id
+        bob.relate(render, twin, "supports")
+
+    mdmem(env, a, "sync")
+    said = mdmem(env, b, "sync")
+    assert "to settle:" in said and "contradicts" in said and "conflict markers" not in said
+    mdmem(env, a, "sync")
+
+    assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
+    for root in (a, b):
+        assert git(root, "status", "--porcelain") == ""
+        assert "mdmem.local.toml" not in git(root, "ls-files")
+        found = entries(root)
+        live = sorted(e.text for e in found if not e.archived)
+        assert live == [
+            "Alice: the API uses JWT",
+            "Bob: the cache is Redis 7",
+            "Both: staging is eu-west-1",
+            "Deploys go to Fly.io",
+            "Deploys go to Render",
+        ]
+        assert [e.id for e in found if e.archived] == [seed]  # archived once
+        kept = next(e for e in found if e.text.startswith("Both:"))
+        by_id = {e.id: e for e in found}
+        assert by_id[render].meta["supports"] == kept.id  # the link follows the one kept
+        contradiction = [e for e in found if "contradicts" in e.meta]
+        assert len(contradiction) == 1 and by_id[contradiction[0].meta["contradicts"]]
+    with Workspace.open(a) as alice:  # what `mdmem related` prints
+        assert [(r.source, r.kind) for r in alice.related(kept.id)] == [(render, "supports")]
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Workspace, Workspace, Path]:
+    """A remote and two keyword-only clones that ran ``mdmem init``'s git set-up."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)], check=True)
+    a = clone(remote, tmp_path / "a")
+    Workspace.init(a, mode="minimal", agent="a")
+    install_gitattributes(a)
+    with (a / "mdmem.toml").open("a") as config:
+        config.write('[embedding]\nmodel = ""\n')
+    git(a, "add", "--all")
+    git(a, "commit", "--quiet", "-m", "seed")
+    git(a, "push", "--quiet", "-u", "origin", "main")
+    b = clone(remote, tmp_path / "b")
+    return Workspace.open(a), Workspace.open(b), remote
+
+
+def test_sync_refuses_a_driver_git_cannot_run_and_migrates_the_bare_name(pair) -> None:
+    alice, bob, _ = pair
+    alice.remember("Alice's fact")
+    alice.git_sync()
+    bob.remember("Bob's fact")
+    before = git(bob.root, "rev-parse", "HEAD")
+    git(bob.root, "config", "--unset", "merge.mdmem.driver")  # a clone that never ran init
+    with pytest.raises(SyncError, match=r"no merge\.mdmem\.driver.*mdmem init") as caught:
+        bob.git_sync()
+    assert caught.value.code == REFUSED
+    stale = f"/gone/venv/bin/python -m mdmem {DRIVER}"  # a virtual environment rebuilt
+    git(bob.root, "config", "merge.mdmem.driver", stale)
+    with pytest.raises(SyncError, match=r"does not exist any more.*mdmem init") as caught:
+        bob.git_sync()
+    assert caught.value.code == REFUSED
+    assert git(bob.root, "rev-parse", "HEAD") == before  # nothing committed or pulled
+    git(bob.root, "config", "merge.mdmem.driver", LEGACY_DRIVER)  # what older versions set
+    report = bob.git_sync()
+    assert report.migrated == driver_command() and report.behind == 1
+    assert git(bob.root, "config", "merge.mdmem.driver").strip() == driver_command()
+    assert sorted(e.text for e in entries(bob.root)) == ["Alice's fact", "Bob's fact"]
+
+
+def test_a_failed_or_lossy_merge_is_undone_and_never_pushed(pair) -> None:
+    alice, bob, remote = pair
+    alice.remember("Alice's fact")
+    alice.git_sync()
+    bob.remember("Bob's fact")
+    # a driver that fails: git leaves the file unmerged with no markers in it
+    git(bob.root, "config", "merge.mdmem.driver", f"false {DRIVER}")
+    with pytest.raises(SyncError) as caught:
+        bob.git_sync()
+    assert caught.value.code == CONFLICTS
+    assert "no conflict markers" in str(caught.value) and "undone" in str(caught.value)
+    assert not (bob.root / ".git" / "rebase-merge").exists()
+    assert [e.text for e in entries(bob.root)] == ["Bob's fact"]
+    mine = git(bob.root, "rev-parse", "HEAD")
+    # a driver that says it merged but kept one side only: the check after the pull sees it
+    git(bob.root, "config", "merge.mdmem.driver", f"true {DRIVER}")
+    remote_head = git(remote, "rev-parse", "main")
+    with pytest.raises(SyncError, match=r"would have lost 1 entry.*Bob's fact") as caught:
+        bob.git_sync()
+    assert caught.value.code == LOST
+    assert git(bob.root, "rev-parse", "HEAD") == mine  # back at its own work
+    assert git(remote, "rev-parse", "main") == remote_head  # nothing pushed
+    configure_driver(bob.root)
+    bob.git_sync()
+    assert sorted(e.text for e in entries(bob.root)) == ["Alice's fact", "Bob's fact"]
+
+
+def test_the_agent_of_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace.init(tmp_path / "ws", mode="minimal", agent="shared")
+    assert load_config(ws.root).agent == "shared"
+    set_local_agent(ws.root, "laptop")
+    assert load_config(ws.root).agent == "laptop"
+    monkeypatch.setenv("MDMEM_AGENT", "ci-runner")
+    assert load_config(ws.root).agent == "ci-runner"
+    monkeypatch.setenv("MDMEM_AGENT", "../x")
+    with pytest.raises(ConfigError, match=r"\$MDMEM_AGENT"):
+        load_config(ws.root)
+    monkeypatch.delenv("MDMEM_AGENT")
+    (ws.root / "mdmem.local.toml").write_text('agent = "laptop"\nmode = "full"\n')
+    with pytest.raises(ConfigError, match=r"mdmem\.local\.toml: unknown key 'mode'"):
+        load_config(ws.root)

@@ -3,33 +3,43 @@
 ``sync`` is the one safe round trip: commit the workspace's own changes (nothing else), pull
 (rebase by default) with the merge driver merging memory files entry by entry, re-index, push.
 It refuses rather than guesses: other files dirty, a merge or rebase in progress, a file
-holding conflict markers, no upstream. It never force-pushes; a push the remote rejects (it
-moved on meanwhile) is an error to run ``sync`` again after.
+holding conflict markers, no upstream, a merge driver git cannot run (without it git merges the
+files line by line). After the pull it checks that every entry either side added or changed is
+still in the files (:func:`mdmem.memory.merge_driver.missing_entries`) and undoes the pull
+rather than push a loss. It never force-pushes; a push the remote rejects (it moved on
+meanwhile) is an error to run ``sync`` again after.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from mdmem.config import LOCAL_CONFIG_NAME
 from mdmem.errors import MdmemError
 from mdmem.markdown.conflicts import conflict_line
-from mdmem.memory.merge_driver import GIT_ATTRIBUTES
+from mdmem.memory.merge_driver import GIT_ATTRIBUTES, Missing, contradictions, missing_entries
 
 DRIVER = "merge-driver %O %A %B %P"
 """The arguments git gives the driver: base, ours (the result goes there), theirs, the path."""
+LEGACY_DRIVER = f"mdmem {DRIVER}"
+"""What ``mdmem init`` recorded before it named the interpreter: found only on git's PATH."""
 ATTRIBUTE = "merge=mdmem"
 _HEADER = "# mdmem: merge memory files entry by entry. Each clone also needs (mdmem init runs it):"
-REFUSED, CONFLICTS, REJECTED = 3, 4, 5
+REFUSED, CONFLICTS, REJECTED, LOST = 3, 4, 5, 6
 """Exit codes of ``mdmem sync`` beyond 0 (done), 1 (an error) and 2 (bad usage)."""
 
 
 class SyncError(MdmemError):
-    """``sync`` stopped; ``code`` says why (1 an error, 3 refused, 4 conflicts, 5 rejected)."""
+    """``sync`` stopped; ``code`` says why (1 an error, 3 refused, 4 conflicts, 5 rejected,
+    6 the merge would have lost entries: undone)."""
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
@@ -47,16 +57,31 @@ class SyncReport:
     ahead: int
     """Commits pushed (in a dry run: waiting to be pushed, before the new commit)."""
     reindexed: bool
+    migrated: str | None = None
+    """The driver line set in place of an old one this run (None: left as it was)."""
+    contradictions: tuple[str, ...] = ()
+    """``contradicts`` relations the merge made (two machines replaced one memory
+    differently): a person settles them."""
 
     def to_dict(self) -> dict[str, object]:
-        return {**vars(self), "committed": list(self.committed)}
+        return {
+            **vars(self),
+            "committed": list(self.committed),
+            "contradictions": list(self.contradictions),
+        }
 
 
 # ---- set-up ----------------------------------------------------------------------------------
 
 
-def driver_command(program: str = "mdmem") -> str:
-    return f"{program} {DRIVER}"
+def driver_command(python: str | None = None) -> str:
+    """The driver line for this installation: its interpreter by absolute path with
+    ``-m mdmem``, so git runs it whatever its PATH holds (a virtual environment not activated,
+    a pipx or IDE launcher, cron)."""
+    interpreter = python or sys.executable
+    if not interpreter:  # an embedded Python that cannot name itself
+        interpreter = shutil.which("python3") or "python3"
+    return f"{shlex.quote(interpreter)} -m mdmem {DRIVER}"
 
 
 def gitattributes_lines() -> list[str]:
@@ -75,11 +100,24 @@ def install_gitattributes(root: Path) -> list[str]:
     block = (
         []
         if _HEADER in present
-        else [_HEADER, f'#   git config merge.mdmem.driver "{driver_command()}"']
+        else [_HEADER, f'#   git config merge.mdmem.driver "<python> -m mdmem {DRIVER}"']
     )
     sep = "" if not text or text.endswith("\n") else "\n"
     path.write_text(text + sep + "\n".join([*block, *missing]) + "\n", encoding="utf-8")
     return missing
+
+
+def ignore_local_config(root: Path) -> bool:
+    """Add mdmem.local.toml (this machine's agent) to the workspace's .gitignore; True if
+    added. Every other line stays as it is."""
+    path = root / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if LOCAL_CONFIG_NAME in {line.strip().lstrip("/") for line in text.splitlines()}:
+        return False
+    sep = "" if not text or text.endswith("\n") else "\n"
+    comment = "# this machine's mdmem settings (agent)\n"
+    path.write_text(text + sep + comment + LOCAL_CONFIG_NAME + "\n", encoding="utf-8")
+    return True
 
 
 def repo_root(path: Path) -> Path | None:
@@ -91,12 +129,85 @@ def repo_root(path: Path) -> Path | None:
     return Path(done.stdout.strip()) if done.returncode == 0 else None
 
 
-def configure_driver(path: Path, program: str = "mdmem") -> str:
-    """Define the ``mdmem`` merge driver in the repository's own config; the command set."""
-    command = driver_command(program)
+def configure_driver(path: Path, command: str | None = None) -> str:
+    """Define the ``mdmem`` merge driver in the repository's own config (this clone only:
+    git does not copy config with a clone); the command set."""
+    command = command or driver_command()
     _git(path, "config", "merge.mdmem.name", "mdmem: memory files entry by entry")
     _git(path, "config", "merge.mdmem.driver", command)
     return command
+
+
+def configured_driver(path: Path) -> str | None:
+    """The driver line this clone's git config holds; None when it has none."""
+    done = _git(path, "config", "--get", "merge.mdmem.driver", check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def migrate_driver(path: Path) -> str | None:
+    """Replace the bare-name line an older ``mdmem init`` recorded by this installation's; the
+    new line, or None when there was nothing to migrate."""
+    if configured_driver(path) != LEGACY_DRIVER:
+        return None
+    return configure_driver(path)
+
+
+def driver_problem(top: Path, prefix: str) -> str | None:
+    """Why git could not run the merge driver on this workspace's files (None: it can): the
+    attribute or the driver line missing, or the program it names gone."""
+    probe = f"{prefix}/memory.md" if prefix else "memory.md"
+    attr = _git(top, "check-attr", "merge", "--", probe).stdout.strip()
+    fix = f"run `mdmem init {top / prefix if prefix else top}` in this clone"
+    if not attr.endswith(": mdmem"):
+        return (
+            f"{probe} has no merge=mdmem attribute, so git would merge memory files line by "
+            f"line (duplicates and conflicts on simple adds): {fix} and commit .gitattributes"
+        )
+    command = configured_driver(top)
+    if command is None:
+        return (
+            "this clone has no merge.mdmem.driver in its git config (git does not copy config "
+            f"with a clone), so git would merge memory files line by line: {fix}"
+        )
+    why = _cannot_run(command, top)
+    if why is None:
+        return None
+    return (
+        f"git cannot run the merge driver this clone names ({command!r}: {why}); a pull would "
+        f"leave memory files unmerged: {fix} (it sets merge.mdmem.driver to {driver_command()})"
+    )
+
+
+def _cannot_run(command: str, top: Path) -> str | None:
+    """Why the driver line's program cannot run as git would start it; None when it can."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return f"not a command line: {exc}"
+    if not words:
+        return "empty"
+    program = words[0]
+    if "/" in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return f"{program} does not exist any more (a virtual environment rebuilt?)"
+    else:
+        exec_path = _git(top, "--exec-path", check=False).stdout.strip()
+        search = os.pathsep.join(p for p in (exec_path, os.environ.get("PATH", "")) if p)
+        found = shutil.which(program, path=search)
+        if found is None:
+            return f"{program!r} is not on git's PATH"
+        program = found
+    if words[1:3] == ["-m", "mdmem"] and not _same_file(program, sys.executable):
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('mdmem') is None)"
+        done = subprocess.run([program, "-c", probe], capture_output=True, check=False)
+        if done.returncode != 0:
+            return f"{program} cannot import mdmem"
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """The same path (not resolved: two virtual environments link to one interpreter)."""
+    return bool(b) and os.path.abspath(a) == os.path.abspath(b)
 
 
 # ---- sync ------------------------------------------------------------------------------------
@@ -122,6 +233,9 @@ def sync(
     _refuse_in_progress(top)
     mine = _dirty_workspace_paths(top, prefix)
     upstream = _upstream(top)
+    migrated = None if dry_run else migrate_driver(top)
+    if (problem := driver_problem(top, prefix)) is not None:
+        raise SyncError(problem, REFUSED)
     if dry_run:
         _git(top, "fetch", "--quiet")
         behind, ahead = _counts(top, upstream)
@@ -129,6 +243,7 @@ def sync(
     commit = _commit(top, prefix, mine, message) if mine else None
     before = _head(top)
     _pull(top, rebase)
+    found = _check_merge(top, prefix, before)
     behind = _count(top, f"{before}..{upstream}")
     reindex()
     ahead = _count(top, f"{upstream}..HEAD")
@@ -140,7 +255,62 @@ def sync(
                 f"mdmem sync again. git said: {_said(pushed)}",
                 REJECTED,
             )
-    return SyncReport(False, tuple(mine), commit, behind, ahead, True)
+    return SyncReport(False, tuple(mine), commit, behind, ahead, True, migrated, found)
+
+
+def _check_merge(top: Path, prefix: str, before: str) -> tuple[str, ...]:
+    """After a pull that merged (not a fast-forward): every entry either side added or changed
+    since their merge base is in the result, else the pull is undone (``git reset --keep``
+    back to ``before``, which holds this clone's work) and nothing is pushed. Returns the
+    contradictions the merge made."""
+    theirs = _git(top, "rev-parse", "@{u}").stdout.strip()
+    head = _head(top)
+    base_done = _git(top, "merge-base", before, theirs, check=False)
+    base = base_done.stdout.strip() if base_done.returncode == 0 else None
+    if base in (before, theirs):
+        return ()  # nothing pulled, or a fast-forward: no merge to check (a rebase that
+        # dropped this clone's commit as empty ends on theirs too: that one is checked)
+    lost: list[tuple[str, Missing, str]] = []
+    made: list[str] = []
+    for path in _changed_md(top, prefix, base, (before, theirs)):
+        old, result = _show(top, base, path), _show(top, head, path)
+        mine, remote = _show(top, before, path), _show(top, theirs, path)
+        lost += [(path, m, "this clone") for m in missing_entries(path, old, mine, result)]
+        lost += [(path, m, "the remote") for m in missing_entries(path, old, remote, result)]
+        made += [f"{path}: {c}" for c in contradictions(path, mine, remote, result)]
+    if lost:
+        _git(top, "reset", "--quiet", "--keep", before)
+        shown = "; ".join(f"{p}: {m.text[:60]!r} (from {side})" for p, m, side in lost[:5])
+        more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+        raise SyncError(
+            f"the merge would have lost {len(lost)} entr{'y' if len(lost) == 1 else 'ies'} "
+            f"({shown}{more}): the pull was undone (this clone is back at {before[:12]}, its own "
+            f"work), nothing was pushed; merge by hand (git pull --no-rebase) and check them",
+            LOST,
+        )
+    return tuple(made)
+
+
+def _changed_md(top: Path, prefix: str, base: str | None, sides: tuple[str, ...]) -> list[str]:
+    """The workspace's Markdown files a side changed since ``base`` (every one: no base)."""
+    paths: dict[str, None] = {}
+    for side in sides:
+        if base is None:
+            args = ["ls-tree", "-r", "--name-only", "-z", side, "--", prefix or "."]
+        else:
+            args = ["diff", "--name-only", "--no-renames", "-z", base, side, "--", prefix or "."]
+        for path in _git(top, *args).stdout.split("\0"):
+            if path.endswith(".md"):
+                paths[path] = None
+    return list(paths)
+
+
+def _show(top: Path, rev: str | None, path: str) -> str:
+    """``path`` as commit ``rev`` holds it ("" where it has none)."""
+    if rev is None:
+        return ""
+    done = _git(top, "show", f"{rev}:{path}", check=False)
+    return done.stdout if done.returncode == 0 else ""
 
 
 def _prefix(root: Path, top: Path) -> str:
@@ -216,16 +386,38 @@ def _pull(top: Path, rebase: bool) -> None:
     done = _git(top, "pull", "--quiet", how, "--no-edit", check=False)
     if done.returncode == 0:
         return
-    unmerged = _git(top, "diff", "--name-only", "--diff-filter=U").stdout.split()
-    if unmerged:
-        step = "git rebase --continue" if rebase else "git commit"
+    unmerged = _git(top, "diff", "--name-only", "-z", "--diff-filter=U").stdout.split("\0")
+    unmerged = [path for path in unmerged if path]
+    if not unmerged:
+        raise SyncError(f"git pull failed: {_said(done)}")
+    marked = {path: line for path in unmerged if (line := _marker_line(top / path)) is not None}
+    if len(marked) < len(unmerged):
+        # no markers: git's merge of that file failed outright (a driver that did not run,
+        # a file deleted on one side). Its copy holds one side only; adding it as it is
+        # would drop the other's entries, so the pull is undone instead.
+        _git(top, "rebase" if rebase else "merge", "--abort", check=False)
+        bare = ", ".join(p for p in unmerged if p not in marked)
         raise SyncError(
-            f"the pull left conflicts in {', '.join(unmerged)} (between git's conflict markers, "
-            "which mdmem will not write over): resolve them, git add them, run "
-            f"{step}, then mdmem sync again",
+            f"git could not merge {bare} (it left no conflict markers; git said: {_said(done)}): "
+            "the pull was undone, nothing was lost or pushed; fix the cause and run mdmem sync "
+            "again",
             CONFLICTS,
         )
-    raise SyncError(f"git pull failed: {_said(done)}")
+    step = "git rebase --continue" if rebase else "git commit"
+    where = ", ".join(f"{path}:{line}" for path, line in marked.items())
+    raise SyncError(
+        f"the pull left conflicts in {where} (between git's conflict markers, which mdmem will "
+        f"not write over): resolve them, git add them, run {step}, then mdmem sync again",
+        CONFLICTS,
+    )
+
+
+def _marker_line(file: Path) -> int | None:
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return conflict_line(text)
 
 
 def _head(top: Path) -> str:

@@ -6,7 +6,13 @@ a rebase) changed one. Each version is read with the file's own parser into *ent
 with an identity (an entry's id, a world fact's key, a task item's text or field, a pool key),
 and the *frame* around them (headings, blank lines, prose). Then, per entry:
 
-- added on one side, or on both alike: kept once; changed on one side only: that change;
+- added on one side, or on both alike: kept once; the same memory added on both sides under
+  two ids (the same ``sum=`` and text): kept once, under the smaller id, and every link in the
+  file to the other id (``supersedes=``, ``consolidated_into=``, relations …) points at it;
+- changed on one side only: that change;
+- archived on both sides (say, superseded on both with different replacements): archived
+  once; two different replacements of one memory are linked ``contradicts`` for a person to
+  settle;
 - removed (or archived) on one side and edited on the other: the edit is kept;
 - changed on both sides: the newer ``updated`` (``updated_at`` in a pool) wins and the other
   version goes to ``## Archive``; when the two are equal, one is missing, or one lies in the
@@ -23,6 +29,7 @@ person decides; the safe writes refuse to write such a file until then.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -32,12 +39,19 @@ from pathlib import Path, PurePosixPath
 
 from mdmem.layout import LEARNINGS_FILE, MEMORY_FILE, TASK_FILE, WORLD_FILE
 from mdmem.markdown.conflicts import conflict_line
-from mdmem.markdown.entries import ARCHIVE_TITLE, find_meta, format_meta, new_id, parse_meta
+from mdmem.markdown.entries import (
+    ARCHIVE_TITLE,
+    find_meta,
+    format_meta,
+    parse_meta,
+    related_ids,
+)
 from mdmem.markdown.parse import Document, parse_document, split_lines
 from mdmem.memory import pool_format as fmt
 from mdmem.memory.pool import POOL_DIR
 from mdmem.memory.task import STATE, TODO, sync_pointer
 from mdmem.memory.world import parse_world
+from mdmem.text import same_text
 
 SKEW = dt.timedelta(minutes=5)
 """An ``updated`` this far past the merge's clock is a skewed clock's, and cannot win."""
@@ -185,11 +199,18 @@ class _Merger:
         self.newline = newline
         self.conflicts: list[str] = []
         self.notes: list[str] = []
+        self.rivals: list[tuple[str, str, str]] = []
+        """(the memory, one replacement, another): superseded differently on each side."""
+        self.renamed: dict[str, str] = {}
+        """A duplicate's id → the id kept."""
 
     def render(self, frame: Side, o: Side, a: Side, b: Side) -> str:
         oe, ae, be = o.entries(), a.entries(), b.entries()
         keys = list(dict.fromkeys([*frame.entries(), *ae, *be]))
         decided = {k: self.decide(k, oe.get(k), ae.get(k), be.get(k)) for k in keys}
+        if self.kind == "knowledge":
+            self.dedupe(decided, oe, ae, be)
+            self.relink(decided)
         out: list[Block] = []
         placed: set[int] = set()
         for block in frame.blocks:
@@ -226,7 +247,62 @@ class _Merger:
             kept = b if a.archived else a
             self.notes.append(f"{key}: archived on one side, edited on the other: the edit kept")
             return [kept]
+        if a.archived and b.archived and self.kind != "pool" and _content(a) == _content(b):
+            return [self.archived_once(key, a, b)]
         return self.both_changed(key, a, b)
+
+    def archived_once(self, key: str, a: Block, b: Block) -> Block:
+        """One entry archived on both sides: one archived copy, with the other side's keys it
+        lacks. Two replacements (``superseded_by=``) cannot both be the one: the smaller id
+        is named, and the pair is remembered to be marked ``contradicts``."""
+        by_a, by_b = a.meta.get("superseded_by"), b.meta.get("superseded_by")
+        if by_a and by_b and by_a != by_b:
+            self.rivals.append((key, min(by_a, by_b), max(by_a, by_b)))
+            if by_b < by_a:
+                a, b = b, a
+        extra = {k: v for k, v in b.meta.items() if k not in a.meta}
+        return _with_meta(a, extra) if extra else a
+
+    def dedupe(self, decided: dict[str, list[Block]], oe: dict, ae: dict, be: dict) -> None:
+        """The same memory added on both sides (same ``sum=``, same text): kept once, under
+        the smaller id (whichever side merges, the same one); links to the other point at it."""
+        ours: dict[tuple[str, str], Block] = {}
+        for key, block in ae.items():
+            if _new_live(key, block, oe, be) and (sig := _signature(block)) is not None:
+                ours.setdefault(sig, block)
+        for key, block in be.items():
+            if not _new_live(key, block, oe, ae) or (sig := _signature(block)) is None:
+                continue
+            if (twin := ours.pop(sig, None)) is None:
+                continue
+            keep, drop = sorted((twin, block), key=_entry_id)
+            decided[drop.key or ""] = []
+            self.renamed[_entry_id(drop)] = _entry_id(keep)
+            self.notes.append(
+                f"{_entry_id(drop)}: the same memory as {_entry_id(keep)} (added on both sides): "
+                "kept once; links to it name the one kept"
+            )
+
+    def relink(self, decided: dict[str, list[Block]]) -> None:
+        """Links to a dropped duplicate name the one kept; rival replacements of one memory
+        are marked ``contradicts`` (the larger id names the smaller)."""
+        for key, items in decided.items():
+            decided[key] = [_renamed(item, self.renamed) for item in items]
+        for original, low, high in self.rivals:
+            low, high = self.renamed.get(low, low), self.renamed.get(high, high)
+            if low == high:
+                continue
+            items = decided.get(f"id:{high}", [])
+            for n, item in enumerate(items):
+                if item.archived:
+                    continue
+                named = [x for x in item.meta.get("contradicts", "").split(",") if x]
+                if low not in named:
+                    items[n] = _with_meta(item, {"contradicts": ",".join([*named, low])})
+                self.notes.append(
+                    f"{high} and {low} both replace {original.removeprefix('id:')}: marked "
+                    "contradicts, for a person to settle"
+                )
 
     def both_changed(self, key: str, a: Block, b: Block) -> list[Block]:
         winner = newer(a.updated, b.updated, self.now)
@@ -240,7 +316,11 @@ class _Merger:
         if self.kind == "pool":  # two archived versions: both stay as they are
             return [a, b]
         self.notes.append(f"{key}: changed on both sides at the same time: both versions kept")
-        return [a, _with_meta(b, {"id": new_id(), "variant_of": _entry_id(b)})]
+        first, second = sorted((a, b), key=lambda x: x.text)  # the same whichever side merges
+        return [
+            first,
+            _with_meta(second, {"id": _variant_id(second), "variant_of": _entry_id(second)}),
+        ]
 
     def won(self, won: Block, lost: Block) -> Block:
         if self.kind != "pool":
@@ -258,7 +338,7 @@ class _Merger:
             return Block(
                 f"{lost.key}\0lost", ("Archive",), text, True, None, False, meta, lost.body
             )
-        meta = {"id": new_id(), "variant_of": _entry_id(lost), "archived": stamp[:10]}
+        meta = {"id": _variant_id(lost), "variant_of": _entry_id(lost), "archived": stamp[:10]}
         return replace(_with_meta(lost, meta), archived=True, section=(ARCHIVE_TITLE,))
 
     def conflict(self, a: Block, b: Block) -> Block:
@@ -482,6 +562,45 @@ def _with_meta(block: Block, changes: Mapping[str, object]) -> Block:
     return replace(block, text=text, meta={k: str(v) for k, v in meta.items()})
 
 
+def _content(block: Block) -> str:
+    """The block's text without its mdmem comment: what a person wrote."""
+    first, nl, rest = block.text.partition("\n")
+    if (match := find_meta(first)) is not None:
+        first = first[: match.start()] + first[match.end() :]
+    return first.rstrip() + nl + rest
+
+
+def _signature(block: Block) -> tuple[str, str] | None:
+    """What makes two entries the same memory: their ``sum=`` and their text."""
+    total = block.meta.get("sum")
+    return (str(total), same_text(_content(block))) if total else None
+
+
+def _new_live(key: str, block: Block, base: dict, other: dict) -> bool:
+    """An entry only this side added, live."""
+    return key.startswith("id:") and key not in base and key not in other and not block.archived
+
+
+def _renamed(block: Block, renamed: Mapping[str, str]) -> Block:
+    """``block`` with every id ``renamed`` names replaced in its metadata values."""
+    if not renamed:
+        return block
+    changes = {}
+    for key, value in block.meta.items():
+        parts = [p.strip() for p in str(value).split(",")]
+        if key == "id" or not any(p in renamed for p in parts):
+            continue
+        changes[key] = ",".join(dict.fromkeys(renamed.get(p, p) for p in parts))
+    return _with_meta(block, changes) if changes else block
+
+
+def _variant_id(block: Block) -> str:
+    """An id for a second version of an entry, from the entry's id and this version's text:
+    two clones merging the same versions name it alike."""
+    digest = hashlib.sha1(f"{_entry_id(block)}\0{block.text}".encode("utf-8", "surrogateescape"))
+    return "m-" + digest.hexdigest()[:10]
+
+
 def _entry_id(block: Block) -> str:
     return str(block.meta.get("id") or (block.key or "").removeprefix("id:"))
 
@@ -501,6 +620,92 @@ def _ending(text: str, last: bool) -> str:
     if last or text.endswith(("\n", "\r")):
         return text
     return text + "\n"
+
+
+# ---- checking a merge's result ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Missing:
+    """An entry a side added or changed that a merge's result does not hold."""
+
+    text: str
+    line: int
+    """Where it stands in that side's version of the file."""
+
+
+def missing_entries(path: str, base: str, side: str, result: str) -> list[Missing]:
+    """The entries ``side`` added or changed since ``base`` that ``result`` lost. Present
+    means: the same text (live or archived) or the same ``sum=``; an edited entry also when
+    its id holds an edit of it (both sides' lines merged); a pool value by its key and hash.
+    The task's pointer is derived, and files the driver does not merge are git's: not
+    checked."""
+    kind = file_kind(path)
+    if kind is None or side == result or conflict_line(result) is not None:
+        return []
+    if kind == "pool":
+        return _missing_pool(path, base, side, result)
+    before = {(e.id, e.text) for e in parse_document(path, base).entries} if base else set()
+    base_ids = {e.id: e.text for e in parse_document(path, base).entries} if base else {}
+    now = parse_document(path, result).entries
+    texts = {same_text(e.text) for e in now}
+    sums = {e.meta["sum"] for e in now if e.meta.get("sum")}
+    edited = {e.id for e in now if e.id in base_ids and e.text != base_ids[e.id]}
+    out = []
+    for entry in parse_document(path, side).entries:
+        if (entry.id, entry.text) in before or (kind == "task" and _pointer(entry.text)):
+            continue
+        if same_text(entry.text) in texts or entry.meta.get("sum") in sums or entry.id in edited:
+            continue
+        out.append(Missing(entry.text, entry.start_line))
+    return out
+
+
+def _pointer(text: str) -> bool:
+    return text.split(":", 1)[0].strip().casefold() == "pointer"
+
+
+def _missing_pool(path: str, base: str, side: str, result: str) -> list[Missing]:
+    try:
+        old = fmt.parse_pool(path, base) if base else None
+        mine, now = fmt.parse_pool(path, side), fmt.parse_pool(path, result)
+    except ValueError:
+        return []  # a pool that does not parse: git's line merge, not checked
+
+    def sections(pool: fmt.PoolFile | None) -> list[fmt.Section]:
+        return [*pool.live, *pool.archived] if pool is not None else []
+
+    before = {(s.key, s.hash, s.archived) for s in sections(old)}
+    present = {(s.key, s.hash) for s in sections(now)}
+    return [
+        Missing(f"{s.key}: {s.body.strip()}", s.line)
+        for s in sections(mine)
+        if (s.key, s.hash, s.archived) not in before and (s.key, s.hash) not in present
+    ]
+
+
+def contradictions(path: str, ours: str, theirs: str, result: str) -> list[str]:
+    """``contradicts`` links between live memories in ``result`` that neither side had: those
+    the merge made (two replacements of one memory), for a person to settle."""
+    if file_kind(path) != "knowledge" or conflict_line(result) is not None:
+        return []
+
+    def links(text: str) -> dict[tuple[str, str], str]:
+        entries = parse_document(path, text).entries if text else []
+        live = {e.id: e for e in entries if not e.archived}
+        return {
+            (e.id, target): f"{e.text[:60]!r} contradicts {live[target].text[:60]!r}"
+            for e in live.values()
+            for target in related_ids(e, "contradicts")
+            if target in live
+        }
+
+    known = links(ours).keys() | links(theirs).keys()
+    return [
+        f"{source} contradicts {target}: {said}"
+        for (source, target), said in links(result).items()
+        if (source, target) not in known
+    ]
 
 
 # ---- the driver git runs ----------------------------------------------------------------------
