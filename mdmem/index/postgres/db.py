@@ -67,21 +67,76 @@ CONNECT_KWARGS: dict[str, Any] = {
 }
 
 
-def open_connection(url: str) -> psycopg.Connection[Any]:
-    """A plain autocommit connection; a server that cannot be used is a one-line error."""
-    import psycopg
+URL_FORM = "postgresql://user:password@host:5432/dbname"
+SCHEMES = ("postgresql://", "postgres://")
+
+
+def check_url(url: str) -> None:
+    """Refuse, before any connection, a URL that is not one: the message never shows the URL
+    (a malformed one may put its password anywhere, and psycopg's own error quotes it)."""
+    from psycopg.conninfo import conninfo_to_dict
 
     if not url:
         raise IndexServerError(
-            f'index.backend is "postgres" but no server is named: set {URL_HELP} '
-            "(postgresql://user:password@host:5432/dbname)"
+            f'index.backend is "postgres" but no server is named: set {URL_HELP} ({URL_FORM})'
+        )
+    uri = url.lower().startswith(SCHEMES)
+    if not uri and ("://" in url or "=" not in url):
+        raise IndexServerError(
+            f"{URL_HELP} is not a PostgreSQL URL: it must start with postgresql:// ({URL_FORM}; "
+            "the URL is not shown, as it may hold a password)"
+        )
+    if uri and url.split("://", 1)[1].split("/", 1)[0].count("@") > 1:
+        raise IndexServerError(
+            f"{URL_HELP}: the user or password in it holds an @: write it as %40 (the URL is not "
+            "shown, as it may hold a password)"
         )
     try:
+        conninfo_to_dict(url)
+        failed = False
+    except Exception:
+        failed = True
+    if failed:  # (raised here, not in the handler: psycopg's error, which quotes it, is dropped)
+        raise IndexServerError(
+            f"{URL_HELP} is not a PostgreSQL URL libpq can read ({URL_FORM}; the URL is not "
+            "shown, as it may hold a password)"
+        )
+
+
+def secrets_in(url: str) -> list[str]:
+    """What of ``url`` may be a password, longest first: masked in any text shown."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    found: set[str] = set()
+    with contextlib.suppress(Exception):
+        found.add(str(conninfo_to_dict(url).get("password") or ""))
+    after = url.split("://", 1)[-1]
+    if "@" in after:
+        auth = after.rsplit("@", 1)[0]
+        secret = auth.split(":", 1)[1] if ":" in auth else auth
+        found.update([secret, *secret.split("@")])
+    found.update(re.findall(r"password\s*=\s*'?([^'\s]+)", url))
+    return sorted((f for f in found if len(f) >= 3), key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` with every part of ``url`` that may be its password masked."""
+    for secret in secrets_in(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def open_connection(url: str) -> psycopg.Connection[Any]:
+    """A plain autocommit connection; a server that cannot be used is a one-line error that
+    never shows the password (nor carries psycopg's exception along)."""
+    import psycopg
+
+    check_url(url)
+    try:
         return psycopg.connect(url, **CONNECT_KWARGS)
-    except psycopg.OperationalError as exc:
-        raise IndexServerError(connect_error(exc, url)) from None
-    except psycopg.ProgrammingError as exc:  # an unparsable URL
-        raise IndexServerError(f"{URL_HELP} is not a PostgreSQL URL ({exc})") from None
+    except psycopg.Error as exc:
+        message = connect_error(exc, url)
+    raise IndexServerError(message)
 
 
 def connect(url: str, schema: str) -> psycopg.Connection[Any]:
@@ -104,9 +159,9 @@ def connect(url: str, schema: str) -> psycopg.Connection[Any]:
 
 def connect_error(exc: Exception, url: str) -> str:
     """One line that says what went wrong and what to do."""
-    text = str(exc).strip()
+    text = scrub(str(exc).strip(), url)
     state = getattr(exc, "sqlstate", None)
-    last = text.splitlines()[-1] if text else type(exc).__name__
+    last = text.splitlines()[-1].strip() if text else type(exc).__name__
     if state in ("28P01", "28000") or "authentication failed" in text or "password" in text:
         return (
             f"PostgreSQL at {where(url)} refused the credentials ({last}): fix the user and "

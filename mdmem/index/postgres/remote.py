@@ -196,8 +196,10 @@ class RemoteIndex:
         try:
             with self.pool.connection() as conn:
                 yield _Pooled(conn, self)
+            return
         except psycopg.OperationalError as exc:
-            raise db.IndexServerError(db.connect_error(exc, self.url)) from None
+            message = db.connect_error(exc, self.url)
+        raise db.IndexServerError(message)  # (psycopg's error is not carried along)
 
     def close(self) -> None:
         with self._lock:
