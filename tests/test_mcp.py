@@ -389,3 +389,57 @@ def test_long_work_does_not_block_other_calls(
     assert not found.is_error and found.structured_content["hits"]
     assert not extracted.is_error, extracted.content
     assert extracted.structured_content["changes"][0]["text"] == "Invoices are numbered per year"
+
+
+@pytest.mark.slow
+def test_stdio_errors_descriptions_and_mime_types_as_a_client_sees_them(tmp_path: Path) -> None:
+    """Through the SDK's stdio client against a real server process: a FIFO in the workspace
+    is refused at once (opening it waited forever for a writer), the library's message for a
+    missing TODO item reaches the client (it got only "Error executing tool task"), tool
+    descriptions carry no source indentation, and a resource is read with the MIME type it
+    was listed with (listed text/markdown, read text/plain)."""
+    import inspect
+
+    root = tmp_path / "ws"
+    Workspace.init(root, mode="full", agent="claude")
+    (root / "mdmem.toml").write_text(
+        'mode = "full"\nagent = "claude"\n[embedding]\nmodel = ""\n'
+        '[files]\ninclude = ["**/*.md", "**/*.txt"]\n'
+    )
+    (root / "notes.txt").write_text("plain notes\n")
+    os.mkfifo(root / "pipe.md")
+    params = StdioServerParameters(
+        command=str(BIN), args=["-w", str(root), "mcp"], env=_env(), cwd=str(tmp_path)
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            with anyio.fail_after(30):
+                piped = await client.call_tool("read", {"path": "pipe.md"})
+            assert piped.is_error
+            assert piped.content[0].text == (  # the SDK's prefix, then our line
+                "Error executing tool read: "
+                "pipe.md is not a regular file (a FIFO, a socket or a device); not read"
+            )
+            with anyio.fail_after(30), pytest.raises(Exception, match="not a regular file"):
+                await client.read_resource("mdmem://pipe.md")
+
+            await client.call_tool("task", {"action": "add", "text": "the only item"})
+            missing = await client.call_tool("task", {"action": "done", "n": 99})
+            assert missing.is_error
+            assert missing.content[0].text == (
+                "Error executing tool task: task_process.md: no TODO item 99 (the list has 1)"
+            )
+
+            for tool in (await client.list_tools()).tools:
+                text = tool.description or ""
+                assert text == inspect.cleandoc(text) and "\n    " not in text, tool.name
+
+            listed = {str(r.uri): r.mime_type for r in (await client.list_resources()).resources}
+            assert listed["mdmem://memory.md"] == "text/markdown"
+            assert listed["mdmem://notes.txt"] == "text/plain"
+            for uri in ("mdmem://memory.md", "mdmem://notes.txt", "mdmem://task_process.md"):
+                [contents] = (await client.read_resource(uri)).contents
+                assert contents.mime_type == listed[uri], uri
+
+    anyio.run(main)

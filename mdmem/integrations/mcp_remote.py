@@ -26,6 +26,7 @@ from mdmem.integrations.mcp_server import (
     Until,
     _as_tool_error,
     _citation,
+    description,
 )
 
 __all__ = ["build_remote_server"]
@@ -109,5 +110,6 @@ def build_remote_server(index: RemoteIndex) -> RemoteMCPServer:
     tools = RemoteTools(index)
     server = RemoteMCPServer(tools)
     for name in ("search", "status"):
-        server.add_tool(getattr(tools, name), annotations=READ_ONLY)
+        tool = getattr(tools, name)
+        server.add_tool(tool, description=description(tool), annotations=READ_ONLY)
     return server

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import os
+import stat
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -24,7 +26,7 @@ from typing import Annotated, Any, Literal
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import Resource, ToolAnnotations
+from mcp.types import InputRequiredResult, Resource, ToolAnnotations
 from pydantic import Field
 
 from mdmem import Entry, Session, Workspace
@@ -65,12 +67,16 @@ SessionSource = Annotated[
 
 @contextlib.contextmanager
 def _as_tool_error() -> Iterator[None]:
-    """mdmem's clear errors become the tool result the model reads, never a crash."""
+    """mdmem's clear errors become the tool result the model reads, never a crash (the SDK
+    would answer only "Error executing tool …" and print a traceback): a missing entry, key or
+    TODO item (``LookupError``), a bad value, a file that cannot be read or written."""
     try:
         yield
-    except (MdmemError, ValueError, KeyError) as exc:
+    except (MdmemError, ValueError, LookupError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         raise ToolError(str(message)) from None
+    except OSError as exc:
+        raise ToolError(f"{exc.filename or 'file'}: {exc.strerror or exc}") from None
 
 
 def _entry(entry: Entry) -> dict[str, Any]:
@@ -188,16 +194,22 @@ class Tools:
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
 
     def _text(self, path: str) -> tuple[str, str]:
+        """A workspace file's text. Only a regular file is opened: opening a FIFO would wait
+        for a writer forever (and pin a worker thread), so its kind is checked first, and the
+        open itself never waits (``O_NONBLOCK``) in case the name changed in between."""
         rel, absolute = self.ws.resolve(path)
         try:
-            with open(absolute, "rb") as handle:
-                if not os.path.isfile(absolute):
-                    raise ToolError(f"{rel} is not a regular file")
+            if not stat.S_ISREG(os.stat(absolute).st_mode):
+                raise ToolError(_not_regular(rel, absolute))
+            fd = os.open(absolute, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise ToolError(_not_regular(rel, absolute))
                 data = handle.read(self.ws.config.max_file_bytes + 1)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise ToolError(f"{rel}: no such file in the workspace") from None
-        except IsADirectoryError:
-            raise ToolError(f"{rel} is a folder, not a file") from None
+        except OSError as exc:
+            raise ToolError(f"{rel} cannot be read: {exc.strerror or exc}") from None
         if len(data) > self.ws.config.max_file_bytes:
             raise ToolError(f"{rel} is larger than files.max_file_mb; not read")
         try:
@@ -434,11 +446,27 @@ class Tools:
             Resource(
                 uri=f"mdmem://{urllib.parse.quote(f.path)}",
                 name=f.path,
-                mime_type="text/markdown" if f.path.endswith(".md") else "text/plain",
+                mime_type=mime_type(f.path),
                 size=f.size,
             )
             for f in self.ws.scan().files
         ]
+
+
+def mime_type(path: str) -> str:
+    """What ``resources/list`` and ``resources/read`` both say a file is."""
+    return "text/markdown" if path.lower().endswith((".md", ".markdown")) else "text/plain"
+
+
+def _not_regular(rel: str, absolute: Any) -> str:
+    if os.path.isdir(absolute):
+        return f"{rel} is a folder, not a file"
+    return f"{rel} is not a regular file (a FIFO, a socket or a device); not read"
+
+
+def description(tool: Any) -> str:
+    """A tool's docstring as its description, without the source's indentation."""
+    return inspect.cleandoc(tool.__doc__ or "")
 
 
 class _WarmUp:
@@ -481,6 +509,15 @@ class MdmemMCPServer(MCPServer):
         files = await anyio.to_thread.run_sync(self.tools.resources)
         return [*await super().list_resources(), *files]
 
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """A file's contents with the MIME type ``resources/list`` gave it (the template alone
+        would say text/plain for every file)."""
+        results = await super().read_resource(uri, context)
+        if isinstance(results, InputRequiredResult):
+            return results
+        path = urllib.parse.unquote(str(uri).removeprefix("mdmem://"))
+        return [dataclasses.replace(r, mime_type=mime_type(path)) for r in results]
+
 
 def build_server(
     ws: Workspace, *, agent: str | None = None, warm_up: bool = True
@@ -493,11 +530,14 @@ def build_server(
     tools = Tools(ws)
     server = MdmemMCPServer(tools, warm_up=warm_up)
     for name in ("search", "read", "context", "recent", "pool_get"):
-        server.add_tool(getattr(tools, name), annotations=READ_ONLY)
+        tool = getattr(tools, name)
+        server.add_tool(tool, description=description(tool), annotations=READ_ONLY)
     for name in ("remember", "update", "supersede", "session_event", "task", "world", "pool_set"):
-        server.add_tool(getattr(tools, name), annotations=WRITES)
+        tool = getattr(tools, name)
+        server.add_tool(tool, description=description(tool), annotations=WRITES)
     for name in ("compact", "extract"):
-        server.add_tool(getattr(tools, name), annotations=WRITES)
+        tool = getattr(tools, name)
+        server.add_tool(tool, description=description(tool), annotations=WRITES)
     server.resource(
         "mdmem://{+path}",
         name="workspace file",
