@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def test_a_file_the_index_would_skip_is_refused_with_the_way_out(tmp_path: Path)
     with pytest.raises(ToolError, match=r'would not be searchable.*"\*\*/\*\.txt"'):
         tool.call({"command": "create", "path": "/memories/log.txt", "file_text": "x\n"})
     assert not (ws.root / "log.txt").exists()
-    with pytest.raises(ToolError, match="would not be searchable"):  # mdmem.toml stays the person's
+    with pytest.raises(ToolError, match="configuration"):  # mdmem.toml stays the person's
         tool.call(
             {
                 "command": "str_replace",
@@ -315,7 +316,6 @@ def test_symlinks_cannot_lead_out(tmp_path: Path) -> None:
     (memories / "out").symlink_to(outside)
     (memories / "leak.md").symlink_to(outside / "secret.md")
     (memories / "inside.md").symlink_to(ws.root / "memory.md")
-    escape = "Path would escape /memories directory via symlink"
     for command in (
         {"command": "view", "path": "/memories/out"},
         {"command": "view", "path": "/memories/out/secret.md"},
@@ -334,11 +334,12 @@ def test_symlinks_cannot_lead_out(tmp_path: Path) -> None:
     ):
         with pytest.raises(ToolError) as caught:
             tool.call(command)
-        assert str(caught.value) == escape, command
+        first = command.get("path") or command["old_path"]  # the reference's words
+        assert str(caught.value) == f"Path {first} would escape /memories directory", command
     listing = tool.call({"command": "view", "path": "/memories"})
     assert "out" not in listing and "leak.md" not in listing
     # a link to a file elsewhere in the workspace but outside /memories leads out of it too
-    with pytest.raises(ToolError, match="via symlink"):
+    with pytest.raises(ToolError, match=r"^Path /memories/inside\.md would escape"):
         tool.call({"command": "view", "path": "/memories/inside.md"})
     assert (outside / "secret.md").read_text() == "- the launch code\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
@@ -511,3 +512,308 @@ def test_forget_reaches_what_the_memory_tool_archived(tmp_path: Path) -> None:
     report = ws.forget(entry.id)
     assert report.trash == (archived.relative_to(ws.root).as_posix(),)
     assert not archived.exists()
+
+
+# ---- the differential run: every generated command on a fresh copy of the same folder ---------
+
+PATHS = [
+    "/memories", "/memories/", "/memories/notes.md", "/memories/crlf.txt", "/memories/nonl.md",
+    "/memories/empty.md", "/memories/dir", "/memories/dir/", "/memories/dir/a.md",
+    "/memories/dir/sub/deep.md", "/memories/.hidden.md", "/memories/ünï code.md",
+    "/memories/link.md", "/memories/dirlink", "/memories/dirlink/a.md", "/memories/out.md",
+    "/memories/outdir", "/memories/outdir/secret.md", "/memories/dangling.md",
+    "/memories/missing.md", "/memories/new/deeper/file.md", "/memories//notes.md",
+    "/memories/./notes.md", "/memories/notes.md/", "/memories/notes.md/x.md", "/etc/passwd",
+    "/memories/../x.md", "/memories/back\\slash.md", "/memoriesX/notes.md",
+]  # fmt: skip
+
+
+def _generated() -> list[dict[str, Any]]:
+    """Each command kind on each kind of path (files, folders, CRLF, no final newline, hidden,
+    Unicode, links inside, leading out and dangling, odd spellings), then the edge cases of
+    view ranges, insert lines, replacements and moves."""
+    commands: list[dict[str, Any]] = []
+    for path in PATHS:
+        commands += [
+            {"command": "view", "path": path},
+            {"command": "create", "path": path, "file_text": "- new\n"},
+            {"command": "str_replace", "path": path, "old_str": "a", "new_str": "b"},
+            {"command": "insert", "path": path, "insert_line": 1, "insert_text": "- added"},
+            {"command": "delete", "path": path},
+            {"command": "rename", "old_path": path, "new_path": "/memories/moved.md"},
+        ]
+    for view_range in ([1, 2], [2, -1], [0, 99], [3, 3], [5, 2], [-1, -1], [1], [1, 2, 3]):
+        commands.append({"command": "view", "path": "/memories/notes.md", "view_range": view_range})
+    commands.append({"command": "view", "path": "/memories/crlf.txt", "view_range": [2, 2]})
+    for line in (0, -1, 4, 5, 99):
+        commands.append(
+            {"command": "insert", "path": "/memories/notes.md", "insert_line": line,
+             "insert_text": f"- at {line}\n"}
+        )  # fmt: skip
+    for old, new in (("likes tea", "x"), ("5433", "6543"), ("", "x"), ("- likes tea\n- likes", "-"),
+                     ("two\r\n", "2\r\n"), ("no newline", "a newline\n")):  # fmt: skip
+        for path in ("/memories/notes.md", "/memories/crlf.txt", "/memories/nonl.md"):
+            commands.append(
+                {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
+            )
+    for old, new in [
+        ("/memories/notes.md", "/memories/dir"), ("/memories/notes.md", "/memories/dir/n.md"),
+        ("/memories/notes.md", "/memories/new/deeper/n.md"), ("/memories/notes.md", "/memories/notes.md"),
+        ("/memories/notes.md", "/memories/out.md"), ("/memories/notes.md", "/memories/outdir/n.md"),
+        ("/memories/notes.md", "/memories/dangling.md"), ("/memories/dir", "/memories/dir/sub/x"),
+        ("/memories/dir", "/memories/folder"), ("/memories/dir/sub", "/memories/sub"),
+        ("/memories/link.md", "/memories/l2.md"), ("/memories/dirlink", "/memories/dl2"),
+        ("/memories/dangling.md", "/memories/d2.md"), ("/memories/notes.md", "/memories/nonl.md/x.md"),
+        ("/memories/empty.md", "/memories/.hidden2.md"),
+    ]:  # fmt: skip
+        commands.append({"command": "rename", "old_path": old, "new_path": new})
+    return commands
+
+
+GENERATED = _generated()
+
+
+def _seed(root: Path, outside: Path) -> None:
+    """What each generated command starts from (links are relative: the same in both trees)."""
+    (root / "dir" / "sub").mkdir(parents=True)
+    (root / "notes.md").write_text("# Notes\n- likes tea\n- likes tea\n- db port 5433\n")
+    (root / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    (root / "nonl.md").write_text("no newline")
+    (root / "empty.md").write_text("")
+    (root / "dir" / "a.md").write_text("- a\n")
+    (root / "dir" / "sub" / "deep.md").write_text("- deep\n")
+    (root / ".hidden.md").write_text("- hidden\n")
+    (root / "ünï code.md").write_text("- ü\n")
+    (root / "link.md").symlink_to("notes.md")
+    (root / "dirlink").symlink_to("dir")
+    (root / "out.md").symlink_to(outside / "secret.md")
+    (root / "outdir").symlink_to(outside)
+    (root / "dangling.md").symlink_to("nothing.md")
+
+
+def _snapshot(root: Path) -> dict[str, Any]:
+    """Every entry under ``root``: a file's bytes, a link's target, a folder."""
+    found: dict[str, Any] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[rel] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[rel] = ("folder",)
+            else:
+                found[rel] = ("file", path.read_bytes())
+    return found
+
+
+def _different(*, rule: str, ours: tuple[str, str] | None = None) -> dict[str, Any]:
+    """An intended difference: which rule of the README's list it follows, and what ours says
+    (None: the same words as the reference; the files differ)."""
+    return {"rule": rule, "ours": ours}
+
+
+def _key(command: dict[str, Any]) -> str:
+    return json.dumps(command, sort_keys=True, ensure_ascii=False)
+
+
+_NO_PREFIX = ("error", "Path must start with /memories, got: /memoriesX/notes.md")
+# Each command of GENERATED whose answer or resulting files differ from the reference's, with
+# the rule (README, "Claude's memory tool": what differs on purpose) it follows.
+INTENDED = {
+    _key(command): why
+    for command, why in [
+        ({"command": "delete", "path": "/memories/link.md"}, _different(rule="links")),
+        ({"command": "delete", "path": "/memories/dirlink"}, _different(rule="links")),
+        (
+            {"command": "rename", "old_path": "/memories/link.md", "new_path": "/memories/moved.md"},
+            _different(rule="links"),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/dirlink", "new_path": "/memories/moved.md"},
+            _different(rule="links"),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/link.md", "new_path": "/memories/l2.md"},
+            _different(rule="links"),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/dirlink", "new_path": "/memories/dl2"},
+            _different(rule="links"),
+        ),
+        (
+            {"command": "create", "path": "/memories/dangling.md", "file_text": "- new\n"},
+            _different(rule="links", ours=("error", "File /memories/dangling.md already exists")),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/notes.md",
+             "new_path": "/memories/dangling.md"},
+            _different(
+                rule="links", ours=("error", "The destination /memories/dangling.md already exists")
+            ),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/dangling.md",
+             "new_path": "/memories/moved.md"},
+            _different(rule="links", ours=(
+                "ok", "Successfully renamed /memories/dangling.md to /memories/moved.md")),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/dangling.md", "new_path": "/memories/d2.md"},
+            _different(rule="links", ours=(
+                "ok", "Successfully renamed /memories/dangling.md to /memories/d2.md")),
+        ),
+        (
+            {"command": "create", "path": "/memories/back\\slash.md", "file_text": "- new\n"},
+            _different(rule="backslash"),
+        ),
+        (
+            {"command": "create", "path": "/memories/notes.md/x.md", "file_text": "- new\n"},
+            _different(rule="crash", ours=("error", "Cannot create /memories/notes.md/x.md: "
+                                           "/memories/notes.md is a file, not a directory")),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/notes.md/x.md",
+             "new_path": "/memories/moved.md"},
+            _different(rule="crash", ours=(
+                "error", "The path /memories/notes.md/x.md does not exist")),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/notes.md",
+             "new_path": "/memories/nonl.md/x.md"},
+            _different(rule="crash", ours=("error", "Cannot move to /memories/nonl.md/x.md: "
+                                           "/memories/nonl.md is a file, not a directory")),
+        ),
+        (
+            {"command": "rename", "old_path": "/memories/dir", "new_path": "/memories/dir/sub/x"},
+            _different(rule="crash", ours=(
+                "error", "Cannot move /memories/dir into itself (/memories/dir/sub/x)")),
+        ),
+        ({"command": "view", "path": "/memoriesX/notes.md"}, _different(rule="prefix", ours=_NO_PREFIX)),
+        (
+            {"command": "create", "path": "/memoriesX/notes.md", "file_text": "- new\n"},
+            _different(rule="prefix", ours=_NO_PREFIX),
+        ),
+        (
+            {"command": "str_replace", "path": "/memoriesX/notes.md", "old_str": "a", "new_str": "b"},
+            _different(rule="prefix", ours=_NO_PREFIX),
+        ),
+        (
+            {"command": "insert", "path": "/memoriesX/notes.md", "insert_line": 1,
+             "insert_text": "- added"},
+            _different(rule="prefix", ours=_NO_PREFIX),
+        ),
+        ({"command": "delete", "path": "/memoriesX/notes.md"}, _different(rule="prefix", ours=_NO_PREFIX)),
+        (
+            {"command": "rename", "old_path": "/memoriesX/notes.md", "new_path": "/memories/moved.md"},
+            _different(rule="prefix", ours=_NO_PREFIX),
+        ),
+    ]
+}  # fmt: skip
+
+
+def _outcome(tool: Any, command: dict[str, Any]) -> tuple[str, str]:
+    """The answer, an error's words, or the exception the reference lets out (a crash)."""
+    try:
+        return _run(tool, command)
+    except Exception as exc:
+        return "crash", type(exc).__name__
+
+
+def test_generated_commands_differ_from_the_reference_only_as_documented(tmp_path: Path) -> None:
+    """Each of 221 generated commands runs on a fresh copy of the same folder, against the
+    SDK's BetaLocalFilesystemMemoryTool and against ours: the answers and the files left must
+    be the same, except for the commands listed in INTENDED (each one a rule the README
+    documents), where they must differ, and ours must say what the list says."""
+    assert len(GENERATED) >= 200
+    ws = _workspace(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("- a secret\n")
+    seen: set[str] = set()
+    for n, command in enumerate(GENERATED):
+        reference = BetaLocalFilesystemMemoryTool(str(tmp_path / f"ref{n}"))
+        ours = MdmemMemoryTool(ws, folder=f"m{n}")
+        theirs_root, ours_root = tmp_path / f"ref{n}" / "memories", ws.root / f"m{n}"
+        _seed(theirs_root, outside)
+        _seed(ours_root, outside)
+        expected, got = _outcome(reference, command), _outcome(ours, command)
+        same = (expected, _snapshot(theirs_root)) == (got, _snapshot(ours_root))
+        why = INTENDED.get(_key(command))
+        if why is None:
+            assert same, (command, expected, got)
+            continue
+        seen.add(_key(command))
+        assert not same, f"no longer a difference: {command}"
+        assert got == (why["ours"] or expected), command
+        assert got[0] != "crash"
+    assert seen == set(INTENDED)
+
+
+def test_a_link_is_moved_or_archived_itself_never_its_target(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    tool = MdmemMemoryTool(ws, folder="memories")
+    tool.call({"command": "create", "path": "/memories/real.md", "file_text": "- real\n"})
+    (ws.root / "memories" / "link.md").symlink_to("real.md")
+    tool.call({"command": "rename", "old_path": "/memories/link.md", "new_path": "/memories/l.md"})
+    assert os.readlink(ws.root / "memories" / "l.md") == "real.md"
+    tool.call({"command": "str_replace", "path": "/memories/l.md", "old_str": "real",
+               "new_str": "edited"})  # fmt: skip
+    assert (ws.root / "memories" / "real.md").read_text() == "- edited\n"  # written through it
+    tool.call({"command": "delete", "path": "/memories/l.md"})
+    assert not os.path.lexists(ws.root / "memories" / "l.md")
+    assert (ws.root / "memories" / "real.md").read_text() == "- edited\n"
+    [archived] = [
+        Path(d) / "l.md" for d, _, names in os.walk(ws.root / ".trash") if "l.md" in names
+    ]
+    assert os.readlink(archived) == "real.md"  # the link itself, as it was
+
+
+ROOT_COMMANDS: list[tuple[dict[str, Any], tuple[str, str] | None]] = [
+    ({"command": "view", "path": "/memories"}, None),
+    ({"command": "view", "path": "/memories/mdmem.toml"}, None),
+    ({"command": "create", "path": "/memories/mdmem.toml", "file_text": "x"}, None),
+    ({"command": "delete", "path": "/memories/memory.md"}, None),
+    ({"command": "rename", "old_path": "/memories/memory.md", "new_path": "/memories/old/m.md"}, None),
+    ({"command": "str_replace", "path": "/memories/memory.md", "old_str": "# Memory",
+      "new_str": "# Mem"}, None),
+    ({"command": "create", "path": "/memories/notes/today.md", "file_text": "- today\n"}, None),
+    ({"command": "rename", "old_path": "/memories/learnings.md", "new_path": "/memories/mdmem.toml"},
+     None),
+    ({"command": "delete", "path": "/memories/mdmem.toml"}, ("error", (
+        "Cannot delete /memories/mdmem.toml: it is this workspace's configuration (mdmem.toml), "
+        "which only a person changes"))),
+    ({"command": "rename", "old_path": "/memories/mdmem.toml", "new_path": "/memories/config.md"},
+     ("error", "Cannot rename /memories/mdmem.toml: it is this workspace's configuration "
+               "(mdmem.toml), which only a person changes")),
+    ({"command": "str_replace", "path": "/memories/mdmem.toml", "old_str": "full",
+      "new_str": "minimal"}, ("error", "Cannot edit /memories/mdmem.toml: it is this workspace's "
+                                       "configuration (mdmem.toml), which only a person changes")),
+    ({"command": "insert", "path": "/memories/mdmem.toml", "insert_line": 0, "insert_text": "#"},
+     ("error", "Cannot edit /memories/mdmem.toml: it is this workspace's configuration "
+               "(mdmem.toml), which only a person changes")),
+    ({"command": "view", "path": "/memories/.mdmem"}, ("error", (
+        "Path /memories/.mdmem cannot be used: file '.mdmem' is inside .mdmem/, which mdmem "
+        "never reads or indexes (its own state and other tools' folders); use a path outside it"))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "ours"), ROOT_COMMANDS)
+def test_at_the_workspace_root_the_config_stays_the_persons(
+    tmp_path: Path, command: dict[str, Any], ours: tuple[str, str] | None
+) -> None:
+    """/memories as the workspace root, the reference given a copy of the same files: the
+    same answers, but mdmem.toml is never deleted, moved or edited (the reference moved the
+    workspace's configuration to .trash/ on `delete /memories/mdmem.toml`)."""
+    ws = Workspace.init(tmp_path / "ws", mode="full", agent="claude")
+    reference = BetaLocalFilesystemMemoryTool(str(tmp_path / "ref"))
+    for file in ws.root.iterdir():
+        if file.is_file():
+            shutil.copy2(file, tmp_path / "ref" / "memories" / file.name)
+    config = (ws.root / "mdmem.toml").read_text()
+    expected, got = _outcome(reference, command), _outcome(MdmemMemoryTool(ws), command)
+    assert got == (ours or expected)
+    if ours is not None:
+        assert expected != got
+    assert (ws.root / "mdmem.toml").read_text() == config or command["command"] == "rename"
+    assert (ws.root / "mdmem.toml").exists()

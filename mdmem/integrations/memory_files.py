@@ -50,6 +50,9 @@ class Located:
     rel: str
     """Workspace-relative POSIX path ("" for the workspace root)."""
     absolute: Path
+    target: str
+    """The workspace path of what ``rel`` leads to, symlinks followed (``rel`` when none is on
+    the way): a write through a link takes the lock of the file it changes."""
 
 
 class MemoryFiles:
@@ -78,15 +81,33 @@ class MemoryFiles:
         absolute = self.root.joinpath(*parts)
         real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(absolute))
-        if real != real_root and real_root not in real.parents:
-            raise MemoryCommandError("Path would escape /memories directory via symlink")
+        if real != real_root and real_root not in real.parents:  # a symlink leads out
+            raise MemoryCommandError(f"Path {path} would escape /memories directory")
         rel = "/".join([self.folder, *parts] if self.folder else parts)
         if rel:
             try:
                 self.ws.resolve(rel)
             except MdmemError as exc:
                 raise MemoryCommandError(f"Path {path} cannot be used: {exc}") from None
-        return Located(path, rel, absolute)
+        target = real.relative_to(os.path.realpath(self.ws.root)).as_posix()
+        return Located(path, rel, absolute, rel if target == "." else target)
+
+    def shown(self, absolute: str | os.PathLike[str]) -> str:
+        """An absolute path as Claude knows it (under /memories), never the machine's."""
+        try:
+            inner = Path(absolute).relative_to(self.root).as_posix()
+        except ValueError:
+            return MEMORIES
+        return MEMORIES if inner == "." else f"{MEMORIES}/{inner}"
+
+    def _not_config(self, located: Located, verb: str) -> None:
+        """The workspace's mdmem.toml (when /memories is the workspace root) is the person's:
+        the memory tool neither deletes nor moves it (nor edits it: it is not indexed)."""
+        if located.rel == CONFIG_FILE:
+            raise MemoryCommandError(
+                f"Cannot {verb} {located.path}: it is this workspace's configuration "
+                "(mdmem.toml), which only a person changes"
+            )
 
     def _is_root(self, located: Located) -> bool:
         return os.path.realpath(located.absolute) == os.path.realpath(self.root)
@@ -211,6 +232,7 @@ class MemoryFiles:
         if os.path.lexists(located.absolute):
             raise MemoryCommandError(f"File {path} already exists")
         self._writable(located)
+        self._folder_on_the_way(located, "create")
 
         def edit(current: str) -> str:
             if current:  # made by someone else since the check
@@ -219,6 +241,19 @@ class MemoryFiles:
 
         self._write(located, edit, create=True)
         return f"File created successfully at: {path}"
+
+    def _folder_on_the_way(self, located: Located, verb: str) -> None:
+        """Refuse a path whose parent is a file (the reference crashes with NotADirectoryError)."""
+        parent = located.absolute.parent
+        while parent != self.root and self.root in parent.parents:
+            if os.path.lexists(parent):
+                if not parent.is_dir():
+                    raise MemoryCommandError(
+                        f"Cannot {verb} {located.path}: {self.shown(parent)} is a file, "
+                        "not a directory"
+                    )
+                return
+            parent = parent.parent
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replace the one occurrence of ``old_str``; show the lines around the change."""
@@ -278,12 +313,13 @@ class MemoryFiles:
             )
         if not located.absolute.is_file():
             raise MemoryCommandError(f"The path {path} is not a file.")
+        self._not_config(located, "edit")
         self._writable(located)
         return located
 
     def _write(self, located: Located, edit: Callable[[str], str], *, create: bool = False) -> str:
         try:
-            return self.ws.edit_file(located.rel, edit, create=create)
+            return self.ws.edit_file(located.target, edit, create=create)
         except MemoryCommandError:
             raise
         except MdmemError as exc:  # a person's save it cannot be redone on, a full disk …
@@ -296,6 +332,7 @@ class MemoryFiles:
         located = self.locate(path)
         if self._is_root(located):
             raise MemoryCommandError("Cannot delete the /memories directory itself")
+        self._not_config(located, "delete")
         if not (located.absolute.is_file() or located.absolute.is_dir()):
             raise MemoryCommandError(f"The path {path} does not exist")
         try:
@@ -309,13 +346,17 @@ class MemoryFiles:
         old, new = self.locate(old_path), self.locate(new_path)
         if self._is_root(old):
             raise MemoryCommandError("Cannot rename the /memories directory itself")
+        self._not_config(old, "rename")
         if os.path.lexists(new.absolute):
             raise MemoryCommandError(f"The destination {new_path} already exists")
         if not os.path.lexists(old.absolute):
             raise MemoryCommandError(f"The path {old_path} does not exist")
-        folder = old.absolute.is_dir() and not old.absolute.is_symlink()
+        folder = old.absolute.is_dir()  # a folder, or a link to one: moved whole, as it is
+        if folder and old.absolute in new.absolute.parents:
+            raise MemoryCommandError(f"Cannot move {old_path} into itself ({new_path})")
         if not folder:
             self._writable(new)
+        self._folder_on_the_way(new, "move to")
         new.absolute.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self.ws.writer.locked(old.rel, old_path):

@@ -47,14 +47,16 @@ def _files(workspace: WorkspaceLike, folder: str) -> MemoryFiles:
     return MemoryFiles(ws, folder)
 
 
-def _answer(run: Callable[[], T]) -> T:
-    """mdmem's errors become the tool result Claude reads (``is_error``), never a crash."""
+def _answer(files: MemoryFiles, run: Callable[[], T]) -> T:
+    """mdmem's errors become the tool result Claude reads (``is_error``), never a crash; a
+    file system error names the path as Claude knows it (under /memories), not the machine's."""
     try:
         return run()
     except MdmemError as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise ToolError(f"{exc.filename or 'file'}: {exc.strerror or exc}") from None
+        where = files.shown(exc.filename) if exc.filename else "/memories"
+        raise ToolError(f"{where}: {exc.strerror or exc}") from None
 
 
 class MdmemMemoryTool(BetaAbstractMemoryTool):
@@ -71,29 +73,31 @@ class MdmemMemoryTool(BetaAbstractMemoryTool):
         self.files = _files(workspace, folder)
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        return _answer(lambda: self.files.view(command.path, command.view_range))
+        return _answer(self.files, lambda: self.files.view(command.path, command.view_range))
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return _answer(lambda: self.files.create(command.path, command.file_text))
+        return _answer(self.files, lambda: self.files.create(command.path, command.file_text))
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         return _answer(
-            lambda: self.files.str_replace(command.path, command.old_str, command.new_str)
+            self.files,
+            lambda: self.files.str_replace(command.path, command.old_str, command.new_str),
         )
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
         return _answer(
-            lambda: self.files.insert(command.path, command.insert_line, command.insert_text)
+            self.files,
+            lambda: self.files.insert(command.path, command.insert_line, command.insert_text),
         )
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return _answer(lambda: self.files.delete(command.path))
+        return _answer(self.files, lambda: self.files.delete(command.path))
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return _answer(lambda: self.files.rename(command.old_path, command.new_path))
+        return _answer(self.files, lambda: self.files.rename(command.old_path, command.new_path))
 
     def clear_all_memory(self) -> str:
-        return _answer(self.files.clear_all)
+        return _answer(self.files, self.files.clear_all)
 
 
 class AsyncMdmemMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -111,7 +115,7 @@ class AsyncMdmemMemoryTool(BetaAsyncAbstractMemoryTool):
         self.files = _files(workspace, folder)
 
     async def _run(self, run: Callable[[], str]) -> str:
-        return await anyio.to_thread.run_sync(lambda: _answer(run))
+        return await anyio.to_thread.run_sync(lambda: _answer(self.files, run))
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return await self._run(lambda: self.files.view(command.path, command.view_range))
