@@ -138,6 +138,9 @@ _PLACEHOLDER = re.compile(
 _HEXISH = re.compile(r"^[0-9a-fA-F\-]+$")
 _HASH_PREFIX = re.compile(r"^(?:sha\d{1,3}|md5|blake2[bs]?|h\d)[-:_]", re.I)
 _PATH = re.compile(r"^[~.]{0,2}/[\w./\-]*$")
+_WORD_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|[^A-Za-z0-9]")
+_PORT_PATH = re.compile(r"^\d{1,5}(?:/|$)")
+_UPPER, _LOWER, _DIGIT = re.compile("[A-Z]"), re.compile("[a-z]"), re.compile("[0-9]")
 
 
 def entropy(value: str) -> float:
@@ -161,6 +164,16 @@ def _password_value(value: str) -> bool:
     return not (value.isalpha() and value.islower() and len(value) < 16)
 
 
+def _url_password(value: str) -> bool:
+    """After ``scheme://user:``: not a placeholder, and not a port and path (``host:8443/x``)."""
+    return _not_placeholder(value) and not _PORT_PATH.match(value)
+
+
+def _flag_password(value: str) -> bool:
+    """``curl -u user:X``: X is a password unless a placeholder or a number (``-u 1000:1000``)."""
+    return len(value) >= 3 and not value.isdigit() and _not_placeholder(value)
+
+
 def _spoken_password(value: str) -> bool:
     """``the password is X`` with no ``=``: X must look made up (letters and digits/symbols)."""
     has_alpha = any(c.isalpha() for c in value)
@@ -176,9 +189,8 @@ def _token_value(value: str) -> bool:
         return False  # code (calls, attribute chains with brackets), text with spaces
     if re.fullmatch(r"[a-z]+(?:[._\-][a-z]+)*", value):
         return False  # identifiers and dotted names: request.headers, my_token_name
-    digits = sum(c.isdigit() for c in value)
-    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
-    return digits > 0 or mixed or len(value) >= 20
+    mixed = _UPPER.search(value) and _LOWER.search(value)
+    return bool(_DIGIT.search(value) or mixed or len(value) >= 20)
 
 
 def _high_entropy(value: str) -> bool:
@@ -188,12 +200,22 @@ def _high_entropy(value: str) -> bool:
         return False
     if _HEXISH.match(core) or _HASH_PREFIX.match(core):
         return False  # git SHAs, UUIDs, checksums: random, but not secret
-    upper = any(c.isupper() for c in core)
-    lower = any(c.islower() for c in core)
-    digits = sum(c.isdigit() for c in core)
-    if not (upper and lower and digits):
+    if not (_UPPER.search(core) and _LOWER.search(core) and _DIGIT.search(core)):
         return False
+    if _camel_case(core):
+        return False  # Base64HighEntropyString, UserProfileV2Handler: a name, not a secret
     return entropy(core) >= 3.5 + min(len(core), 64) / 64
+
+
+def _camel_case(value: str) -> bool:
+    """Words run together: every letter run of three or more (or an acronym), short numbers."""
+    for part in _WORD_PARTS.findall(value):
+        if part.isdigit():
+            if len(part) > 4:
+                return False
+        elif part.isalpha() and len(part) < 3 and not part.isupper():
+            return False
+    return True
 
 
 # ---- the rules --------------------------------------------------------------------------------
@@ -225,8 +247,11 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     _rule(
         "private_key",
         "PRIVATE",
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?"
-        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?=\n[ \t]*\n)|\Z)",
+        # armor headers (Proc-Type:, DEK-Info:, Version:) and the blank line after them are
+        # part of the block; another blank line ends a block cut off before its END line
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:\r?\n[A-Za-z][A-Za-z0-9\-]{0,40}:[^\n]*)*(?:\r?\n[ \t]*(?=\r?\n))?.*?"
+        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?=\n[ \t]*\r?\n)|\Z)",
         flags=re.S,
         boundary=False,
     ),
@@ -271,18 +296,20 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "gitlab",
-        "glpat- gldt- glrt- glptt- glcbt- glimt- glsoat- glffct- glagent-",
-        r"gl(?:pat|dt|rt|ptt|cbt|imt|soat|ffct|agent)-[A-Za-z0-9_\-]{20,}" + _END,
+        "glpat- gldt- glrt- glptt- glcbt- glimt- glsoat- glffct- glagent- glft- gloas-",
+        r"gl(?:pat|dt|rt|ptt|cbt|imt|soat|ffct|agent|ft|oas)-[A-Za-z0-9_\-]{20,}" + _END,
     ),
+    _rule("gitlab", "GR1348941", r"GR1348941[A-Za-z0-9_\-]{20,}" + _END),
+    _rule("gitlab", "_gitlab_session", r"_gitlab_session=([0-9a-z]{32})" + _END, boundary=False),
     _rule(
         "slack_webhook",
         "hooks.slack.com",
-        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_\-/]{20,}",
+        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_\-/]{20,}",
     ),
     _rule(
         "slack",
         "xox xapp-",
-        r"(?:xox[abposr]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})" + _END,
+        r"(?:(?:xoxe\.)?xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})" + _END,
     ),
     _rule("google", "AIza", r"AIza[A-Za-z0-9_\-]{35}" + _END),
     _rule("google", "GOCSPX-", r"GOCSPX-[A-Za-z0-9_\-]{28}" + _END),
@@ -290,6 +317,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     _rule("stripe", "k_live_ k_test_", r"[sr]k_(?:live|test)_[A-Za-z0-9]{20,}" + _END),
     _rule("stripe", "whsec_", r"whsec_[A-Za-z0-9]{24,}" + _END),
     _rule("huggingface", "hf_", r"hf_[A-Za-z]{30,}" + _END),
+    _rule("huggingface", "api_org_", r"api_org_[A-Za-z0-9]{30,}" + _END),
     _rule("npm", "npm_", r"npm_[A-Za-z0-9]{36}" + _END),
     _rule("pypi", "pypi-", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}" + _END),
     _rule("sendgrid", "SG.", r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _END),
@@ -302,26 +330,39 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     _rule(
         "jwt",
         "eyJ",
-        r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{0,600}" + _END,
+        r"eyJ[A-Za-z0-9_\-]{8,2048}\.eyJ[A-Za-z0-9_\-]{8,16384}\.[A-Za-z0-9_\-]{0,1024}" + _END,
     ),
     _rule(
         "url_credentials",
         "://",
-        r"://[^\s:@/?#\[\]]*:([^\s@/]{1,200})@",
+        # the password ends at the first '@' followed by a host and the end of the authority,
+        # so it may hold '/' or '@' itself; bounded, so a run of '@'s costs little
+        r"://[^\s:@/?#\[\]]{0,256}:([^\s\"'`<>]{1,256}?)@"
+        r"[A-Za-z0-9][A-Za-z0-9.\-]{0,253}(?::\d{1,5})?(?=[/?#\s\"'`)>\],;]|$)",
         group=1,
-        check=_not_placeholder,
+        check=_url_password,
         boundary=False,
         provider=False,
     ),
     _rule(
         "password",
         "assword ASSWORD assphrase ASSPHRASE",
-        r"(?<![A-Za-z0-9_])[Pp](?:ASS(?:WORD|PHRASE)|ass(?:word|phrase))(?:\s+(?:is|was))?\s+"
-        r"([^\s\"'`]{6,128})(?<![.,;:)])",
+        # "password is X", "the password for the staging db is X" (up to four words between)
+        r"(?<![A-Za-z0-9_])[Pp](?:ASS(?:WORD|PHRASE)|ass(?:word|phrase))"
+        r"(?:\s+(?:for|of|to|on|at)(?:\s+[^\s\"'`]{1,40}){1,4}?\s+(?:is|was)|(?:\s+(?:is|was))?)"
+        r"\s+([^\s\"'`]{6,128})(?<![.,;:)])",
         group=1,
         check=_spoken_password,
         boundary=False,  # (``--password X`` is one: only letters before it make a longer word)
         provider=False,
+    ),
+    _rule(
+        "password",
+        "-u --user",
+        r"-(?:u[ \t]*|-user[= \t][ \t]*)[\"']?[^\s:\"'@]{1,128}:([^\s\"'@]{1,256})",
+        group=1,
+        check=_flag_password,
+        provider=False,  # (boundary: ``pre-update`` is no flag)
     ),
     _rule(
         "secret",
@@ -340,17 +381,25 @@ Assignments (``password=``, ``api_key:``, high-entropy values) are found by
 # ---- assignments ------------------------------------------------------------------------------
 
 _OPERATOR = re.compile(r"""[:=][=>]?(?:\*\*)?[ \t]*["']?[^\s"'`,;)\]}<>]{4}""")
-_VALUE_AFTER = re.compile(
-    r"""(?:\*\*)?[ \t]*(?:(?:[Bb]earer|[Tt]oken|[Bb]asic)[ \t]+)?"""
-    r"""(?:"([^"\n]{1,200})"|'([^'\n]{1,200})'|([^\s"'`,;)\]}<>]{1,200}))"""
+_LEAD_IN = re.compile(
+    r"""(?:\*\*)?[ \t]*(?:(?:[Bb]earer|[Tt]oken|[Bb]asic)[ \t]+|!![A-Za-z]{1,16}[ \t]+)?"""
 )
+"""Between an operator and its value: closing bold, spaces, an auth scheme, a YAML tag."""
+_UNQUOTED = re.compile(r"""[^\s"'`,;)\]}<>]+""")
+_PEEK = 512
+"""How much of a value its checks read: a value is judged by its start, masked whole."""
+_BLOB = 1024
+"""A random-looking value longer than this under a name that says nothing is data (an
+image, a certificate), not a secret; under ``token=`` or ``password:`` it is masked whole."""
 _PASS_NAME = re.compile(r"password|passwd|passphrase|(?:^|[_.\-])(?:pass|pwd)(?:$|[_.\-])")
 _KEY_NAME = re.compile(
     r"token|secret|credential|bearer|auth(?!or)|(?:^|[_.\-])key$|^key|"
     r"(?:api|access|private|signing|session|master|encryption|account|client|app|license|"
     r"service|admin|deploy|ssh|gpg|pgp|hmac|webhook|subscription|storage|x-api)[_.\-]?key"
 )
-_NOT_SECRET_NAME = re.compile(r"tokenizer|token_?count|tokens?_(?:used|in|out|limit)|max_tokens")
+_NOT_SECRET_NAME = re.compile(
+    r"tokenizer|token_?count|tokens?_(?:used|in|out|limit)|max_tokens|hashed"  # a hash of one
+)
 _HASH_NAME = re.compile(
     r"(?:^|[_.\-])(?:sha\d*|md5|hash|checksum|integrity|digest|etag|h\d|rev|commit|revision|"
     r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image)$"
@@ -358,6 +407,25 @@ _HASH_NAME = re.compile(
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_GAP = frozenset("\"' \t*")  # quotes, spaces, Markdown bold (``**db_password**:``)
 _B64ISH = re.compile(r"^[A-Za-z0-9+/_\-]+=*$")
+_BLOCK_HEAD = re.compile(r"^([ \t]*)([A-Za-z_][\w.\-]{0,63})[ \t]*[:=][ \t]*\r?$", re.M)
+_BLOCK_ITEM = re.compile(r"[ \t]*(?:[-*][ \t]+)?(?:[A-Za-z_][\w.\-]{0,63}[ \t]*[:=](?:[ \t]+|$))?")
+
+
+class _Ahead:
+    """The next position of a character at or after a point, for points that only grow:
+    each character's search resumes where the last one ended (linear in all)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found: dict[str, int] = {}
+
+    def next(self, char: str, at: int) -> int:
+        known = self.found.get(char, -1)
+        if known < at:
+            known = self.text.find(char, at)
+            known = len(self.text) if known < 0 else known
+            self.found[char] = known
+        return known
 
 
 def _assignment_spans(text: str) -> Iterable[tuple[int, int, str]]:
@@ -365,36 +433,87 @@ def _assignment_spans(text: str) -> Iterable[tuple[int, int, str]]:
     secret or a random high-entropy string depending on the name and on how it looks.
 
     Found from the operator (one cheap regex) forwards to the value and backwards to the name,
-    which is read character by character (a regex searching backwards would try every start)."""
+    which is read character by character (a regex searching backwards would try every start).
+    A value has no length limit; the end of an unquoted run and the next quote are found once
+    for all operators, and operators inside a value already masked are skipped, so the time
+    stays linear in the text whatever it holds."""
+    ahead = _Ahead(text)
+    run = (0, 0)  # the last run of unquoted value characters found
+    masked_until = 0
     for op in _OPERATOR.finditer(text):
         at = op.start()
-        j = at
-        while j and at - j < 4 and text[j - 1] in _NAME_GAP:
-            j -= 1
-        k = j
-        while k and j - k < 64 and text[k - 1] in _NAME_CHARS:
-            k -= 1
-        while k < j and not (text[k].isalpha() or text[k] == "_"):
-            k += 1
-        if k == j:
+        if at < masked_until:
             continue
-        value_match = _VALUE_AFTER.match(text, at + _op_len(text, at))
-        if value_match is None:
+        name = _name_before(text, at)
+        if name is None:
             continue
-        n = 1 if value_match.group(1) is not None else 2 if value_match.group(2) is not None else 3
-        start, end = value_match.span(n)
-        kind = _assigned_kind(text[k:j].lower(), text[start:end])
+        begin = _LEAD_IN.match(text, at + _op_len(text, at)).end()
+        if begin < len(text) and text[begin] in "\"'":
+            close = ahead.next(text[begin], begin + 1)
+            if close >= ahead.next("\n", begin) or close == begin + 1:
+                continue  # not closed on its line
+            start, end = begin + 1, close
+        else:
+            if not run[0] <= begin < run[1]:
+                match = _UNQUOTED.match(text, begin)
+                if match is None:
+                    continue
+                run = match.span()
+            start, end = begin, run[1]
+        kind = _assigned_kind(name, text[start : min(end, start + _PEEK)], end - start)
         if kind is not None:
+            masked_until = end
             yield start, end, kind
+    if "\n" in text:
+        yield from _block_spans(text)
 
 
-def _assigned_kind(name: str, value: str) -> str | None:
-    """What ``name = value`` holds: a password, a secret, a random string, or nothing."""
+def _name_before(text: str, at: int) -> str | None:
+    """The name an operator at ``at`` assigns to (lowercase), or None."""
+    j = at
+    while j and at - j < 4 and text[j - 1] in _NAME_GAP:
+        j -= 1
+    k = j
+    while k and j - k < 64 and text[k - 1] in _NAME_CHARS:
+        k -= 1
+    while k < j and not (text[k].isalpha() or text[k] == "_"):
+        k += 1
+    return text[k:j].lower() if k < j else None
+
+
+def _block_spans(text: str) -> Iterable[tuple[int, int, str]]:
+    """A secret name with its value on the lines below, more indented: an INI multi-line value
+    (``secrets =`` then one value a line) or a nested YAML mapping (``password:`` then
+    ``secure: X``). Each line's value is judged as if assigned to the name."""
+    for head in _BLOCK_HEAD.finditer(text):
+        name = head.group(2).lower()
+        if not (_PASS_NAME.search(name) or _KEY_NAME.search(name)):
+            continue
+        indent = len(head.group(1).expandtabs(4))
+        at = head.end() + 1
+        while at < len(text):
+            stop = text.find("\n", at)
+            stop = len(text) if stop < 0 else stop
+            line = text[at:stop].rstrip("\r")
+            if line.strip() and len(line) - len(line.lstrip(" \t")) <= indent:
+                break
+            if line.strip() and line.lstrip()[0] not in "#;":
+                lead = _BLOCK_ITEM.match(line).end()
+                value = line[lead:].rstrip()
+                kind = _assigned_kind(name, value[:_PEEK], len(value)) if value else None
+                if kind is not None:
+                    yield at + lead, at + lead + len(value), kind
+            at = stop + 1
+
+
+def _assigned_kind(name: str, value: str, length: int) -> str | None:
+    """What ``name = value`` holds: a password, a secret, a random string, or nothing.
+    ``value`` is the value's start (at most ``_PEEK`` characters); ``length`` its length."""
     if _PASS_NAME.search(name):
         return "password" if _password_value(value) else None
     if _KEY_NAME.search(name) and not _NOT_SECRET_NAME.search(name):
         return "secret" if _token_value(value) else None
-    if len(value) < 20 or _HASH_NAME.search(name) or not _B64ISH.match(value):
+    if not 20 <= length <= _BLOB or _HASH_NAME.search(name) or not _B64ISH.match(value):
         return None
     return "high_entropy" if _high_entropy(value) else None
 
@@ -432,18 +551,17 @@ class Redactor:
         return cls(enabled, BUILTIN_RULES + extra, frozenset(allow), allowed)
 
     @functools.cached_property
-    def _triggers(
-        self,
-    ) -> tuple[re.Pattern[str], tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
-        """A regex finding any trigger, (trigger, the rules it wakes) pairs, and the rules that
-        have no trigger (they always run)."""
+    def _triggers(self) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
+        """(trigger, the rules it wakes) pairs, and the rules that have no trigger (they always
+        run). Each trigger is looked for with ``in`` (a C substring search): faster on short
+        texts than one regex alternating between sixty literals, which tries each at every
+        position."""
         wakes: dict[str, list[int]] = {}
         for rank, rule in enumerate(self.rules):
             for literal in rule.triggers:
                 wakes.setdefault(literal, []).append(rank)
         always = tuple(rank for rank, rule in enumerate(self.rules) if not rule.triggers)
-        gate = re.compile("|".join(re.escape(t) for t in wakes) or "(?!)")
-        return gate, tuple((k, tuple(v)) for k, v in wakes.items()), always
+        return tuple((k, tuple(v)) for k, v in wakes.items()), always
 
     @functools.cached_property
     def key(self) -> str:
@@ -489,12 +607,11 @@ class Redactor:
 
     def _ranks(self, text: str) -> list[int]:
         """The rules worth running on ``text``: those whose trigger it holds, or that have none."""
-        gate, literals, always = self._triggers
+        literals, always = self._triggers
         ranks = set(always)
-        if gate.search(text):  # one pass; most text has no trigger at all
-            for literal, rule_ranks in literals:
-                if literal in text:
-                    ranks.update(rule_ranks)
+        for literal, rule_ranks in literals:
+            if literal in text:
+                ranks.update(rule_ranks)
         return sorted(ranks)
 
     def _found(self, text: str, ranks: Iterable[int]) -> list[tuple[int, int, int, str]]:
@@ -582,20 +699,21 @@ class Redactor:
         return {}
 
     def _merged(self, text: str, found: list[tuple[int, int, int, str]]) -> list[Span]:
+        """Overlapping finds as one span each (named by the earliest rule), in one pass."""
         found.sort(key=lambda f: (f[0], -f[1]))
-        groups: list[list[tuple[int, int, int, str]]] = []
-        for item in found:
-            if groups and item[0] < max(f[1] for f in groups[-1]):
-                groups[-1].append(item)
-            else:
-                groups.append([item])
         spans = []
-        for group in groups:
-            start = min(f[0] for f in group)
-            end = max(f[1] for f in group)
-            kind = min(group, key=lambda f: f[2])[3]
+        start, end, rank, kind = found[0]
+        for f_start, f_end, f_rank, f_kind in found[1:]:
+            if f_start < end:
+                end = max(end, f_end)
+                if f_rank < rank:
+                    rank, kind = f_rank, f_kind
+                continue
             if not self._allowed(text[start:end]):
                 spans.append(Span(start, end, kind))
+            start, end, rank, kind = f_start, f_end, f_rank, f_kind
+        if not self._allowed(text[start:end]):
+            spans.append(Span(start, end, kind))
         return spans
 
     def _allowed(self, value: str) -> bool:
