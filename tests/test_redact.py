@@ -484,9 +484,9 @@ def _near_misses() -> dict[str, str]:
     runs = {f"rule {n} {rule.kind}": rule.triggers for n, rule in enumerate(DEFAULT.rules)}
     out = {}
     for name, triggers in runs.items():
-        for at, trigger in enumerate(triggers or ("",)):
-            out[f"{name} {at} glued"] = (trigger + "Ab1-" * 9) * (size // (len(trigger) + 36))
-            out[f"{name} {at} long"] = trigger + "Ab1" * (size // 3)
+        trigger = triggers[0] if triggers else ""  # a rule's triggers share its regex
+        out[f"{name} glued"] = (trigger + "Ab1-" * 9) * (size // (len(trigger) + 36))
+        out[f"{name} long"] = trigger + "Ab1" * (size // 3)
     out |= {
         "assignment chain": "token=" + "a=b" * (size // 3),
         "assignment glued": "token=Ab12" * (size // 10),

@@ -66,6 +66,9 @@ SHAPES = [
     "AbstractSingletonProxyFactoryBean",
 ]
 _SETTINGS = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+_CHEAPER = settings(_SETTINGS, max_examples=30)
+"""For the tests whose every example opens a workspace and imports or reopens a session twice
+(~0.2 s each): 30 generated identifiers, plus the pinned shapes, keep the file's run near 15 s."""
 
 
 def _workspace(root: Path) -> Workspace:
@@ -167,7 +170,7 @@ def _claude_export(path: Path, conv_ids: list[str]) -> Path:
     return path
 
 
-@_SETTINGS
+@_CHEAPER
 @given(conv_ids=st.lists(IDENTIFIERS, min_size=1, max_size=3, unique=True))
 @example(conv_ids=["conv-01H8X7Z2K3M4N5P6Q7R8S9T0", "thread_abc123XYZ789def456"])
 def test_importing_the_same_export_twice_writes_nothing_new(
@@ -201,7 +204,7 @@ def test_a_claude_export_imported_twice_keeps_one_file(tmp_path: Path) -> None:
 # ---- OpenAI Agents SDK session ----------------------------------------------------------------------
 
 
-@_SETTINGS
+@_CHEAPER
 @given(session_id=IDENTIFIERS)
 @example(session_id="thread_abc123XYZ789def456")
 @example(session_id="conv-01H8X7Z2K3M4N5P6Q7R8S9T0")
