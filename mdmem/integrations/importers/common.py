@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,13 @@ def jsonl(stream: IO[str], name: str, report: Report) -> Iterator[tuple[int, dic
     for number, line in enumerate(stream, 1):
         if not line.strip():
             continue
+        if undecodable_line(stream, number, number) is not None:
+            report(BadRecord(name, number, not_utf8(stream, number)))
+            continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            report(BadRecord(name, number, f"not JSON ({exc.msg} at column {exc.colno})"))
+            report(BadRecord(name, number, f"not JSON ({_what(exc)} at column {exc.colno})"))
             continue
         if not isinstance(value, dict):
             report(BadRecord(name, number, f"a JSON {type(value).__name__}, not an object"))
@@ -208,7 +212,12 @@ def each_in_array(
 ) -> Iterator[Conversation]:
     """The conversations of an export that is one JSON array of them (ChatGPT's, Claude's): a
     conversation that cannot be read is reported by its line and the rest still come."""
-    for n, (line, item) in enumerate(json_array(stream, name), 1):
+    reader = _ArrayReader(stream, name)
+    for n, (line, item) in enumerate(reader.items(), 1):
+        bad = undecodable_line(stream, line, reader.end_line)
+        if bad is not None:
+            report(BadRecord(name, bad, f"conversation {n}: {not_utf8(stream, bad)}"))
+            continue
         try:
             yield parse(item, f"{name}:{line}")
         except RECORD_ERRORS as exc:
@@ -249,6 +258,10 @@ class _ArrayReader:
         """Newlines in the text already dropped from the buffer."""
         self.eof = False
         self.decoder = json.JSONDecoder()
+        self.end_line = 1
+        """The line the last item read ends on."""
+        self.dropped = False
+        """Whether text before the buffer was let go (a column then may not be known)."""
 
     def items(self) -> Iterator[tuple[int, Any]]:
         if self._next_char() != "[":
@@ -259,6 +272,7 @@ class _ArrayReader:
         while True:
             start = self.pos
             item = self._decode()
+            self.end_line = self._line(max(start, self.pos - 1))
             yield self._line(start), item
             following = self._next_char()
             if following == "]":
@@ -304,6 +318,7 @@ class _ArrayReader:
     def _compact(self) -> None:
         if self.pos > CHUNK:
             self.lines_before += self.buffer.count("\n", 0, self.pos)
+            self.dropped = True
             self.buffer = self.buffer[self.pos :]
             self.pos = 0
 
@@ -311,7 +326,76 @@ class _ArrayReader:
         return self.lines_before + self.buffer.count("\n", 0, pos) + 1
 
     def _fail(self, pos: int, reason: str) -> None:
-        raise BadInput(BadRecord(self.name, self._line(pos), f"broken JSON: {reason}"))
+        reason = reason.removesuffix(" at")  # json's "… starting at": the column follows
+        start = self.buffer.rfind("\n", 0, pos)
+        where = f" at column {pos - start}" if start >= 0 or not self.dropped else ""
+        raise BadInput(BadRecord(self.name, self._line(pos), f"broken JSON: {reason}{where}"))
+
+
+def _what(exc: json.JSONDecodeError) -> str:
+    """json's message without its dangling "at" ("Unterminated string starting at"), which
+    "at column N" follows."""
+    return exc.msg.removesuffix(" at")
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")
+"""A byte that is not UTF-8, as the ``surrogateescape`` decoder leaves it."""
+
+
+class CheckedText(io.TextIOBase):
+    """UTF-8 text of a stream in which each byte that is not UTF-8 reads as U+FFFD and is noted
+    by line (``bad``: line → where and which byte), so the record holding it is named and
+    skipped instead of imported with the replacement character and no word. Lines count as
+    the readers count them: by ``readline`` call, or by ``\\n`` in what ``read`` returned."""
+
+    def __init__(self, inner: IO[str]) -> None:
+        super().__init__()
+        self._inner = inner
+        self.bad: dict[int, str] = {}
+        self._line = 1
+        self._column = 1
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        text = self._inner.read(-1 if size is None else size)
+        if _ESCAPED.search(text) is not None:
+            text = self._note(text)
+        newlines = text.count("\n")
+        self._line += newlines
+        self._column = len(text) - text.rfind("\n") if newlines else self._column + len(text)
+        return text
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        text = self._inner.readline(-1 if size is None else size)
+        self._column = 1
+        if _ESCAPED.search(text) is not None:
+            text = self._note(text)
+        self._line += 1
+        return text
+
+    def _note(self, text: str) -> str:
+        for match in _ESCAPED.finditer(text):
+            before = text.rfind("\n", 0, match.start())
+            line = self._line + text.count("\n", 0, match.start())
+            column = match.start() - before if before >= 0 else self._column + match.start()
+            byte = ord(match.group()) - 0xDC00
+            self.bad.setdefault(line, f"not UTF-8 text (byte 0x{byte:02x} at column {column})")
+        return _ESCAPED.sub("\ufffd", text)
+
+
+def undecodable_line(stream: IO[str], first: int, last: int) -> int | None:
+    """The first line from ``first`` to ``last`` where a :class:`CheckedText` met a byte that
+    is not UTF-8, or None."""
+    bad = getattr(stream, "bad", None)
+    found = [line for line in bad or () if first <= line <= last]
+    return min(found) if found else None
+
+
+def not_utf8(stream: IO[str], line: int) -> str:
+    """What is wrong on ``line`` (one :func:`undecodable_line` found), and what to do."""
+    return f"{stream.bad[line]}: save the file as UTF-8 and import it again"  # type: ignore[attr-defined]
 
 
 class Meter(io.RawIOBase):
@@ -335,9 +419,11 @@ class Meter(io.RawIOBase):
 
 
 def text_stream(raw: IO[bytes], advance: Callable[[int], None]) -> IO[str]:
-    """UTF-8 text (a byte-order mark dropped, undecodable bytes replaced) of a binary stream."""
+    """UTF-8 text (a byte-order mark dropped) of a binary stream; a byte that is not UTF-8 is
+    noted by line (:class:`CheckedText`)."""
     buffered = io.BufferedReader(Meter(raw, advance), buffer_size=CHUNK)
-    return io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
+    inner = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return CheckedText(inner)  # type: ignore[return-value]
 
 
 # ---- values ----------------------------------------------------------------------------------
