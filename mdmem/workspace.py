@@ -24,11 +24,12 @@ from mdmem.memory.scan import ScanResult, include_spec, included
 from mdmem.memory.store import KnowledgeStore
 from mdmem.memory.templates import check_mode, init_files, switch_mode
 from mdmem.memory.writers import FileWriter
+from mdmem.paths import check_state_dir
 from mdmem.redact import Redactor
 
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
-    from mdmem.distill.consolidate import ConsolidateReport
+    from mdmem.distill.consolidate import ConsolidateReport, Consolidator
     from mdmem.distill.promote import AutoPromote, Promoter, PromoteReport
     from mdmem.distill.stats import Stats
     from mdmem.distill.workflow import Conversation, Distiller
@@ -790,6 +791,10 @@ class Workspace:
         hand-edited entries are only suggested. The report goes to ``.mdmem/consolidation/``;
         ``dry_run`` writes nothing and reports the diff.
         """
+        run = self._consolidator().run
+        return run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+
+    def _consolidator(self) -> Consolidator:
         from mdmem.distill.consolidate import Consolidator
         from mdmem.tokens import token_counter
 
@@ -887,7 +892,7 @@ class Workspace:
             self.files,
             self.writer,
             lambda: self.distiller,
-            lambda dry_run: self.consolidate(dry_run=dry_run, offline=True),
+            lambda dry_writer: self._consolidator().run(offline=True, writer=dry_writer),
             lambda keys: self.index.access_counts(keys),
             token_counter(self.config.context.model or self.config.llm.model or None),
             self.agent,

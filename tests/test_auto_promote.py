@@ -182,3 +182,39 @@ def test_a_session_end_past_the_threshold_merges_near_duplicates(tmp_path: Path,
         line = next(ln for ln in archive.splitlines() if f"id={original}" in ln)
         assert f"consolidated_into={merged[0].id}" in line
     ws.close()
+
+
+def test_a_dry_run_shows_every_change_the_real_run_makes(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31: `mdmem promote --dry-run` said "(no change)" while the real run rewrote
+    memory.md: consolidation wrote its dry run to a writer of its own."""
+    import difflib
+    import re
+
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    ws = _ws(tmp_path, threshold=4, embedder=embedder)
+    for text in [
+        "The deploy target is Fly.io in region ams",
+        "Deploys go to Fly.io, region ams",
+        "Production deploys go to Fly.io in the ams region",
+        "The database is PostgreSQL 16 on port 5432",
+        "User prefers short answers",
+    ]:
+        ws.remember(text)
+    path = ws.root / "memory.md"
+    before = path.read_text()
+    dry = ws.promote(dry_run=True)
+    assert path.read_text() == before and "consolidated_into=" in dry.diff
+    shown = CliRunner().invoke(app, ["-w", str(ws.root), "promote", "--dry-run"]).output
+    assert "(no change)" not in shown and "consolidated_into=" in shown
+    ws.promote()
+    real = "".join(difflib.unified_diff(before.splitlines(True), path.read_text().splitlines(True)))
+
+    def changed(diff: str) -> list[str]:  # the new merged memory's id differs between runs
+        lines = [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+        return sorted(re.sub(r"m-[0-9a-f]{10}", "m-…", ln) for ln in lines)
+
+    assert changed(dry.diff) == changed(real) != []
+    ws.close()

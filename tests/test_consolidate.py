@@ -6,9 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
 
 from mdmem import Workspace
 from mdmem.config import load_config
@@ -205,9 +209,9 @@ def test_threshold_makes_every_memory_a_candidate(mem: Workspace) -> None:
 
 def test_a_newer_conflicting_memory_supersedes_the_older(mem: Workspace) -> None:
     ids = _aged(mem, ["The staging database port is 5432", *DEPLOY])
-    path = mem.root / "memory.md"
-    path.write_text(path.read_text().replace(f"created={OLD}", "created=2020-01-01", 1))
     newer = _aged(mem, ["The staging database port is 6543"])[0]
+    path = mem.root / "memory.md"  # the old value dated earlier (was: both dated alike)
+    path.write_text(path.read_text().replace(f"created={OLD}", "created=2020-01-01", 1))
     # both alone: a pair, not a cluster of 3, but the conflict still resolves to the newest
     report = mem.consolidate(offline=True)
     old = mem.get(ids[0])
@@ -403,8 +407,21 @@ def test_a_paraphrase_that_loses_names_is_refused_whatever_its_cosine() -> None:
     lossy = check("She went to a support group.", sources, [0.95], 0.5)
     assert not lossy.passed and "name caroline" in lossy.lost_facts
     assert "date 2023-05-07" in lossy.lost_facts and lossy.composite > 0.5 - 0.2
-    kept = check("On 2023-05-07 Caroline attended the LGBTQ group in Boston.", sources, [0.8], 0.5)
+    kept = check("On 7 May 2023 Caroline attended the LGBTQ group in Boston.", sources, [0.8], 0.5)
     assert kept.passed and kept.kw_retention == 1.0
+    # the same date written otherwise keeps the date, but not the words a search finds it by
+    iso = check("On 2023-05-07 Caroline attended the LGBTQ group in Boston.", sources, [0.8], 0.5)
+    assert not iso.passed and "date 2023-05-07" not in iso.lost_facts
+    assert {"token may", "token 2023"} <= set(iso.lost_facts)
+
+
+def test_a_merge_that_drops_a_lowercase_identifier_is_refused() -> None:
+    """Issue 31: "module m3" is no number, name or keyword of the older rules: kw_retention
+    was 1 for a merge naming only m0."""
+    sources = [f"The user prefers type hints on every function in module m{n}" for n in (0, 3)]
+    lossy = check(sources[0], sources, [0.97, 0.96], 0.5)
+    assert lossy.kw_retention == 1.0 and not lossy.passed and "token m3" in lossy.lost_facts
+    assert check("; ".join(sources), sources, [0.9, 0.9], 0.5).passed
 
 
 def test_numbers_identifiers_and_cjk_keywords() -> None:
@@ -581,3 +598,227 @@ def test_sigkill_mid_consolidation_leaves_old_or_new_files_and_a_rerun_converges
         settled = {p: (root / p).read_bytes() for p in before}
         Workspace(root, embedder=ByService()).consolidate(offline=True)
         assert {p: (root / p).read_bytes() for p in before} == settled, f"seed {seed}"
+
+
+# ---- issue 31: consolidation never hides a distinct fact ----------------------------------------
+# The oracle (benchmarks/hidden_facts.py) is written from the issue's words, apart from
+# mdmem/distill/fidelity.py: every distinguishing token of what the program archived is in a live
+# memory it points to (a superseded memory may lose only its one changed value).
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from hidden_facts import hidden_facts  # noqa: E402
+
+JOB = "The ledger job number {n} runs nightly at 0{h}:15 UTC with timeout {t}s"
+MODULE = (
+    "The user prefers type hints on every function in module m{k}",
+    "User wants type annotations everywhere in module m{k}",
+)
+
+
+def _written(root: Path, memories: list[tuple[str, str, int]], toml: str) -> Workspace:
+    """A workspace whose memory.md holds ``(text, type, days old)`` as the program writes them
+    (id, created, sum: not hand-written), every one a candidate under ``toml``."""
+    from mdmem.markdown.entries import new_id, text_sum
+
+    sections: dict[str, list[str]] = {"fact": [], "preference": []}
+    for text, type_, age in memories:
+        day = (dt.date.today() - dt.timedelta(days=age)).isoformat()
+        meta = f"id={new_id()} type={type_} importance=0.5 created={day} sum={text_sum(text)}"
+        sections[type_].append(f"- {text} <!-- mdmem {meta} -->\n")
+    body = "".join(
+        f"## {title}\n\n" + "".join(sections[type_]) + "\n"
+        for type_, title in (("preference", "Preferences"), ("fact", "Facts"))
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "mdmem.toml").write_text(toml)
+    (root / "memory.md").write_text("# Memory\n\n" + body, encoding="utf-8")
+    return Workspace(root)
+
+
+def _live_texts(ws: Workspace) -> str:
+    return "\n".join(e.text for e in ws.entries("memory.md"))
+
+
+def test_issue31_three_jobs_and_six_modules_stay_distinct(tmp_path: Path, embedder) -> None:
+    """The issue's case: 15 → 3 memories, jobs 27 and 47 "superseded by a newer value", twelve
+    module preferences merged into two naming only m0."""
+    import random
+
+    rng = random.Random(31)
+    memories = [
+        (JOB.format(n=n, h=n // 10, t=n), "fact", rng.randint(100, 160)) for n in (7, 27, 47)
+    ]
+    memories += [
+        (text.format(k=k), "preference", rng.randint(100, 160)) for k in range(6) for text in MODULE
+    ]
+    ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 3\n")
+    ws = Workspace(ws.root, embedder=embedder)
+    report = ws.consolidate(offline=True)
+    assert hidden_facts(ws.root) == []
+    assert report.superseded == 0 and report.changes == ()
+    live = _live_texts(ws)
+    for n in (7, 27, 47):
+        assert f"job number {n} runs" in live
+    for k in range(6):
+        assert all(text.format(k=k) in live for text in MODULE)
+
+
+def test_a_superseded_memory_is_listed_and_restored(tmp_path: Path, embedder) -> None:
+    """A changed value is listed in the report, and `mdmem restore` brings it back (it refused:
+    "was not archived by consolidation")."""
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    memories = [
+        ("The staging database port is 5432", "fact", 150),
+        ("The staging database port is 6543", "fact", 120),
+        (JOB.format(n=7, h=0, t=30), "fact", 150),
+        (JOB.format(n=27, h=0, t=30), "fact", 120),  # another job, not a new value of job 7
+    ]
+    ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 2\n")
+    ws = Workspace(ws.root, embedder=embedder)
+    old, new, job7, job27 = (e.id for e in ws.entries("memory.md"))
+    report = ws.consolidate(offline=True)
+    assert [(c.old, c.new) for c in report.changes] == [(old, new)]
+    assert report.to_dict()["changes"][0]["old_text"] == "The staging database port is 5432"
+    assert not ws.get(job7).archived and not ws.get(job27).archived
+    assert hidden_facts(ws.root) == []
+    out = CliRunner().invoke(app, ["-w", str(ws.root), "restore", old])
+    assert out.exit_code == 0 and f"restored  {old}" in out.output, out.output
+    back = ws.get(old)
+    assert not back.archived and "superseded_by" not in back.meta and "restored" in back.meta
+    assert "supersedes" not in ws.get(new).meta
+    assert ws.consolidate(offline=True).changes == ()  # a restored memory stays
+
+
+def test_restore_by_the_newer_memory_brings_back_what_it_superseded(
+    tmp_path: Path, embedder
+) -> None:
+    memories = [
+        ("The staging database port is 5432", "fact", 150),
+        ("The staging database port is 6543", "fact", 120),
+    ]
+    ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 1\n")
+    ws = Workspace(ws.root, embedder=embedder)
+    old, new = (e.id for e in ws.entries("memory.md"))
+    assert ws.consolidate(offline=True).superseded == 1
+    report = ws.restore_archived(new)
+    assert report.restored == (old,) and report.archived == ()
+    assert {e.id for e in ws.entries("memory.md")} == {old, new}
+
+
+def test_a_value_slot_is_never_a_name_of_the_subject() -> None:
+    """The conflict rule consolidation and extraction share (dedupe.conflicts)."""
+    from mdmem.distill.dedupe import conflicts, resolve_offline
+    from mdmem.distill.extract import Candidate
+    from mdmem.markdown.entries import Entry
+
+    def changes(new: str, old: str) -> bool:
+        entry = Entry("memory.md", 1, 1, old, ("Memory",), "item", "fact", 0.5, "m-1")
+        replaced = resolve_offline(Candidate("fact", new, 0.5, new), entry).action == "replace"
+        assert replaced == conflicts(new, old), (new, old)
+        return replaced
+
+    assert changes("The staging database port is 6543", "The staging database port is 5432")
+    assert changes("CI runs on Python 3.12", "CI runs on Python 3.11")
+    assert changes("The deploy target is Fly.io", "The deploy target is Heroku")
+    assert not changes(JOB.format(n=27, h=2, t=27), JOB.format(n=7, h=0, t=7))  # three slots
+    assert not changes(JOB.format(n=27, h=0, t=30), JOB.format(n=7, h=0, t=30))  # job 27
+    assert not changes(MODULE[0].format(k=3), MODULE[0].format(k=0))  # module m3
+    assert not changes("The Billing API v2.5 returns JSON", "The Billing API v2.4 returns JSON")
+    assert not changes("Jon is tired", "Jon is a dancer")
+
+
+# -- the invariant over generated memory sets
+
+FACTS = {
+    "job": (JOB, "fact"),
+    "module": (MODULE[0], "preference"),
+    "module2": (MODULE[1], "preference"),
+    "port": ("The staging database port is {p}", "fact"),
+    "region": ("The {svc} service is deployed to region {r}", "fact"),
+    "api": ("The {Svc} API v2.{m} returns JSON", "fact"),
+    "topic": ("Events of {svc} go to Kafka topic {topic}", "fact"),
+}
+SUBJECT = {
+    "job": ("n",),
+    "module": ("k",),
+    "module2": ("k",),
+    "port": (),
+    "region": ("svc",),
+    "api": ("Svc", "m"),
+    "topic": ("svc",),
+}
+"""The generator's truth: which parameters name what a memory is about (the rest are values)."""
+
+
+def _facts() -> SearchStrategy[list[tuple[str, str, int, tuple[object, ...]]]]:
+    svc = st.sampled_from(["billing", "search"])
+    params = {
+        "job": st.fixed_dictionaries(
+            {
+                "n": st.sampled_from([7, 27, 47]),
+                "h": st.integers(0, 2),
+                "t": st.sampled_from([30, 45]),
+            }
+        ),
+        "module": st.fixed_dictionaries({"k": st.integers(0, 3)}),
+        "module2": st.fixed_dictionaries({"k": st.integers(0, 3)}),
+        "port": st.fixed_dictionaries({"p": st.sampled_from([5432, 6543, 7000])}),
+        "region": st.fixed_dictionaries(
+            {"svc": svc, "r": st.sampled_from(["eu-west-1", "us-east-2", "ams"])}
+        ),
+        "api": st.fixed_dictionaries(
+            {"Svc": st.sampled_from(["Billing", "Search"]), "m": st.integers(1, 3)}
+        ),
+        "topic": st.fixed_dictionaries(
+            {"svc": svc, "topic": st.sampled_from(["orders_v1", "audit.log", "orders_v2"])}
+        ),
+    }
+
+    def one(kind: str) -> SearchStrategy[tuple[str, str, int, tuple[object, ...]]]:
+        template, type_ = FACTS[kind]
+        return st.tuples(params[kind], st.integers(100, 160)).map(
+            lambda pa: (
+                template.format(**pa[0]),
+                type_,
+                pa[1],
+                (kind.rstrip("2"), *(pa[0][k] for k in SUBJECT[kind])),
+            )
+        )
+
+    return st.lists(st.sampled_from(sorted(FACTS)).flatmap(one), min_size=3, max_size=10)
+
+
+@settings(max_examples=20)  # cheaper: each example embeds and consolidates a workspace
+@given(memories=_facts())
+@example(
+    memories=[
+        (JOB.format(n=n, h=n // 10, t=n), "fact", age, ("job", n))
+        for n, age in ((7, 130), (27, 100), (47, 160))
+    ]
+    + [(text.format(k=k), "preference", 120, ("module", k)) for k in range(4) for text in MODULE]
+)
+def test_consolidation_hides_no_distinct_fact(
+    memories: list[tuple[str, str, int, tuple[object, ...]]], embedder
+) -> None:
+    """Over generated memory sets, every memory a candidate (threshold) and clusters made wide
+    (similarity 0.3): the oracle finds nothing hidden, and each memory superseded has the
+    subject of the newer one (by the generator's truth) and an earlier date."""
+    import tempfile
+
+    truth = {text: subject for text, _, _, subject in memories}
+    toml = "[consolidate]\nthreshold = 1\nsimilarity = 0.3\n"
+    with tempfile.TemporaryDirectory() as folder:
+        ws = _written(Path(folder) / "w", [m[:3] for m in memories], toml)
+        ws = Workspace(ws.root, embedder=embedder)
+        ws.consolidate(offline=True)
+        assert hidden_facts(ws.root) == []
+        every = {e.id: e for e in ws.entries("memory.md", include_archived=True)}
+        for entry in every.values():
+            if "superseded_by" in entry.meta:
+                newer = every[entry.meta["superseded_by"]]
+                assert truth[entry.text] == truth[newer.text], (entry.text, newer.text)
+                assert (newer.created or "") > (entry.created or "")
+        ws.close()

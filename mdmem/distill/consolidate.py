@@ -80,6 +80,22 @@ class Merged:
 
 
 @dataclass(frozen=True)
+class Change:
+    """One memory superseded by a newer value: the pair the report lists."""
+
+    old: str
+    new: str
+    old_text: str
+    new_text: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(vars(self))
+
+    def describe(self) -> str:
+        return f"{self.old} → {self.new}: {self.old_text!r} → {self.new_text!r}"
+
+
+@dataclass(frozen=True)
 class Cluster:
     path: str
     type: str
@@ -138,6 +154,8 @@ class ConsolidateReport:
     fidelity_threshold: float = 0.5
     passed_over: tuple[tuple[str, int], ...] = ()
     """Why the other memories were no candidates: (reason, count), see :func:`passed_over`."""
+    changes: tuple[Change, ...] = ()
+    """Each memory superseded by a newer value, with both texts."""
     when: str = field(default_factory=lambda: dt.datetime.now().isoformat(timespec="seconds"))
 
     def count(self, outcome: str) -> int:
@@ -186,10 +204,12 @@ class ConsolidateReport:
         )
 
     def to_dict(self) -> dict[str, object]:
+        skip = ("clusters", "changes")
         out: dict[str, object] = {
-            k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("clusters",)
+            k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skip
         }
         out["clusters"] = [c.to_dict() for c in self.clusters]
+        out["changes"] = [c.to_dict() for c in self.changes]
         out["archived"] = list(self.archived)
         out["suggestions"] = list(self.suggestions)
         out["problems"] = list(self.problems)
@@ -218,14 +238,19 @@ class Consolidator:
         offline: bool = False,
         dry_run: bool = False,
         by_importance: bool = False,
+        writer: Writer | None = None,
         **llm_kwargs: Any,
     ) -> ConsolidateReport:
+        """``writer``: a dry run's writer that already holds earlier steps' edits (promotion
+        extracts into memory.md first): consolidation reads the files as it holds them and
+        adds its own edits, so the caller's diff shows everything."""
         cfg = self.config.consolidate
-        memories = lasting(self.documents)
+        if writer is None:
+            writer = DryRunWriter(self.documents, self.redactor) if dry_run else self.writer
+        memories = lasting(self.documents, writer)
         counts = _counts(self.access_counts, memories)
         rule = "threshold" if len(memories) > cfg.threshold else "age"
         picked = candidates(memories, counts, self.config, dt.date.today())
-        writer = DryRunWriter(self.documents, self.redactor) if dry_run else self.writer
         before = self._texts()
         embed = None if by_importance else self.embed()
         if by_importance or embed is None:
@@ -272,6 +297,13 @@ class Consolidator:
         applied = self._apply(found, memories, writer)
         before = sum(self.count_tokens(e.text) for e in memories)
         after_entries, after_tokens = _after(memories, applied, self.count_tokens)
+        by_id = {e.id: e for e in memories}
+        changes = tuple(
+            Change(old, new, by_id[old].text, by_id[new].text)
+            for c in applied
+            if c.active
+            for old, new in c.superseded
+        )
         return ConsolidateReport(
             "llm" if use_llm else "offline",
             rule,
@@ -285,6 +317,7 @@ class Consolidator:
             problems=tuple(problems),
             cost=cost or None,
             fidelity_threshold=cfg.fidelity_threshold,
+            changes=changes,
         )
 
     def _cluster(
@@ -318,8 +351,10 @@ class Consolidator:
         else:
             result = merge_offline(free)
         if not result.proposals:
-            why = "; ".join(result.problems) or "no merge proposed"
-            outcome: Outcome = "superseded" if superseded else "failed"
+            why = "; ".join(result.problems) or "its memories state different facts"
+            outcome: Outcome = (
+                "superseded" if superseded else "failed" if result.problems else "kept"
+            )
             return replace(base, outcome=outcome, reason=why, superseded=superseded), result
         own = dict(zip((e.id for e in members), vectors, strict=True))
         merges = _checked(result.proposals, free, own, embed, cfg.fidelity_threshold)
@@ -416,15 +451,21 @@ def _diff(before: dict[str, str], after: dict[str, str]) -> str:
     return unified_diff({r: before.get(r, "") for r in changed}, {r: after[r] for r in changed})
 
 
-def lasting(documents: Documents) -> list[Entry]:
+def lasting(documents: Documents, writer: Writer | None = None) -> list[Entry]:
     """The lasting memories consolidation looks at: active entries of memory.md and
-    learnings.md of a memory type."""
+    learnings.md of a memory type (as a dry run's ``writer`` holds them, when it does)."""
     return [
         e
         for rel in KNOWLEDGE_FILES
-        for e in documents.entries_or_warn(rel, "consolidate")
+        for e in _entries(documents, writer, rel)
         if not e.archived and e.type in MEMORY_TYPES
     ]
+
+
+def _entries(documents: Documents, writer: Writer | None, rel: str) -> list[Entry]:
+    if isinstance(writer, DryRunWriter) and rel in writer.texts:
+        return list(parse_document(rel, writer.texts[rel]).entries)
+    return list(documents.entries_or_warn(rel, "consolidate"))
 
 
 def candidates(
@@ -578,7 +619,7 @@ def _superseded(members: list[Entry]) -> tuple[tuple[str, str], ...]:
     gone: set[str] = set()
     for i, old in enumerate(ordered):
         for new in reversed(ordered[i + 1 :]):
-            if new.id not in gone and conflicts(new.text, old.text):
+            if new.id not in gone and _dated_later(new, old) and conflicts(new.text, old.text):
                 out.append((old.id, new.id))
                 gone.add(old.id)
                 break
@@ -616,7 +657,7 @@ def _changed_since(
             for key in conflict_keys(old.text)
             for e in by_key.get((old.path, old.type, key), ())
         }
-        newer = [e for e in near.values() if _age_key(e) > _age_key(old)]
+        newer = [e for e in near.values() if _dated_later(e, old)]
         changes = [e for e in newer if conflicts(e.text, old.text)]
         if changes:
             pairs.append((old, max(changes, key=_age_key)))  # the newest change wins
@@ -643,6 +684,13 @@ def _changed_since(
 
 def _age_key(entry: Entry) -> tuple[str, int]:
     return (entry.created or "", entry.start_line)
+
+
+def _dated_later(new: Entry, old: Entry) -> bool:
+    """Only a memory dated after another may supersede it: two of one day (or undated) are
+    two statements, not a change."""
+    a, b = (new.created or "")[:10], (old.created or "")[:10]
+    return bool(a and b) and a > b
 
 
 def _checked(

@@ -12,6 +12,7 @@ import numpy as np
 from mdmem.config import LLMConfig
 from mdmem.distill.extract import Action, Candidate, Decision, parse_json_object, text_hash
 from mdmem.distill.rules import content_words
+from mdmem.distill.slots import changed_slot, slot_keys
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
 from mdmem.text import one_line
@@ -139,9 +140,9 @@ def _conflicting(
     entry_vectors: np.ndarray | None,
     active: list[Entry],
 ) -> Entry | None:
-    """An existing memory the candidate updates: the same specific subject ("the user's
-    favourite editor is …", two or more content words) with another value, or the same words
-    with other numbers ("port 5433" / "port 6543")."""
+    """An existing memory the candidate updates: the same words but one value slot
+    (:func:`changed_slot`: "port 5433" / "port 6543", "editor is Vim" / "… is Zed"), about a
+    specific subject (two or more content words, or a number)."""
     for m, entry in enumerate(active):
         if entry.type != candidate.type or not _different_value(candidate.text, entry.text):
             continue
@@ -189,8 +190,8 @@ def resolve_offline(candidate: Candidate, entry: Entry) -> Decision:
       newer statement wins, the old one is archived with a pointer;
     - the candidate says everything the memory says and more → merge (the candidate's text);
     - the memory says everything the candidate says → skip;
-    - the same subject with a different value ("target is Heroku" / "target is Fly.io"), or
-      the same words with different numbers ("port 5432" / "port 5433") → replace;
+    - the same words but one value slot ("target is Heroku" / "target is Fly.io", "port
+      5432" / "port 5433"; never a number naming the subject, "job 7" / "job 27") → replace;
     - otherwise (a paraphrase) → skip.
     """
     new, old = candidate.text, entry.text
@@ -207,13 +208,9 @@ def resolve_offline(candidate: Candidate, entry: Entry) -> Decision:
 
 
 def _different_value(new: str, old: str) -> bool:
-    a, b = _IS.match(new.strip()), _IS.match(old.strip())
-    if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
-        return content_words(a.group("value")) != content_words(b.group("value"))
-    numbers_a, numbers_b = re.findall(r"\d+(?:\.\d+)?", new), re.findall(r"\d+(?:\.\d+)?", old)
-    words_a = {w for w in content_words(new) if not w[0].isdigit()}
-    words_b = {w for w in content_words(old) if not w[0].isdigit()}
-    return bool(numbers_a and numbers_b) and numbers_a != numbers_b and words_a == words_b
+    """Whether ``new`` changes exactly one value of ``old`` (:mod:`mdmem.distill.slots`): the
+    rest matches, and no number that names the subject ("job 27", "module m3") differs."""
+    return changed_slot(new, old) is not None
 
 
 def resolve_llm(
@@ -277,18 +274,12 @@ def choose_section(doc: Document, text: str, type_: str) -> str | None:
 
 
 def conflicts(new: str, old: str) -> bool:
-    """Whether ``new`` changes what ``old`` says (consolidation keeps the newer): two short
-    statements of one specific subject ("the staging port is …", two or more content words)
-    with values neither of which says the other, the same words with other numbers, or the
-    same words negated. Narrative memories ("Jon is …" / "Jon is …") never conflict."""
+    """Whether ``new`` changes what ``old`` says (the newer is kept, the older superseded): two
+    short statements that differ in exactly one value slot (:func:`changed_slot`: "the staging
+    port is 5432" / "… 6543"; never "job 7 …" / "job 27 …", nor two slots), or the same words
+    negated. Narrative memories, longer than :data:`CONFLICT_WORDS`, never conflict."""
     if max(len(new.split()), len(old.split())) > CONFLICT_WORDS:
         return False
-    a, b = _IS.match(new.strip()), _IS.match(old.strip())
-    if a and b and content_words(a.group("subject")) == content_words(b.group("subject")):
-        if len(content_words(a.group("subject"))) < 2:
-            return False
-        va, vb = content_words(a.group("value")), content_words(b.group("value"))
-        return not (va <= vb or vb <= va)  # "port 8001" / "port 8001, region ams": no change
     if _different_value(new, old):
         return True
     if bool(_NEGATION.search(new)) == bool(_NEGATION.search(old)):
@@ -301,17 +292,12 @@ CONFLICT_WORDS = 20
 """Longer memories are told, not stated: they are merged, never superseded by one another."""
 
 
-def conflict_keys(text: str) -> frozenset[tuple[str, frozenset[str]]]:
-    """Keys two texts :func:`conflicts` says change one another always share one of: the
-    subject of "<subject> is <value>" (two or more content words), the words but numbers, the
-    words but negations. Finds the pairs to check among thousands of memories by lookup, not
-    by comparing every pair."""
+def conflict_keys(text: str) -> frozenset[tuple[str, object]]:
+    """Keys two texts :func:`conflicts` says change one another always share one of: the words
+    around each possible value slot (:func:`slot_keys`), the words but negations. Finds the
+    pairs to check among thousands of memories by lookup, not by comparing every pair."""
     if len(text.split()) > CONFLICT_WORDS:
         return frozenset()
-    keys: set[tuple[str, frozenset[str]]] = set()
-    match = _IS.match(text.strip())
-    if match and len(subject := content_words(match.group("subject"))) >= 2:
-        keys.add(("subject", subject))
-    keys.add(("words", frozenset(w for w in content_words(text) if not w[0].isdigit())))
+    keys: set[tuple[str, object]] = {("slot", key) for key in slot_keys(text)}
     keys.add(("plain", content_words(_NEGATION.sub(" ", text))))
     return frozenset(keys)

@@ -4,7 +4,8 @@
 bilingual: capitalised phrases and words (stopwords out), snake_case identifiers, dotted paths,
 ALL_CAPS constants, and CJK words (jieba). A cosine alone passes paraphrases that lost every
 name, so a merge that drops any number, date, proper name or identifier of its sources is
-refused whatever its score.
+refused whatever its score; so is one that drops a distinguishing token of a source (one holding
+a digit, a capital letter or an inner ``-``, ``_`` or ``.``: ``m3``, ``eu-west-1``).
 """
 
 from __future__ import annotations
@@ -150,7 +151,37 @@ def facts(text: str, common: frozenset[str] = frozenset()) -> set[str]:
         "id " + m.group(0).lower() for m in _DOTTED.finditer(text) if not _is_number(m.group(0))
     }
     out |= {"id " + m.group(0).lower() for m in _ALL_CAPS.finditer(text) if len(m.group(0)) > 1}
+    out |= {"token " + t for t in distinguishing(text)}
     return out
+
+
+_EDGE = "\"'“”‘’()[]{}<>*`,;:!?."
+
+
+def distinguishing(text: str) -> set[str]:
+    """The tokens that tell this memory from its neighbours, lowercased: any holding a digit,
+    a capital letter, or an inner ``-``, ``_`` or ``.`` (``27``, ``m3``, ``eu-west-1``,
+    ``v2.4``, ``Kafka``). A merge must keep each as a token, whatever the other rules say:
+    ``module m3`` has no number, name or keyword they see."""
+    out = set()
+    for raw in text.split():
+        word = raw.strip(_EDGE)
+        inner = any(c in word[1:-1] for c in "-_.")
+        if word and (inner or any(c.isdigit() or c.isupper() for c in word)):
+            out.add(word.lower())
+    return out - PRONOUNS
+
+
+PRONOUNS = frozenset(
+    "the a an i we you he she it they my our your his her its their this that these those".split()
+)
+"""Capitalised only to start a sentence, they tell no memory from another: a merge that says
+"Production deploys go …" for "The deploy target is …" loses no fact."""
+
+
+def token_set(text: str) -> set[str]:
+    """Every word of ``text`` as :func:`distinguishing` compares it (lowercased)."""
+    return {raw.strip(_EDGE).lower() for raw in text.split()}
 
 
 def lost(merged: str, wanted: set[str]) -> set[str]:
@@ -158,6 +189,7 @@ def lost(merged: str, wanted: set[str]) -> set[str]:
     any case; a number also inside a date; a date also as a more precise one."""
     dates = {f[5:] for f in facts(merged) if f.startswith("date ")}
     numbers = {_number(m.group(0)) for m in _NUMBER.finditer(merged)}
+    present = token_set(merged)
     out = set()
     for fact in wanted:
         kind, _, value = fact.partition(" ")
@@ -165,6 +197,8 @@ def lost(merged: str, wanted: set[str]) -> set[str]:
             ok = any(d.startswith(value) for d in dates)
         elif kind == "number":
             ok = value in numbers
+        elif kind == "token":
+            ok = value in present
         else:
             ok = contains(merged, value)
         if not ok:

@@ -12,7 +12,7 @@ from typing import Any
 
 from mdmem.config import LLMConfig
 from mdmem.distill.extract import parse_json_object
-from mdmem.distill.fidelity import facts, keywords, lower_words
+from mdmem.distill.fidelity import facts, keywords, lower_words, token_set
 from mdmem.distill.rules import content_words
 from mdmem.markdown.entries import Entry
 from mdmem.text import one_line
@@ -43,8 +43,54 @@ class MergeResult:
 
 
 def merge_offline(members: Sequence[Entry]) -> MergeResult:
-    """The fewest originals that together say every fact, keyword and most words of the
-    cluster, joined in time order; originals they make redundant are their sources too."""
+    """Per fact (:func:`same_fact` groups), the fewest originals that together say every fact,
+    keyword and most words of it, joined in time order; originals they make redundant are
+    their sources too. Originals of different facts ("job 7 …", "job 27 …") are never joined:
+    one memory listing three jobs is no consolidation, and hides each from a precise search."""
+    proposals: list[Proposal] = []
+    for group in same_fact(members):
+        if len(group) > 1:
+            proposals += _merge_one(group)
+    return MergeResult(tuple(proposals))
+
+
+def same_fact(members: Sequence[Entry]) -> list[list[Entry]]:
+    """The members grouped by fact: by their distinguishing tokens (numbers, names, ids:
+    :func:`~mdmem.distill.fidelity.distinguishing`), but words capitalised only to start a
+    sentence (stopwords, generic words, words another member writes in lower case). A member
+    joins the first group (most tokens first) whose tokens include all of its own: two
+    paraphrases of one fact, or a fact and a more precise one, go together; "job 7 …" and
+    "job 27 …", whose tokens neither includes, never do."""
+    common = lower_words([e.text for e in members])
+    signed = sorted(
+        ((_signature(e.text, common), e) for e in sorted(members, key=_age_key)),
+        key=lambda pair: -len(pair[0]),
+    )
+    heads: list[frozenset[str]] = []
+    groups: list[list[Entry]] = []
+    for signature, entry in signed:
+        n = next((n for n, head in enumerate(heads) if signature <= head), None)
+        if n is None:
+            heads.append(signature)
+            groups.append([entry])
+        else:
+            groups[n].append(entry)
+    return [sorted(g, key=_age_key) for g in groups]
+
+
+def _signature(text: str, common: frozenset[str]) -> frozenset[str]:
+    from mdmem.distill.fidelity import GENERIC, distinguishing
+    from mdmem.distill.rules import STOPWORDS
+
+    plain = STOPWORDS | GENERIC | common  # (a word only capitalised: "Production")
+    return frozenset(
+        t
+        for t in distinguishing(text)
+        if t not in plain or any(c.isdigit() or c in "-_." for c in t)
+    )
+
+
+def _merge_one(members: Sequence[Entry]) -> list[Proposal]:
     ordered = sorted(members, key=_age_key)
     common = lower_words([e.text for e in ordered])
     units = {e.id: _units(e.text, common) for e in ordered}
@@ -56,7 +102,8 @@ def merge_offline(members: Sequence[Entry]) -> MergeResult:
         if chosen and not _worth(units[best.id], covered):
             break
         chosen.append(best)
-        covered |= units[best.id]
+        # a distinguishing token is said by any chosen text holding the word ("deploys")
+        covered |= units[best.id] | {"token " + w for w in token_set(best.text)}
         remaining.remove(best)
     chosen.sort(key=_age_key)
     groups = _groups(chosen)[:MAX_MERGES]  # the rest stays, for the next run
@@ -65,8 +112,7 @@ def merge_offline(members: Sequence[Entry]) -> MergeResult:
     redundant = [e for e in ordered if e not in chosen]
     merged = _assign(proposals, groups, redundant)
     # a memory that would only be rewritten as itself is no merge
-    out = [p for p, g in zip(merged, groups, strict=True) if len(p.sources) > 1 or len(g) > 1]
-    return MergeResult(tuple(out))
+    return [p for p, g in zip(merged, groups, strict=True) if len(p.sources) > 1 or len(g) > 1]
 
 
 def _age_key(entry: Entry) -> tuple[str, str, int]:
@@ -139,8 +185,10 @@ def _clause(text: str) -> str:
 
 MERGE_PROMPT = """\
 You merge memories that overlap into as few memories as keep everything they say: 1 to 3.
-Keep every name, number, date and identifier exactly as written. Add nothing that is not in
-them. Where two memories disagree, keep the newer one's value (they are listed oldest first).
+Keep every name, number, date and identifier exactly as written: every word holding a digit,
+a capital letter, or an inner -, _ or . (m3, eu-west-1, v2.4, Kafka) must appear.
+Add nothing that is not in them. Where two memories disagree, keep the newer one's value (they
+are listed oldest first).
 Each merged memory is one explicit, checkable statement in the third person.
 Reply with only a JSON object:
 {"memories": [{"content": "...", "importance": 0.7, "source_memory_ids": ["m-..."]}]}

@@ -138,8 +138,9 @@ class Promoter:
     writer: Writer
     safe: SafeWriter
     distiller: Callable[[], Distiller]
-    consolidate: Callable[[bool], ConsolidateReport]
-    """Runs consolidation (offline); the argument is ``dry_run``."""
+    consolidate: Callable[[Writer | None], ConsolidateReport]
+    """Runs consolidation (offline); the argument is a dry run's writer (None: for real), so
+    the dry run's diff holds consolidation's edits too."""
     access_counts: Callable[[Sequence[str]], dict[str, int]]
     count: TokenCounter
     agent: str
@@ -226,7 +227,7 @@ class Promoter:
         for item in plan.promote:
             steps.append(self._promote(item, writer, problems))
         if plan.consolidate:
-            steps.append(self._consolidate(dry_run))
+            steps.append(self._consolidate(writer if dry_run else None))
         moves: tuple[Move, ...] = ()
         if plan.archive:
             moves = tuple(archive_sessions(self.documents, self.safe, list(plan.archive), dry_run))
@@ -335,7 +336,7 @@ class Promoter:
             return Step("extract", COMPACT_FILE, f"{detail}: not archived ({exc})", 1, item.tokens)
         return Step("extract", COMPACT_FILE, detail, 1, item.tokens, done=True)
 
-    def _consolidate(self, dry_run: bool) -> Step:
+    def _consolidate(self, dry_run: Writer | None) -> Step:
         report = self.consolidate(dry_run)
         return Step(
             "consolidate",
@@ -343,7 +344,7 @@ class Promoter:
             report.summary(),
             report.memories,
             report.tokens_before - report.tokens_after,
-            done=not dry_run,
+            done=dry_run is None,
         )
 
 

@@ -1,9 +1,10 @@
 """Bringing archived entries back: what ``mdmem restore ID`` does after a consolidation.
 
-Consolidation never deletes: it archives the originals with ``consolidated_into=<id>``. Putting
-them back is an edit of the same kind (through the safe writes, one file at a time): the entry
-leaves ``## Archive`` for the section of its type, its consolidation keys are dropped, and
-``restored=<date>`` keeps consolidation from merging it again."""
+Consolidation never deletes: it archives the originals with ``consolidated_into=<id>``, and a
+memory a newer value changes with ``superseded_by=<id>``. Putting either back is an edit of the
+same kind (through the safe writes, one file at a time): the entry leaves ``## Archive`` for
+the section of its type, its archive keys are dropped (and its id from the newer memory's
+``supersedes=``), and ``restored=<date>`` keeps consolidation from archiving it again."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ ARCHIVED_BY = "archived_by"
 """``importance``: archived by ``consolidate --by-importance`` (no merge, no pointer)."""
 RESTORED = "restored"
 UNMERGED = "unmerged"
-_DROPPED = (CONSOLIDATED_INTO, CONSOLIDATED, ARCHIVED_BY)
+SUPERSEDED_BY = "superseded_by"
+SUPERSEDED = "superseded"
+SUPERSEDES = "supersedes"
+_DROPPED = (CONSOLIDATED_INTO, CONSOLIDATED, ARCHIVED_BY, SUPERSEDED_BY, SUPERSEDED)
 
 
 @dataclass(frozen=True)
@@ -42,14 +46,16 @@ class RestoreReport:
 
 
 def by_consolidation(entry: Entry) -> bool:
-    """Whether consolidation archived this entry."""
+    """Whether the program archived this entry with a reason restore undoes: merged, archived
+    by importance, or superseded by a newer value."""
     return entry.archived and any(key in entry.meta for key in _DROPPED)
 
 
 def restore(documents: Documents, writer: Writer, entry_id: str) -> RestoreReport:
-    """``entry_id`` names an original archived by consolidation (it comes back alone), or a
-    merged memory (all its archived originals come back and it is archived itself). A merged
-    memory a person deleted still names its originals: they come back."""
+    """``entry_id`` names an original archived by consolidation or superseded (it comes back
+    alone), a merged memory (all its archived originals come back and it is archived itself),
+    or a memory that superseded others (they come back; it stays). A merged memory a person
+    deleted still names its originals: they come back."""
     try:
         entry = documents.get(entry_id)
     except EntryNotFoundError:
@@ -57,44 +63,73 @@ def restore(documents: Documents, writer: Writer, entry_id: str) -> RestoreRepor
     if entry is not None and by_consolidation(entry):
         _restore_in(writer, entry.path, [entry.id], None)
         return RestoreReport((entry.id,), (), ())
-    originals = [
+    archived = [
         e
         for rel in KNOWLEDGE_FILES
         if (documents.root / rel).exists()
         for e in documents.entries(rel, include_archived=True)
-        if e.archived and e.meta.get(CONSOLIDATED_INTO) == entry_id
+        if e.archived
     ]
+    originals = [e for e in archived if e.meta.get(CONSOLIDATED_INTO) == entry_id]
+    changed = [e for e in archived if e.meta.get(SUPERSEDED_BY) == entry_id]
     if entry is None:
-        if not originals:
+        if not originals + changed:
             documents.get(entry_id)  # raises EntryNotFoundError, naming the id
-        for rel in dict.fromkeys(e.path for e in originals):
-            _restore_in(writer, rel, [e.id for e in originals if e.path == rel], None)
-        return RestoreReport(tuple(e.id for e in originals), (), ())
-    if entry.archived or not originals:
+        _restore_all([*originals, *changed], writer)
+        return RestoreReport(tuple(e.id for e in [*originals, *changed]), (), ())
+    if entry.archived or not originals + changed:
         raise EditNotApplicable(
             f"{entry.path}:{entry.start_line}: {entry.id} was not archived by consolidation and "
-            "no archived original names it (consolidated_into=); nothing to restore"
+            "no archived memory names it (consolidated_into=, superseded_by=); nothing to restore"
         )
+    if not originals:  # a newer value: the memories it superseded come back beside it
+        _restore_all(changed, writer)
+        return RestoreReport(tuple(e.id for e in changed), (), ())
     named = set(entry.meta.get("refines", "").split(",")) - {""}
     found = {e.id for e in originals}
-    for rel in dict.fromkeys(e.path for e in originals):
-        ids = [e.id for e in originals if e.path == rel]
+    everything = [*originals, *changed]
+    for rel in dict.fromkeys(e.path for e in everything):
+        ids = [e.id for e in everything if e.path == rel]
         _restore_in(writer, rel, ids, entry if rel == entry.path else None)
-    if entry.path not in {e.path for e in originals}:
+    if entry.path not in {e.path for e in everything}:
         _archive_merged(writer, entry)
-    return RestoreReport(tuple(e.id for e in originals), (entry.id,), tuple(sorted(named - found)))
+    restored = tuple(e.id for e in everything)
+    return RestoreReport(restored, (entry.id,), tuple(sorted(named - found)))
+
+
+def _restore_all(entries: list[Entry], writer: Writer) -> None:
+    for rel in dict.fromkeys(e.path for e in entries):
+        _restore_in(writer, rel, [e.id for e in entries if e.path == rel], None)
 
 
 def _restore_in(writer: Writer, rel: str, ids: list[str], merged: Entry | None) -> None:
     def edit(current: str) -> str:
         text = current
         for entry_id in ids:
+            newer = _superseded_by(text, rel, entry_id)
             text = unarchive_entry(text, rel, entry_id, {RESTORED: today()})
+            if newer is not None:
+                text = _drop_supersedes(text, rel, newer, entry_id)
         if merged is not None:
             text = _archive(text, rel, merged)
         return text
 
     writer.write(rel, edit, create=False)
+
+
+def _superseded_by(text: str, rel: str, entry_id: str) -> str | None:
+    found = [e for e in parse_document(rel, text).entries if e.id == entry_id and e.archived]
+    return found[0].meta.get(SUPERSEDED_BY) if found else None
+
+
+def _drop_supersedes(text: str, rel: str, newer: str, entry_id: str) -> str:
+    """The newer memory of this file no longer says it supersedes ``entry_id``."""
+    doc = parse_document(rel, text)
+    found = [e for e in doc.entries if e.id == newer]
+    if len(found) != 1 or SUPERSEDES not in found[0].meta:
+        return text  # in another file, or gone: its pointer is only stale
+    rest = [i for i in found[0].meta[SUPERSEDES].split(",") if i and i != entry_id]
+    return edits.rewrite_entry(text, rel, newer, {SUPERSEDES: ",".join(rest) or None})
 
 
 def _archive_merged(writer: Writer, merged: Entry) -> None:
