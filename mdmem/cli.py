@@ -432,17 +432,20 @@ def status(
         return
     ws = _open(ctx)
     st = ws.status()
+    unembedded = st.chunks - st.embedded if st.model else 0
     if as_json:
-        _print_json({"workspace": str(ws.root), "mode": ws.mode, **st.to_dict()})
+        data = {"workspace": str(ws.root), "mode": ws.mode, **st.to_dict()}
+        _print_json({**data, "unembedded": unembedded})
         return
-    fresh = (
-        "fresh"
-        if not (st.stale or st.removed)
-        else (
-            f"{len(st.stale) + len(st.removed)} file(s) changed since the last sync "
-            "(the next search re-indexes them)"
-        )
-    )
+    stale = [
+        *(
+            [f"{len(st.stale) + len(st.removed)} file(s) changed since the last sync"]
+            if st.stale or st.removed
+            else []
+        ),
+        *([f"{unembedded} chunk(s) not embedded yet"] if unembedded > 0 else []),
+    ]
+    fresh = f"{'; '.join(stale)} (`mdmem index` brings it up to date)" if stale else "fresh"
     rows = [
         ("workspace", f"{ws.root} (mode {ws.mode}, agent {ws.agent})"),
         ("files", str(st.files)),
@@ -1631,14 +1634,26 @@ def _copy_index(ws: Any, backend: str | None, url: str | None, as_json: bool) ->
     if as_json:
         _print_json({name: getattr(copied, name) for name in copied.__dataclass_fields__})
         return
+    if copied.synced:
+        typer.echo(
+            f"{copied.where} already holds this workspace's index: synced it with the files "
+            f"instead of copying the local one over it ({copied.embedded} chunks embedded; "
+            f"generation {copied.generation}; {copied.files} files, {copied.chunks} chunks)."
+        )
+    else:
+        typer.echo(
+            f"Copied {copied.files} files, {copied.chunks} chunks and {copied.vectors} vectors "
+            f"into {copied.where} in {copied.seconds:.2f} s (nothing embedded again)."
+        )
+    index = ws.config.index
+    done = index.backend == "postgres" and index.workspace == copied.name
     typer.echo(
-        f"Copied {copied.files} files, {copied.chunks} chunks and {copied.vectors} vectors "
-        f"into {copied.where} in {copied.seconds:.2f} s (nothing embedded again)."
+        "mdmem.toml has these lines already:"
+        if done
+        else "Set these lines in mdmem.toml (and the server's URL, password included, in "
+        "$MDMEM_INDEX_URL); a reader elsewhere uses the same index.workspace:"
     )
-    typer.echo(
-        'To search it, set index.backend = "postgres" in mdmem.toml, with the server in '
-        f'index.url or $MDMEM_INDEX_URL; elsewhere, index.workspace = "{copied.name}".'
-    )
+    typer.echo(f'\n[index]\nbackend = "postgres"\nworkspace = "{copied.name}"')
 
 
 # ---- sharing a workspace through git ---------------------------------------------------------

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
-from postgres_cluster import Cluster
+from postgres_cluster import PASSWORD, Cluster
 from typer.testing import CliRunner
 
 from mdmem import Workspace
@@ -143,7 +144,9 @@ def test_copy_from_sqlite_through_the_cli_embeds_nothing(
     )
     assert out.exit_code == 0, out.output
     assert "Copied 10 files" in out.output and "nothing embedded again" in out.output
-    assert 'index.backend = "postgres"' in out.output
+    toml = tomllib.loads(out.stdout.split("\n\n", 1)[1])  # the mdmem.toml lines it says to set
+    assert toml["index"]["backend"] == "postgres"
+    assert toml["index"]["workspace"].startswith("ws_") and PASSWORD not in out.stdout
     pg = on_postgres(root, postgres.url, embedder)
     status = pg.status()
     assert status.files == 10 and status.embedded == status.chunks > 100
@@ -438,3 +441,85 @@ def test_a_connection_never_waits_long_to_start_the_access_history(
     other.close()
     ws.close()
     assert finished and opened == [None]
+
+
+# ---- issue 32 §4: a copy never moves the server backwards; status counts unembedded chunks ----
+
+
+class DyingServer:
+    """The real model, and the server's end of the indexer's connection terminated (a real
+    backend killed by pg_terminate_backend) before each embedding batch after the first: the
+    server dies mid-sync, as far as the indexer can tell, and again on its one retry."""
+
+    def __init__(self, model, admin_url: str) -> None:
+        self.model, self.admin_url, self.calls = model, admin_url, 0
+        self.model_id = model.model_id
+
+    def embed(self, texts, progress=None):
+        self.calls += 1
+        if self.calls > 1:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                    "application_name = 'mdmem' AND pid <> pg_backend_pid()"
+                )
+        return self.model.embed(texts, progress)
+
+
+def _status(root: Path) -> str:
+    out = CliRunner().invoke(app, ["-w", str(root), "status"])
+    assert out.exit_code == 0, out.output
+    return out.stdout
+
+
+def test_a_workspace_on_postgres_never_moves_back_and_says_when_it_is_not_embedded(
+    tmp_path: Path, indexed_template: Path, embedder, postgres: Cluster, monkeypatch
+) -> None:
+    """The issue's scenario: the documented copy, a user who sets the lines it prints, work on
+    the server, the copy run again (it used to lay the stale local index over the server's:
+    chunks without vectors, generation back to 1, status "fresh"), then the server dying
+    mid-sync (status said "fresh" with chunks not embedded)."""
+    root = tmp_path / "ws"
+    shutil.copytree(indexed_template, root)
+    monkeypatch.setenv("MDMEM_INDEX_URL", postgres.url)
+    runner = CliRunner()
+    first = runner.invoke(app, ["-w", str(root), "index", "--backend", "postgres"])
+    assert first.exit_code == 0, first.output
+    lines = first.stdout.split("\n\n", 1)[1]
+    (root / "mdmem.toml").write_text((root / "mdmem.toml").read_text() + "\n" + lines)
+    ws = Workspace.open(root, embedder=embedder)
+    assert ws.index.__class__.__name__ == "PostgresIndex"
+    for n in range(3):
+        ws.remember(f"The canary deploy of release {n} goes to the Lisbon region first")
+    ws.sync()
+    before = ws.status()
+    assert before.embedded == before.chunks and "fresh" in _status(root)
+    again = runner.invoke(app, ["-w", str(root), "index", "--backend", "postgres"])
+    assert again.exit_code == 0, again.output
+    assert "already holds this workspace's index" in again.stdout
+    assert "mdmem.toml has these lines already" in again.stdout
+    after = Workspace.open(root, embedder=embedder)
+    status = after.status()
+    assert status.generation is not None and before.generation is not None
+    assert status.generation >= before.generation  # never back to 1
+    assert (status.chunks, status.embedded) == (before.chunks, before.chunks)
+    hit = after.search("which region gets the canary deploy first", k=1)[0]
+    assert "Lisbon region" in hit.text
+    after.close()
+
+    # the server dies mid-sync: the chunks are in, some vectors are not
+    for n in range(150):
+        ws.remember(f"Runbook step {n}: rotate the credentials of service s{n} after paging")
+    dying = Workspace.open(root, embedder=DyingServer(embedder, postgres.url_for(db="postgres")))
+    with pytest.raises((IndexServerError, psycopg.Error)):
+        dying.sync()
+    dying.close()
+    half = Workspace.open(root, embedder=embedder).status()
+    assert half.chunks - half.embedded > 0
+    shown = _status(root)
+    assert f"{half.chunks - half.embedded} chunk(s) not embedded yet" in shown
+    assert "fresh" not in shown.split("freshness", 1)[1].splitlines()[0]
+    redo = runner.invoke(app, ["-w", str(root), "index"])
+    assert redo.exit_code == 0, redo.output
+    assert "  fresh" in _status(root)
+    ws.close()

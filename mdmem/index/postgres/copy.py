@@ -1,5 +1,9 @@
 """Moving a workspace's SQLite index into PostgreSQL without embedding anything again.
 
+Only into a schema that holds no index yet: where the server already holds this workspace's
+index, it is synced with the files instead (a local copy could only move it backwards: fewer
+vectors, a lower generation), and another machine's is refused.
+
 Files, chunks (their keyword terms computed on the way), vectors, access counts and first-seen
 dates are copied in one transaction under the indexer lock: a reader sees the old index or the
 new one. Vectors go in by binary COPY, and each vector table's HNSW index is built after its
@@ -45,6 +49,16 @@ class Copied:
     where: str
     name: str
     """The workspace's name on the server (what readers elsewhere set as index.workspace)."""
+    generation: int = 0
+    """The server's index generation after it: never lower than before."""
+    synced: bool = False
+    """The server already held this workspace's index: it was synced with the files (the
+    changes embedded), not replaced by the local copy."""
+    embedded: int = 0
+
+
+class HoldsAnIndex(MdmemError):
+    """The server already holds an index for this schema: a copy would replace it."""
 
 
 def copy_workspace(
@@ -73,15 +87,54 @@ def copy_workspace(
     )
     try:
         target.conn  # noqa: B018  (a server that cannot be used says so before any work)
+        if _holds_index(target):
+            return _sync_instead(target)
         source = state_dir / "index.db"
         lite = SqliteIndex(root, source, files, embedder, redactor=redactor)
         try:
             lite.sync(embed=False)
         finally:
             lite.close()
-        return copy_sqlite(source, target)
+        try:
+            return copy_sqlite(source, target)
+        except HoldsAnIndex:  # another process filled it meanwhile
+            return _sync_instead(target)
     finally:
         target.close()
+
+
+def _holds_index(target: PostgresIndex) -> bool:
+    """Whether the server already holds an index in this workspace's schema. Another
+    machine's is refused (copying over it would move it back to this copy's files)."""
+    if not target.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
+        return False
+    owner = target.meta("origin")
+    if owner is not None and owner != origin(target.root):
+        raise MdmemError(
+            f"{target.where} already holds the index of {owner}; nothing was copied (give "
+            "this workspace an index.workspace of its own to copy it)"
+        )
+    return True
+
+
+def _sync_instead(target: PostgresIndex) -> Copied:
+    """The server's index of this workspace is brought up to date with the files, as `mdmem
+    index` would: a copy of the local index could only be older (its vectors fewer, its
+    generation lower) and is never laid over it."""
+    started = time.perf_counter()
+    report = target.sync()
+    status = target.status(None)
+    return Copied(
+        status.files,
+        status.chunks,
+        0,
+        time.perf_counter() - started,
+        target.where,
+        target.name,
+        generation=target.generation(),
+        synced=True,
+        embedded=report.embedded,
+    )
 
 
 def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0) -> Copied:
@@ -96,21 +149,26 @@ def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0)
             if not held:
                 raise MdmemError(f"{target.where}: another indexer holds it; try again later")
             with conn.transaction():
+                if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
+                    raise HoldsAnIndex(f"{target.where} already holds an index")
                 _clear(conn)
                 counts = _copy(lite, conn, target)
+                generation = store.generation(conn)
     finally:
         lite.close()
     target.close()  # cached layout and settings start anew
-    return Copied(*counts, time.perf_counter() - started, target.where, target.name)
+    seconds = time.perf_counter() - started
+    return Copied(*counts, seconds, target.where, target.name, generation=generation)
 
 
 def _clear(conn: Any) -> None:
+    """What is left of an index that holds no file (its generation stays: it only grows)."""
     for (name,) in conn.execute("SELECT name FROM vector_tables").fetchall():
         conn.execute(f"DROP TABLE {db.ident(name)}")
     conn.execute(
         "TRUNCATE chunks, files, df, postings, vector_tables, access, first_seen, relations"
     )
-    conn.execute("DELETE FROM meta WHERE key <> 'schema_version'")
+    conn.execute("DELETE FROM meta WHERE key NOT IN ('schema_version', 'generation')")
 
 
 def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[int, int, int]:
@@ -150,8 +208,8 @@ def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[i
     tables = {str(m): str(n) for m, n in conn.execute("SELECT model, name FROM vector_tables")}
     if model in tables:
         store.set_meta(conn, "embed_table", tables[model])
-    store.bump_generation(conn)
-    store.set_meta(conn, "embedded_generation", str(store.generation(conn)))
+    store.bump_generation(conn)  # (no embedded_generation: the next sync looks for chunks the
+    # local index had not embedded, and embeds them)
     store.set_meta(conn, "origin", origin(target.root))
     return len(files), chunks, vectors
 
