@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class MdmemError(Exception):
     """Base class: anything mdmem raises on purpose."""
@@ -78,3 +80,58 @@ class ScopeError(MdmemError):
 
 class ParentCycleError(ConfigError):
     """Workspaces whose ``parent`` settings lead back to themselves; names every step."""
+
+
+class QueryTooLongError(MdmemError, ValueError):
+    """A search query longer than a search takes (``index.search.MAX_QUERY_CHARS``): every
+    stage of a search costs time in its length, so a pasted document is refused at once."""
+
+
+class StateDirError(MdmemError):
+    """The workspace's ``.mdmem`` is not a folder (a file, a broken symlink): mdmem keeps its
+    index, locks and journal there, so nothing but reading files can run."""
+
+
+class DiskFullError(MdmemError, OSError):
+    """A file mdmem had to write could not be, for want of space (or over quota). Names the
+    file; what was on disk stays as it was, and the same call works once space is freed. An
+    OSError too, so code that handled the bare one still does."""
+
+    def __init__(self, path: str, what: str = "cannot write") -> None:
+        self.path = path
+        super().__init__(
+            errno.ENOSPC,
+            f"{path}: {what}: the disk is full (no space left on device); nothing was written. "
+            "Free some space and try again",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says there is no room left: no space, over quota, SQLite's SQLITE_FULL."""
+    if isinstance(exc, OSError):
+        return exc.errno in NO_SPACE_ERRNOS
+    return (getattr(exc, "sqlite_errorname", "") or "").startswith("SQLITE_FULL")
+
+
+def write_failure(path: str, exc: OSError) -> MdmemError:
+    """The one-line error for ``exc``, raised writing ``path`` (workspace-relative)."""
+    if isinstance(exc, MdmemError):
+        return exc
+    if disk_full(exc):
+        return DiskFullError(path)
+    return FileProblem(path, f"cannot write: {exc.strerror or exc}")
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError nothing closer handled: the file it names, and what went wrong
+    (a full disk said as such)."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    if disk_full(exc):
+        return f"{where}the disk is full (no space left on device); free some space and try again"
+    return f"{where}{exc.strerror or exc}"

@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path, PurePosixPath
 
-from mdmem.errors import FileProblem, UnsafePathError
+from mdmem.errors import FileProblem, StateDirError, UnsafePathError
 
 ALWAYS_SKIPPED = frozenset(
     {".mdmem", ".trash", ".git", ".hg", ".svn", "node_modules", "__pycache__"}
@@ -109,6 +109,19 @@ def _real(absolute: Path, rel: str) -> Path:
         if exc.errno == errno.ELOOP:
             raise FileProblem(rel, "symlink loop (a link that leads back to itself)") from None
     return Path(os.path.realpath(absolute))
+
+
+def check_state_dir(root: Path, name: str = ".mdmem") -> None:
+    """Raise StateDirError when ``root/name`` exists and is not a folder: every index, lock and
+    journal write would fail on it with a bare FileExistsError or NotADirectoryError."""
+    path = root / name
+    if os.path.isdir(path) or not os.path.lexists(path):
+        return
+    kind = "a broken symlink" if os.path.islink(path) else "a file"
+    raise StateDirError(
+        f"{name} in {root} is {kind}, not a folder: mdmem keeps its index, locks and journal "
+        f"there. Move it away (e.g. `mv {name} {name}.bak`); mdmem makes the folder again"
+    )
 
 
 def slugify(title: str, limit: int = 40) -> str:

@@ -77,6 +77,7 @@ class Workspace:
         self.root = Path(root).absolute()
         if not self.root.is_dir():
             raise WorkspaceNotFoundError(f"{self.root} is not a folder")
+        check_state_dir(self.root, STATE_DIR)
         self.config = config if config is not None else load_config(self.root)
         self._embedder = embedder
         self._index: IndexBackend | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from mdmem import FileProblem, InvalidNameError, UnsafePathError, Workspace
+from mdmem.errors import QueryTooLongError, StateDirError
+from mdmem.index.search import MAX_QUERY_CHARS
 
 
 def _problems(ws: Workspace) -> dict[str, str]:
@@ -142,3 +145,66 @@ def test_gitignore_and_internal_folders_are_respected(ws: Workspace) -> None:
     assert "sub/keep.md" in paths
     assert not {"private/a.md", "x.draft.md", ".git/y.md", ".mdmem/z.md", "sub/skip.md"} & paths
     assert {".compact_memory.md", "memory.md"} <= paths  # dot-files are memory too
+
+
+# ---- .mdmem is not a folder ---------------------------------------------------------------------
+
+BIN = Path(sys.executable).parent / "mdmem"
+
+
+@pytest.mark.parametrize("kind", ["file", "broken symlink"])
+def test_a_state_folder_that_is_not_a_folder_is_one_clear_line(ws: Workspace, kind: str) -> None:
+    ws = Workspace.open(_keyword_only(ws.root))
+    ws.remember("Deploys go to Fly.io staging")
+    state = ws.root / ".mdmem"
+    shutil.rmtree(state)
+    if kind == "file":
+        state.write_text("not a folder\n")
+    else:
+        state.symlink_to(ws.root / "gone")
+    with pytest.raises(StateDirError, match=rf"^\.mdmem in {ws.root} is a {kind}, not a folder"):
+        Workspace.open(ws.root)
+    commands = [["index"], ["status"], ["search", "Fly.io"], ["context", "deploy"], ["add", "x"]]
+    env = {k: v for k, v in os.environ.items() if k != "MDMEM_WORKSPACE"}
+    runs = [  # at once: each is a process start and nothing else
+        subprocess.Popen([str(BIN), "-w", str(ws.root), *command], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for command in (commands if kind == "file" else commands[2:3])
+    ]  # fmt: skip
+    for run in runs:
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 1, (run.args, stderr)
+        assert stderr.startswith(f"mdmem: error: .mdmem in {ws.root} is a {kind}"), stderr
+        assert stderr.count("\n") == 1 and "mv .mdmem .mdmem.bak" in stderr
+    assert (ws.root / "memory.md").read_text().count("Fly.io") == 1  # nothing written
+    state.unlink()  # what the message says to do
+    assert Workspace.open(ws.root).search("Fly.io")[0].path == "memory.md"
+
+
+# ---- a query too long to search -----------------------------------------------------------------
+
+
+def test_a_huge_query_is_refused_before_any_work(ws: Workspace) -> None:
+    keyword_only = Workspace.open(_keyword_only(ws.root))
+    keyword_only.remember("Deploys go to Fly.io staging")
+    keyword_only.sync(embed=False)
+    (ws.root / "learnings.md").write_text("- a hand edit no search has indexed yet\n")
+    huge = "deploy " * 150_000  # about 1 MB
+    for call in (
+        lambda: keyword_only.search(huge),
+        lambda: keyword_only.search(huge, mode="keyword"),
+        lambda: keyword_only.build_context(huge),
+    ):
+        with pytest.raises(QueryTooLongError, match=r"the query is 1,050,000 characters, over"):
+            call()
+    assert keyword_only.status().stale == ["learnings.md"]  # refused before any sync
+    longest = ("where do deploys go " * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS]
+    assert keyword_only.search(longest, mode="keyword")[0].path == "memory.md"
+    with pytest.raises(QueryTooLongError):
+        keyword_only.search(longest + "x")
+
+
+def _keyword_only(root: Path) -> Path:
+    with open(root / "mdmem.toml", "a", encoding="utf-8") as handle:
+        handle.write('\n[embedding]\nmodel = ""\n')
+    return root

@@ -7,11 +7,18 @@ from `.venv/bin/python benchmarks/faults.py`, which runs them all.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from mdmem import Workspace
+from mdmem.errors import MdmemError
+from mdmem.memory.sessions import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -30,3 +37,84 @@ def test_fault(name: str, tmp_path: Path) -> None:
     for result in out if isinstance(out, list) else [out]:
         assert result.tried > 0, result
         assert result.ok, result
+
+
+# ---- a full disk: every call a clear line naming the file; healed once space is freed ----------
+
+BIN = Path(sys.executable).parent / "mdmem"
+
+
+def _fill(mnt: Path) -> Path:
+    """Write a filler file until the file system has no space left."""
+    filler = mnt / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        while True:
+            os.write(fd, b"x" * 4096)
+    os.close(fd)
+    return filler
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MDMEM_WORKSPACE"}
+    return subprocess.run(
+        [str(BIN), "-w", str(root), *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def _full_disk_calls(ws: Workspace, session: Session) -> dict[str, Callable[[], object]]:
+    """Every kind of write the library makes, each big enough to need new space."""
+    big = "y" * 3000
+    first = ws.entries("memory.md")[0].id
+    return {
+        "remember": lambda: ws.remember(f"remembered {big}", type="fact"),
+        "update": lambda: ws.update(first, f"updated {big}"),
+        "forget": lambda: ws.forget(first),
+        "session": lambda: ws.session("started on a full disk"),
+        "event": lambda: session.event("note", f"an event {big}"),
+        "close": lambda: session.close(),
+        "task": lambda: ws.task.add(f"a todo {big}"),
+        "world": lambda: ws.world.set("region", big),
+        "pool": lambda: ws.pool().write("findings/x", big),
+    }
+
+
+def test_a_full_disk_is_one_clear_line_naming_the_file_and_heals(tmp_path: Path) -> None:
+    with faults.tmpfs(tmp_path / "small", "4m") as mnt:
+        if mnt is None:
+            pytest.skip("cannot mount a 4 MB tmpfs (needs root)")
+        root = faults._workspace(mnt)
+        ws = Workspace(root)
+        ws.remember("written before the disk filled", type="fact")
+        session = ws.session("begun before the disk filled")
+        ws.sync(embed=False)
+        with open(root / "memory.md", "a", encoding="utf-8") as handle:
+            handle.write("- The zebra crossing is on Elm Street\n")  # a hand edit, not indexed
+        filler = _fill(mnt)
+
+        index = _cli(root, "index")  # it used to say "0 added, 0 updated" and exit 0
+        assert index.returncode == 1 and "Traceback" not in index.stderr, index.stderr
+        (line,) = [x for x in index.stderr.splitlines() if x.startswith("mdmem: error: ")]
+        assert f"{root}/.mdmem/index.db cannot be written: the disk is full" in line
+        assert "(1 changed file(s) not indexed)" in line
+        search = _cli(root, "search", "zebra crossing")  # answers from the index as it is
+        assert search.returncode == 0 and "the disk is full" in search.stderr, search.stderr
+        assert "memory.md changed but is not re-indexed yet" in search.stderr
+
+        files = {p: p.read_bytes() for p in root.rglob("*.md") if ".mdmem" not in p.parts}
+        for name, call in _full_disk_calls(ws, session).items():
+            with pytest.raises(MdmemError) as info:  # never a bare OSError
+                call()
+            message = str(info.value)
+            assert len(message.splitlines()) == 1, (name, message)
+            assert "No space left on device" in message or "the disk is full" in message, message
+            assert message.split(":", 1)[0].endswith(".md"), (name, message)  # names the file
+        assert {p: p.read_bytes() for p in files} == files  # nothing half-written
+
+        filler.unlink()  # space freed: the same calls work, the index catches up
+        for call in _full_disk_calls(ws, session).values():
+            call()
+        healed = _cli(root, "index")
+        assert healed.returncode == 0, healed.stderr
+        assert ws.search("zebra crossing", mode="keyword")[0].path == "memory.md"
+        ws.close()

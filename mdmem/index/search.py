@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from mdmem.config import SearchConfig
+from mdmem.errors import QueryTooLongError
 from mdmem.index.backend import ChunkRow, IndexBackend, Layout, Scored
 from mdmem.index.beside import beside
 from mdmem.index.chunks import sha
@@ -181,6 +182,22 @@ def check_k(k: object) -> int:
     return k
 
 
+MAX_QUERY_CHARS = 10_000
+"""The longest query a search takes (a few pages). Every stage costs time in the query's
+length (masking, segmenting, the keyword terms, the dates it names, the embedding's tokens):
+a 1 MB query took 11 s; the vector half reads only its first few hundred tokens anyway."""
+
+
+def check_query(query: str) -> str:
+    """``query`` if a search takes it; QueryTooLongError at once (before any work) if not."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryTooLongError(
+            f"the query is {len(query):,} characters, over the {MAX_QUERY_CHARS:,} a search "
+            "takes: search for what you want to find (key words or a question), not a whole text"
+        )
+    return query
+
+
 def fresh_search(
     index: IndexBackend,
     query: str,
@@ -208,7 +225,7 @@ def fresh_search(
     its sync). ``own_writes``: this workspace's writes; one no sync has indexed yet is
     indexed first (read your own writes). ``embedder`` replaces the index's model (one that
     keeps the query's vector for other workspaces)."""
-    query = mask(query)
+    query = mask(check_query(query))
 
     def run() -> tuple[SyncReport, list[Hit], str | None]:
         vouch, mark = read_own_writes(
@@ -286,6 +303,7 @@ def search(
 ) -> list[Hit]:
     """Rank the index's chunks for ``query``. The caller makes sure the index is fresh."""
     check_k(k)
+    check_query(query)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     with index.reading():

@@ -26,7 +26,7 @@ import numpy as np
 import pathspec
 
 from mdmem.config import FilesConfig
-from mdmem.errors import FileProblem
+from mdmem.errors import FileProblem, disk_full
 from mdmem.index.chunks import Chunk, chunk_document
 from mdmem.index.embed import Embedder
 from mdmem.markdown.parse import Problem, parse_document
@@ -261,6 +261,42 @@ def read_own_writes(
         return replace(vouch, problems=problems), None
     own.carry(said, report.generation)
     return replace(vouch, generation=report.generation, problems=problems), None
+
+
+NEARLY_FULL_BYTES = 1 << 20
+"""Less room than this where an index that failed to write lives: the disk is full for it (a
+page, its WAL and its ``-shm`` file need more)."""
+
+
+def unwritable_reason(path: Path, exc: BaseException) -> str:
+    """Why the index file ``path`` cannot be written, in words a person can act on. The cause is
+    read from the file system as well as from ``exc``: SQLite, once it has reopened a full
+    disk's index read-only, says only "attempt to write a readonly database"."""
+    if disk_full(exc) or _room(path.parent) < NEARLY_FULL_BYTES:
+        cause = "the disk is full (no space left on device); free some space"
+    elif _read_only_mount(path.parent):
+        cause = "the file system is mounted read-only"
+    else:
+        cause = str(getattr(exc, "strerror", None) or exc)
+    return (
+        f"{path} cannot be written: {cause}. Searches answer from the index as it is; it "
+        "catches up once it can be written"
+    )
+
+
+def _room(folder: Path) -> float:
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return float("inf")  # (not known: never say full on a guess)
+    return info.f_bavail * info.f_frsize
+
+
+def _read_only_mount(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def stale_report(report: SyncReport, fresh: Freshness) -> SyncReport:

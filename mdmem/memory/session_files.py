@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mdmem.config import check_name
-from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem
+from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem, write_failure
 from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.memory.documents import Documents
@@ -58,12 +58,15 @@ class SessionFiles:
                 base, title, agent, path=None, write=None, started=started, redactor=redactor
             )
         self.mark_interrupted()
-        self.folder.mkdir(exist_ok=True)
         data = session_skeleton(title, agent, started, writer=writer_stamp()).encode("utf-8")
         for n in range(1, 1000):
             stem = base if n == 1 else f"{base}-{n}"
-            if create_exclusive(self.folder / f"{stem}.md", data):
-                break
+            try:  # (a full disk: one line naming the file, never a bare OSError)
+                self.folder.mkdir(exist_ok=True)
+                if create_exclusive(self.folder / f"{stem}.md", data):
+                    break
+            except OSError as exc:
+                raise write_failure(f"{SESSIONS_DIR}/{stem}.md", exc) from None
         else:
             raise ConflictError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
         rel = f"{SESSIONS_DIR}/{stem}.md"

@@ -302,7 +302,7 @@ class SqliteIndex:
         except (sqlite3.DatabaseError, OSError) as exc:
             if not unwritable(exc):
                 raise
-            readonly = f"{self.db_path} cannot be written ({exc})"
+            readonly = neutral.unwritable_reason(self.db_path, exc)
             return neutral.stale_report(SyncReport(readonly=readonly), self.freshness())
         return report
 
