@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import uuid
 from typing import Any
 
 import pytest
@@ -125,7 +126,9 @@ def test_a_bad_namespace_given_to_batch_is_refused(keyword_ws: Workspace, op: An
 
 LABELS = st.sampled_from(["users", "u1", "u2", "prefs", "docs"])
 NAMESPACES = st.lists(LABELS, min_size=1, max_size=3).map(tuple)
-KEYS = st.sampled_from(["a", "b", "Ünïcode key", "k/with/slashes"])
+KEYS = st.sampled_from(
+    ["a", "b", "item_user1", str(uuid.UUID(int=7)), "Ünïcode key", "k/with/slashes"]
+)
 VALUES = st.fixed_dictionaries({"n": st.integers(0, 3)}, optional={"text": st.text(max_size=8)})
 PUT = st.builds(lambda ns, k, v: PutOp(ns, k, v), NAMESPACES, KEYS, VALUES)
 DELETE = st.builds(lambda ns, k: PutOp(ns, k, None), NAMESPACES, KEYS)
