@@ -11,7 +11,16 @@ with the same strings and errors as the SDK's reference backend
 - ``delete`` and ``clear_all_memory`` move things to ``.trash/`` (never indexed, never expired;
   ``mdmem forget`` is the true delete);
 - ``view`` masks secrets and caps what it returns (paged with ``view_range``);
-- ``..`` anywhere in a path, a symlink leading out and mdmem's own folders are refused.
+- ``..`` anywhere in a path, a symlink leading out and mdmem's own folders are refused, and a
+  path must be ``/memories`` or under ``/memories/`` (the reference reads ``/memoriesX`` as
+  ``/memories/X``); a backslash is a folder separator, as in every mdmem path;
+- ``rename`` and ``delete`` of a symlink move or archive the link, never the file it leads to;
+  a dangling link is a name that exists (never written through);
+- ``mdmem.toml`` at the root is never deleted, moved or edited;
+- where the reference lets an exception out (a file where a folder should be, a folder moved
+  into itself), a clear error that names paths under ``/memories`` only.
+
+The README's table lists these; tests/test_memory_tool.py holds each against the reference.
 
 No SDK is imported here: :mod:`mdmem.integrations.memory_tool` wraps this for anthropic.
 """
