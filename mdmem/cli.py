@@ -412,9 +412,59 @@ def _watch_ends(watcher: Any, idle_s: float | None) -> str | None:
     if gone := watcher.orphaned():
         return f"{gone}; nothing left to watch"
     server = watcher.server
+    if server is not None and server.stop_requested.is_set():
+        return "asked to stop (`mdmem server stop`)"
     if idle_s is not None and server is not None and server.idle_seconds() > idle_s:
         return f"no search for {idle_s / 60:g} minutes; the server stops"
     return None
+
+
+server_app = typer.Typer(
+    help="The workspace's search server (the first `mdmem search` starts one).",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("status")
+def server_status_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Whether a server runs for this workspace. Exit 0: running; 3: none runs."""
+    from mdmem.layout import find_root
+    from mdmem.live.control import server_status
+
+    st = server_status(find_root(ctx.obj.get("workspace")))
+    if as_json:
+        _print_json(st.to_dict())
+    elif not st.running:
+        typer.echo(f"no server runs for {st.root}")
+    elif not st.serving:
+        typer.echo(f"a watcher (pid {st.pid}) runs for {st.root}, answering on no socket")
+    else:
+        idle = "" if st.idle_seconds is None else f", last search {st.idle_seconds:.0f} s ago"
+        model = "ready" if st.ready else "loading the model"
+        typer.echo(f"server (pid {st.pid}) {model}, on {st.socket}{idle}")
+    raise typer.Exit(0 if st.running else 3)
+
+
+@server_app.command("stop")
+def server_stop_cmd(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for it to stop.", min=0.0)] = 15.0,
+) -> None:
+    """Stop this workspace's server. Exit 0: stopped, or none ran; 1: it did not stop."""
+    from mdmem.layout import find_root
+    from mdmem.live.control import stop_server
+
+    result = stop_server(find_root(ctx.obj.get("workspace")), timeout=timeout)
+    if as_json:
+        _print_json(result.to_dict())
+    elif result.ok:
+        typer.echo(result.message)
+    if not result.ok:
+        if not as_json:
+            _fail(result.message)
+        raise typer.Exit(1)
 
 
 @app.command()

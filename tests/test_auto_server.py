@@ -244,14 +244,88 @@ def test_an_idle_server_exits(tmp_path: Path, started: list[int]) -> None:
     assert "no search for 0.03 minutes" in (root / ".mdmem" / "server.log").read_text()
 
 
-def test_a_server_never_outlives_its_workspace(tmp_path: Path, started: list[int]) -> None:
+def test_server_status_and_stop(tmp_path: Path, started: list[int]) -> None:
     root = workspace(tmp_path)
+    none = mdmem("-w", str(root), "server", "status", "--json")
+    assert none.returncode == 3 and json.loads(none.stdout)["running"] is False
+    stopped = mdmem("-w", str(root), "server", "stop")
+    assert stopped.returncode == 0 and "no server runs" in stopped.stdout  # nothing to stop
     pid = answered_by(mdmem("-w", str(root), "search", "invoice", "-v"))
     started.append(pid)
-    # as `rm -rf` does while the server still writes its heartbeat: remove until it is gone
-    wait_until(lambda: shutil.rmtree(root, ignore_errors=True) or not root.exists(), "rm -rf", 30)
-    wait_until(lambda: not alive(pid), "the server outlived its deleted workspace", 30)
-    assert not root.exists(), sorted(p.relative_to(root) for p in root.rglob("*"))  # nor rebuilt it
+    status = mdmem("-w", str(root), "server", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    info = json.loads(status.stdout)
+    assert info["running"] and info["serving"] and info["pid"] == pid
+    assert info["socket"] == str(socket_path(root))
+    assert f"server (pid {pid})" in mdmem("-w", str(root), "server", "status").stdout
+    stop = mdmem("-w", str(root), "server", "stop", "--json")
+    assert stop.returncode == 0, stop.stderr
+    assert json.loads(stop.stdout) | {"message": ""} == {
+        "root": str(root), "was_running": True, "stopped": True, "pid": pid, "ok": True,
+        "message": "",
+    }  # fmt: skip
+    assert not alive(pid) and running_watcher(root) is None and not socket_path(root).exists()
+    assert "asked to stop (`mdmem server stop`)" in (root / ".mdmem" / "server.log").read_text()
+    assert mdmem("-w", str(root), "server", "status").returncode == 3
+
+
+def test_stop_never_signals_a_watcher_without_a_socket(tmp_path: Path) -> None:
+    """`mdmem watch --no-serve` (or an agent's ws.watch()): no socket to ask, so no stop
+    (a signal could kill the agent it runs in): exit 1 and one line saying where to stop it."""
+    root = workspace(tmp_path)
+    watch = subprocess.Popen([str(BIN), "-w", str(root), "watch", "--no-serve"])
+    try:
+        wait_until(lambda: running_watcher(root) == watch.pid, "the watcher never started")
+        status = mdmem("-w", str(root), "server", "status", "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["serving"] is False
+        stop = mdmem("-w", str(root), "server", "stop")
+        assert stop.returncode == 1 and "answers on no socket" in stop.stderr
+        assert watch.poll() is None
+    finally:
+        watch.terminate()
+        watch.wait(timeout=30)
+
+
+RM_RUNS = 20
+
+
+@pytest.mark.slow
+def test_rm_rf_of_a_workspace_whose_server_runs_succeeds(tmp_path: Path) -> None:
+    """`rm -rf` while the server runs, 20 times: the deletions it hears (a file, then the
+    watcher's own files in .mdmem/) make it write nothing more, so `rm` never meets a file it
+    did not list ("Directory not empty"), and the server exits. Servers start together (as
+    `mdmem search` starts them) to keep the run short; each workspace has a journal folder in
+    .mdmem/ and 60 files, so `rm` takes a while and the server hears it at work."""
+    from mdmem import Workspace
+    from mdmem.live.client import Status, start_server, wait_ready
+
+    roots = []
+    for i in range(RM_RUNS):
+        root = tmp_path / f"ws{i}"
+        (root / "notes").mkdir(parents=True)
+        (root / "mdmem.toml").write_text(KEYWORD_ONLY)
+        for j in range(60):
+            (root / "notes" / f"n{j}.md").write_text(f"# N{j}\n\n- fact {j} of workspace {i}\n")
+        with Workspace.open(root) as ws:
+            ws.remember(f"Workspace {i} deploys to Frankfurt")  # (a journal entry in .mdmem/)
+        roots.append(root)
+    deadline = time.monotonic() + 240
+    processes = [start_server(root) for root in roots]
+    try:
+        for root, process in zip(roots, processes, strict=True):
+            assert wait_ready(root, process, Status(quiet=True)) is None
+        for root, process in zip(roots, processes, strict=True):
+            removed = subprocess.run(["rm", "-rf", str(root)], capture_output=True, text=True)
+            assert removed.returncode == 0, removed.stderr
+            assert not root.exists()
+            process.wait(timeout=max(1.0, deadline - time.monotonic()))
+            assert not root.exists()  # nor made again on its way out
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+    assert time.monotonic() < deadline
 
 
 @pytest.mark.parametrize(

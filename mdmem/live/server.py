@@ -17,6 +17,7 @@ import socketserver
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from mdmem.live.client import ping, request
 __all__ = ["MAX_REQUEST", "SOCKET_MODE", "QueryServer", "ping", "request"]
 
 if TYPE_CHECKING:
+    from mdmem.index.sync import Vouch
     from mdmem.live.protocol import Indexed
 
 MAX_REQUEST = 1_000_000
@@ -35,11 +37,24 @@ SOCKET_MODE = 0o600
 
 class QueryServer:
     def __init__(
-        self, ws: Indexed, path: Path | None = None, scanned: threading.Event | None = None
+        self,
+        ws: Indexed,
+        path: Path | None = None,
+        scanned: threading.Event | None = None,
+        *,
+        word: Callable[[], Vouch | None] | None = None,
+        writable: Callable[[], bool] | None = None,
     ) -> None:
         """``scanned``: set once the watcher's start-up scan is done (a first client shows
-        that it waits for it)."""
+        that it waits for it). ``word``: the watcher's word on freshness as of now (what a
+        search in another process asks for). ``writable``: False while the workspace may be
+        being removed (no search is answered then: it would write the latency log)."""
         self.ws = ws
+        self.word = word or (lambda: None)
+        self.writable = writable or (lambda: True)
+        self.stop_requested = threading.Event()
+        """Set by a client's ``stop`` (``mdmem server stop``): the process running the server
+        (``mdmem watch``) stops it and exits."""
         self.path = path or socket_path(ws.root)
         self.scanned = scanned
         self._server: socketserver.ThreadingUnixStreamServer | None = None
@@ -132,6 +147,35 @@ def _private_folder(folder: Path, root: Path) -> None:
         raise RuntimeError(f"{folder} is not a private folder of yours; not listening there")
 
 
+def _about(owner: QueryServer, ws: Indexed) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "root": str(ws.root),
+        "socket": str(owner.path),
+        "ready": owner.ready.is_set(),
+        "scanned": owner.scanned is None or owner.scanned.is_set(),
+        "idle_seconds": round(owner.idle_seconds(), 1),
+    }
+
+
+def _word(vouch: Vouch | None) -> dict[str, Any]:
+    if vouch is None:
+        return {"ok": True, "pid": os.getpid(), "vouched": None}
+    problems = [{"path": p.path, "message": p.message, "line": p.line} for p in vouch.problems]
+    return {"ok": True, "pid": os.getpid(), "vouched": vouch.generation, "problems": problems}
+
+
+def _writable_soon(owner: QueryServer, wait: float = 1.0) -> bool:
+    """Whether the watcher writes again within ``wait`` seconds (it pauses when one of its
+    files in ``.mdmem/`` goes, then decides whether the workspace is being removed)."""
+    deadline = time.monotonic() + wait
+    while not owner.writable():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 class _Handler(socketserver.StreamRequestHandler):
     ws: Indexed
     owner: QueryServer
@@ -146,18 +190,21 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
-        self.owner.touch()  # a ping too: a first search waiting for the model to load
+        owner = self.owner
+        if op == "word":  # (not a use of the server: a search elsewhere in the workspace)
+            return _word(owner.word())
+        if op == "stop":
+            owner.stop_requested.set()
+            return {"ok": True, "pid": os.getpid()}
+        if op == "status":
+            return {"ok": True, **_about(owner, self.ws)}
+        owner.touch()  # a ping too: a first search waiting for the model to load
         if op == "ping":
-            owner = self.owner
-            return {
-                "ok": True,
-                "pid": os.getpid(),
-                "root": str(self.ws.root),
-                "ready": owner.ready.is_set(),
-                "scanned": owner.scanned is None or owner.scanned.is_set(),
-            }
+            return {"ok": True, **_about(owner, self.ws)}
         if op != "search":
             raise ValueError(f"unknown op {op!r}")
+        if not _writable_soon(owner):
+            raise RuntimeError(f"{self.ws.root} is being removed; the server answers no more")
         params = {k: v for k, v in request.get("params", {}).items() if k in SEARCH_PARAMS}
         results = self.ws.search(str(request["query"]), **params)
         return {"ok": True, "pid": os.getpid(), **results.to_dict()}

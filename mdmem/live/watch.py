@@ -32,8 +32,8 @@ from mdmem.layout import (
     private_file,
     running_watcher,
 )
+from mdmem.live.changes import Heard, KernelChanges, open_changes
 from mdmem.live.watched_folders import WatchedFolders
-from mdmem.memory.files import atomic_write
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -52,6 +52,17 @@ VOUCH_BEATS = 3
 """A watcher's word on freshness holds this many heartbeat intervals (a frozen one loses it)."""
 PENDING_LISTED = 50
 """Changed files not indexed yet that the heartbeat names (the rest are counted)."""
+WORD_TIMEOUT_S = 1.0
+"""How long a search in another process waits for the watcher's word before it checks every
+file itself (a frozen or overloaded watcher)."""
+QUIET_S = 0.5
+"""After one of the watcher's own files in ``.mdmem/`` goes, how long it writes nothing before
+it looks again: an ``rm -rf`` of the workspace has removed its lock by then (it stops for
+good), a person who deleted only the index has not (it heals, as before)."""
+OWN_STATE = frozenset({WATCHER_LOCK, WATCHER_FILE, "index.db", "."})
+"""Names in ``.mdmem/`` whose removal may be a removal of the whole workspace under way."""
+_LIVE: dict[str, Watcher] = {}
+"""The watchers running in this process, by real root path (a search asks them directly)."""
 
 
 class WatcherRunningError(MdmemError):
@@ -179,6 +190,14 @@ class Watcher:
         """Files (and folders) changes were heard of since the current sync began."""
         self._syncing: set[str] = set()
         """Those heard of before the current sync began: it is indexing them."""
+        self._changes: KernelChanges | None = None
+        """The kernel's record of changes, read by each search (None: no barrier, no vouch)."""
+        self._beat_fd: int | None = None
+        """The heartbeat file, written in place: a write never makes a new name in ``.mdmem/``
+        (one made while ``rm -rf`` empties it would fail the ``rmdir``)."""
+        self._quiet_until = 0.0
+        self.abandoned: str | None = None
+        """Why the watcher writes nothing more (its workspace is being removed), or None."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -196,13 +215,18 @@ class Watcher:
                 self._observer, _Handler(self), self.ws.root, IGNORED_DIRS
             )
             self.folders.start()
+            self._changes = open_changes(self.ws.root, STATE_DIR, IGNORED_DIRS, self._heard_of)
+            self._beat_fd = _open_heartbeat(self.ws.state_dir / WATCHER_FILE)
             if self.serve:
                 from mdmem.live.server import QueryServer
 
-                self.server = QueryServer(self.ws, scanned=self.scanned).start()
+                self.server = QueryServer(
+                    self.ws, scanned=self.scanned, word=self.word, writable=self.writable
+                ).start()
         except BaseException:
             self.stop()
             raise
+        _LIVE[os.path.realpath(self.ws.root)] = self
         self._write_heartbeat()
         self._beats = threading.Thread(target=self._beat, name="mdmem-heartbeat", daemon=True)
         self._beats.start()
@@ -222,6 +246,11 @@ class Watcher:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        if _LIVE.get(os.path.realpath(self.ws.root)) is self:
+            del _LIVE[os.path.realpath(self.ws.root)]
+        if self._changes is not None:
+            self._changes.close()
+            self._changes = None
         ended = True
         if self._observer is not None:
             self._observer.stop()
@@ -236,9 +265,13 @@ class Watcher:
             ended &= self.server.stop(None if deadline is None else deadline - time.monotonic())
             self.server = None
         if self._lock is not None:
-            (self.ws.state_dir / WATCHER_FILE).unlink(missing_ok=True)
+            if self._beat_fd is not None and self._lock.in_place():
+                (self.ws.state_dir / WATCHER_FILE).unlink(missing_ok=True)
             self._lock.release()
             self._lock = None
+        if self._beat_fd is not None:
+            os.close(self._beat_fd)
+            self._beat_fd = None
         return ended
 
     def orphaned(self) -> str | None:
@@ -250,7 +283,69 @@ class Watcher:
             return f"{self.ws.root} was deleted or replaced"
         if not self._lock.in_place():
             return f"{self._lock.path} was removed"
+        if self.abandoned:
+            return self.abandoned
         return None
+
+    def writable(self) -> bool:
+        """Whether the watcher may write into ``.mdmem/`` now: not while one of its own files
+        there has just gone (a removal may be under way: see :data:`QUIET_S`), nor ever after
+        its workspace or lock went. Decides once the quiet time is over."""
+        with self._cond:
+            return self._writable()
+
+    def _writable(self) -> bool:
+        if self.abandoned:
+            return False
+        if self._quiet_until == 0.0:
+            return True
+        if time.monotonic() < self._quiet_until:
+            return False
+        if gone := self._gone():
+            self.abandoned = f"{gone}; writing nothing more"
+            return False
+        self._quiet_until = 0.0
+        path = self.ws.state_dir / WATCHER_FILE
+        if self._beat_fd is not None and not _same_file(path, self._beat_fd):
+            os.close(self._beat_fd)  # only the heartbeat was deleted: make it again
+            self._beat_fd = _open_heartbeat(path)
+        return True
+
+    def _gone(self) -> str | None:
+        if _identity(self.ws.root) != self._root_id:
+            return f"{self.ws.root} was deleted or replaced"
+        if self._lock is not None and not self._lock.in_place():
+            return f"{self._lock.path} was removed"
+        return None
+
+    def word(self) -> Vouch | None:
+        """What this watcher vouches for as of now: first every change the kernel queued
+        before this call is heard of (which takes back a word given before it), then its
+        word, or None (a change not indexed yet, no barrier, a removal under way)."""
+        from mdmem.index.sync import Vouch
+        from mdmem.markdown.parse import Problem
+
+        changes = self._changes
+        if changes is None or not self.writable():
+            return None
+        changes.drain()
+        with self._cond:
+            if self._vouched is None or self._stopping or not changes.complete:
+                return None
+            generation, problems = self._vouched
+        found = tuple(Problem(p["path"], p["message"], p["line"]) for p in problems)
+        return Vouch(generation, found)
+
+    def _heard_of(self, heard: Heard) -> None:
+        """What a drain of the kernel's record read (under its lock: told before it ends)."""
+        if any(name in OWN_STATE for name in heard.state_removed):
+            if gone := self._gone():
+                self.abandoned = f"{gone}; writing nothing more"
+            else:
+                self._quiet_until = time.monotonic() + QUIET_S
+        relevant = [rel for rel, folder in heard.paths if _relevant(rel, folder, self.watched)]
+        if relevant or heard.lost:
+            self.notify(relevant)
 
     def __enter__(self) -> Watcher:
         return self if self._thread is not None else self.start()
@@ -279,9 +374,9 @@ class Watcher:
                 self._first_event = now
             self._last_event = now
             self._cond.notify_all()
-            new = [p for p in paths if p not in self._heard and p not in self._syncing]
-            self._heard.update(new)
-            listed = new and len(self._heard) + len(self._syncing) <= PENDING_LISTED
+            new = [p for p in paths if p not in self._heard]  # (the sync under way may have
+            self._heard.update(new)  # read one it is indexing before this change: once more)
+            listed = new and len(self._heard | self._syncing) <= PENDING_LISTED
             if self._vouched is not None or listed:  # a change not indexed yet: say so
                 self._vouched = None
                 self._write_heartbeat()
@@ -300,9 +395,13 @@ class Watcher:
                     )
                 if self._retry_at is not None:
                     due.append(self._retry_at)
+                if self.abandoned:
+                    due = [now + self.heartbeat]  # writes nothing; the process stops it
+                elif self._quiet_until:
+                    due = [max(self._quiet_until, now + 0.01)]
                 wait = min(due) - now
-                if wait > 0:
-                    self._cond.wait(wait)
+                if wait > 0 or not self.writable():
+                    self._cond.wait(max(wait, 0.01))
                     continue
                 now = time.monotonic()
                 settled = self._first_event is not None and (
@@ -394,7 +493,8 @@ class Watcher:
                 self._synced = None
                 self._heard |= self._syncing
                 self._syncing = set()
-            if complete and self._first_event is None and not self._stopping:
+            barrier = self._changes is not None and self._changes.complete
+            if complete and barrier and self._first_event is None and not self._stopping:
                 self._vouched = self._synced
             else:
                 self._vouched = None
@@ -429,15 +529,20 @@ class Watcher:
             "problems": self._synced[1] if self._synced else [],
             "synced": self._synced[0] if self._synced else None,
             "pending": sorted(self._syncing | self._heard)[:PENDING_LISTED],
-            "pending_count": len(self._syncing) + len(self._heard),
+            "pending_count": len(self._syncing | self._heard),
         }
-        path = self.ws.state_dir / WATCHER_FILE
-        try:
-            if not path.exists():
-                private_file(path)  # owner-only from the start; atomic_write keeps the mode
-            atomic_write(path, json.dumps(info).encode())
+        if self._beat_fd is None or not self.writable():
+            return
+        data = json.dumps(info).encode()
+        try:  # in place, under an exclusive flock: readers take a shared one
+            fcntl.flock(self._beat_fd, fcntl.LOCK_EX)
+            try:
+                os.pwrite(self._beat_fd, data, 0)
+                os.ftruncate(self._beat_fd, len(data))
+            finally:
+                fcntl.flock(self._beat_fd, fcntl.LOCK_UN)
         except OSError as exc:
-            log.warning("cannot write heartbeat %s: %s", path, exc)
+            log.warning("cannot write heartbeat %s: %s", self.ws.state_dir / WATCHER_FILE, exc)
 
 
 class _Handler:
@@ -462,14 +567,54 @@ class _Handler:
             self.watcher.notify(relevant if named else ())
 
     def _relevant(self, rel: str, is_directory: bool) -> bool:
-        parts = Path(rel).parts
-        if not parts or parts[0] == ".." or IGNORED_DIRS.intersection(parts):
-            return False
-        return is_directory or self.watcher.watched(rel)
+        return _relevant(rel, is_directory, self.watcher.watched)
+
+
+def _relevant(rel: str, is_directory: bool, watched: Callable[[str], bool]) -> bool:
+    """A change the watcher indexes: a folder, or a watched file, in no ignored folder."""
+    parts = Path(rel).parts
+    if not parts or parts[0] == ".." or IGNORED_DIRS.intersection(parts):
+        return False
+    return is_directory or watched(rel)
 
 
 def _markdown(rel: str) -> bool:
     return rel.endswith(".md")
+
+
+def _open_heartbeat(path: Path) -> int:
+    """The heartbeat file, owner-only, opened once for writing in place."""
+    private_file(path)
+    return os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        here = os.stat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
+
+def read_heartbeat(root: Path) -> dict[str, Any]:
+    """The watcher's heartbeat file as it last wrote it (never half-written: read under a
+    shared flock); an empty dict when there is none or it cannot be read."""
+    try:
+        fd = os.open(root / STATE_DIR / WATCHER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+        info = json.loads(data)
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+    return info if isinstance(info, dict) else {}
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:
@@ -486,48 +631,44 @@ def _join(thread: Any, deadline: float | None) -> bool:
 
 
 def current_vouch(root: Path) -> Vouch | None:
-    """What the workspace's live watcher vouches for (see :class:`~mdmem.index.sync.Vouch`):
-    None unless it holds the lock, its heartbeat is recent, and it has seen no change since its
-    last complete sync. One small file read and one lock probe: no stat of every file."""
-    word = watcher_word(root)
-    return None if word is None or word.pending is not None else word
+    """What the workspace's live watcher vouches for as of this call (see
+    :class:`~mdmem.index.sync.Vouch`), or None: a search then checks every file itself.
 
-
-def watcher_word(root: Path) -> Vouch | None:
-    """:func:`current_vouch`, or else the weaker word of a live watcher that has heard of
-    changes since its last complete sync and is indexing them (``Vouch.pending``): a search
-    may answer from the index as it is, which lags by at most the debounce and one sync.
-    None when no watcher is alive, or its last sync was incomplete (then nobody is sure to
-    index what changed: a search checks the files itself)."""
+    A heartbeat file alone cannot say it: a change whose event the watcher has not handled yet
+    would let the old text through. So the watcher is asked: directly when it runs in this
+    process, else over its server's socket (one round trip); it first reads every change the
+    kernel queued before the question (:mod:`mdmem.live.changes`). A watcher with no server
+    (``mdmem watch --no-serve``), a frozen one (no answer within :data:`WORD_TIMEOUT_S`) or one
+    with no such barrier (not Linux) vouches for nothing."""
     from mdmem.index.sync import Vouch
     from mdmem.markdown.parse import Problem
 
+    live = _LIVE.get(os.path.realpath(root))
+    if live is not None:
+        return live.word()
+    from mdmem.layout import socket_path
+    from mdmem.live.client import request
+
     try:
-        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
-        vouched, synced = info["vouched"], info.get("synced")
-        if vouched is None and synced is None:
+        reply = request(socket_path(root), {"op": "word"}, timeout=WORD_TIMEOUT_S)
+        if not reply or not reply.get("ok") or reply.get("vouched") is None:
             return None
-        age = time.time() - float(info["heartbeat"])
-        if not 0 <= age <= VOUCH_BEATS * float(info["interval"]):
-            return None
-        problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in info["problems"])
-        pending = None if vouched is not None else tuple(str(p) for p in info["pending"])
-        unlisted = 0 if pending is None else int(info["pending_count"]) - len(pending)
+        problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in reply["problems"])
+        return Vouch(int(reply["vouched"]), problems)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if running_watcher(root) != info.get("pid"):
-        return None
-    return Vouch(int(vouched if vouched is not None else synced), problems, pending, unlisted)
+
+
+watcher_word = current_vouch
+"""(The name searches use: a watcher that has heard of changes it has not indexed yet gives no
+word at all, so the search indexes them itself.)"""
 
 
 def watcher_info(root: Path) -> dict[str, Any] | None:
     """The watcher of this workspace: its heartbeat, with ``running`` (it holds the lock) and
     ``stalled`` (running, but no heartbeat for three intervals); None when none ever ran."""
     pid = running_watcher(root)
-    try:
-        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
-    except (OSError, ValueError):
-        info = {}
+    info = read_heartbeat(root)
     if pid is None and not info:
         return None
     if pid and info.get("pid") != pid:
