@@ -551,17 +551,18 @@ class Redactor:
         return cls(enabled, BUILTIN_RULES + extra, frozenset(allow), allowed)
 
     @functools.cached_property
-    def _triggers(self) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
-        """(trigger, the rules it wakes) pairs, and the rules that have no trigger (they always
-        run). Each trigger is looked for with ``in`` (a C substring search): faster on short
-        texts than one regex alternating between sixty literals, which tries each at every
-        position."""
+    def _triggers(
+        self,
+    ) -> tuple[re.Pattern[str], tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
+        """A regex finding any trigger, (trigger, the rules it wakes) pairs, and the rules that
+        have no trigger (they always run)."""
         wakes: dict[str, list[int]] = {}
         for rank, rule in enumerate(self.rules):
             for literal in rule.triggers:
                 wakes.setdefault(literal, []).append(rank)
         always = tuple(rank for rank, rule in enumerate(self.rules) if not rule.triggers)
-        return tuple((k, tuple(v)) for k, v in wakes.items()), always
+        gate = re.compile("|".join(re.escape(t) for t in wakes) or "(?!)")
+        return gate, tuple((k, tuple(v)) for k, v in wakes.items()), always
 
     @functools.cached_property
     def key(self) -> str:
@@ -580,14 +581,14 @@ class Redactor:
         against provider formats only: :meth:`provider_spans`)."""
         if not self.enabled or not text:
             return []
-        fields = tuple(fields)
+        fields = tuple(fields) if fields else ()
         view = _blanked(text, [f for f in fields if not f.checked]) if fields else text
         found = self._found(view, self._ranks(view))
         if ":" in view or "=" in view:
             rank = len(self.rules)
             found += [(s, e, rank, kind) for s, e, kind in _assignment_spans(view)]
-        kept = [(f.start, f.end) for f in fields if f.checked]
-        if kept:
+        if found and fields:
+            kept = [(f.start, f.end) for f in fields if f.checked]
             found = [f for f in found if not any(f[0] < e and s < f[1] for s, e in kept)]
         return self._merged(text, found) if found else []
 
@@ -607,11 +608,12 @@ class Redactor:
 
     def _ranks(self, text: str) -> list[int]:
         """The rules worth running on ``text``: those whose trigger it holds, or that have none."""
-        literals, always = self._triggers
+        gate, literals, always = self._triggers
         ranks = set(always)
-        for literal, rule_ranks in literals:
-            if literal in text:
-                ranks.update(rule_ranks)
+        if gate.search(text):  # one pass; most text has no trigger at all
+            for literal, rule_ranks in literals:
+                if literal in text:
+                    ranks.update(rule_ranks)
         return sorted(ranks)
 
     def _found(self, text: str, ranks: Iterable[int]) -> list[tuple[int, int, int, str]]:
