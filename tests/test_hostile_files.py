@@ -429,17 +429,24 @@ NAME_STEMS = st.one_of(
 
 
 @PROPERTY
-@given(stems=st.lists(NAME_STEMS, min_size=1, max_size=4, unique=True))
+@given(
+    stems=st.lists(NAME_STEMS, min_size=1, max_size=4, unique=True),
+    as_folder=st.lists(st.booleans(), min_size=4, max_size=4),
+)
 def test_every_file_name_is_indexed_or_named_and_the_rest_keeps_working(
-    hostile_ws: Workspace, stems: list[bytes]
+    hostile_ws: Workspace, stems: list[bytes], as_folder: list[bool]
 ) -> None:
+    """Each name a file's (``ex/<name>.md``) or a folder's (``ex/<name>/note.md``)."""
     ws = hostile_ws
     folder = os.path.join(os.fsencode(ws.root), b"ex")
     os.mkdir(folder)
     try:
         words = {}
-        for i, stem in enumerate(stems):
+        for i, (stem, in_folder) in enumerate(zip(stems, as_folder, strict=False)):
             name = stem[:252] + b".md"
+            if in_folder and os.fsdecode(stem) not in ALWAYS_SKIPPED:  # (never read: by design)
+                os.mkdir(os.path.join(folder, stem))
+                name = stem + b"/note.md"
             words[name] = f"quokka{i}"
             with open(os.path.join(folder, name), "wb") as handle:
                 handle.write(f"- the hostile note {words[name]}\n".encode())
