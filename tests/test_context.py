@@ -242,3 +242,32 @@ def test_agent_loop_minimal_mode(tmp_path: Path) -> None:
     assert "User prefers short answers" in ctx.text
     assert "Planning a trip to Lisbon in May" in ctx.text
     assert list(ws.root.glob(".sessions/*")) == []
+
+
+def test_context_is_built_from_the_files_when_the_index_server_is_down(tmp_path: Path) -> None:
+    """Issue 32 §4: `mdmem context` failed outright when PostgreSQL was down, though the task,
+    world, memory and pool sections need no index. They are built; the retrieved part says it
+    is missing, and why, in `Context.problems` (and on stderr), never with the password."""
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    ws = Workspace.init(tmp_path / "ws", mode="full", agent="coder")
+    ws.remember("The staging database listens on port 5433", type="fact")
+    ws.task.new("Move staging to the new cluster")
+    ws.world.set("region", "eu-west-1")
+    ws.pool().write("plan", "drain, then switch")
+    down = f"postgresql://mdmem:pw-never-shown@/memory?host={tmp_path}/no-server-here"
+    config = ws.root / "mdmem.toml"
+    text = config.read_text().replace('model = "all-MiniLM-L6-v2"', 'model = ""')
+    config.write_text(text + f'\n[index]\nbackend = "postgres"\nurl = "{down}"\n')
+    context = Workspace.open(ws.root).build_context("which port does staging use", 2000)
+    for part in ("port 5433", "Move staging to the new cluster", "eu-west-1", "drain, then"):
+        assert part in context.text
+    assert "[related memories missing: the index could not be searched]" in context.text
+    assert len(context.problems) == 1 and "cannot reach PostgreSQL" in context.problems[0]
+    assert "the retrieved part of the context is missing" in context.problems[0]
+    out = CliRunner().invoke(app, ["-w", str(ws.root), "context", "staging port"])
+    assert out.exit_code == 0, out.output
+    assert "port 5433" in out.stdout and "retrieved part of the context is missing" in out.stderr
+    assert "pw-never-shown" not in out.stdout + out.stderr

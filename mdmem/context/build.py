@@ -12,7 +12,7 @@ from mdmem.config import Config, Mode
 from mdmem.context import sources as src
 from mdmem.context.pack import Context, Source, pack
 from mdmem.context.tiers import tier_sources
-from mdmem.errors import FileProblem
+from mdmem.errors import FileProblem, MdmemError
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory
 from mdmem.memory.documents import Documents
@@ -85,7 +85,17 @@ def build_context(
     entries = [e for f in files for e in documents.entries_or_warn(f, "context")]
     pools = memory.pools()
     shown = [*files, *(f"{POOL_DIR}/{name}.md" for name in pools)]
-    ranked, related = _found(memory, query, {e.id for e in entries}, shown)
+    try:
+        ranked, related = _found(memory, query, {e.id for e in entries}, shown)
+        problems: tuple[str, ...] = ()
+    except (MdmemError, OSError) as exc:  # the index is down (a PostgreSQL server away …):
+        # every section the files give is built all the same; the search's part is missing
+        ranked, related = [], []
+        problems = (
+            f"the retrieved part of the context is missing: the search failed ({exc}); the "
+            "sections read from the files are complete",
+        )
+        log.warning("context: %s", problems[0])
     sources: list[Source] = []
     if memory.mode == "full":
         sources.append(src.task_source(memory.task.state(), TASK_FILE))
@@ -99,13 +109,13 @@ def build_context(
     sources.append(src.shared_source(_shared(memory, pools), POOL_DIR + "/"))
     sources.append(src.knowledge_source(entries, ranked, files, contradicted(entries)))
     if memory.mode == "full":
-        sources.append(src.retrieved_source(related))
+        sources.append(src.retrieved_source(related, missing=bool(problems)))
     else:
         sources.append(src.compact_source(_compact_memory(documents), COMPACT_FILE))
     # a person's file is never rewritten, but its secrets never reach a prompt
     sources = [_masked(source, memory.redactor) for source in sources]
     text, usage = pack(sources, cfg.shares, budget, count)
-    return Context(text, count(text), budget, model, memory.mode, query, usage)
+    return Context(text, count(text), budget, model, memory.mode, query, usage, problems)
 
 
 def _found(

@@ -65,6 +65,9 @@ class Context:
     mode: str
     query: str | None
     sources: tuple[SourceUsage, ...] = field(default=())
+    problems: tuple[str, ...] = ()
+    """What the context lacks and why (a search that could not run: the retrieved part is
+    missing, the files' own sections are whole)."""
 
     def __str__(self) -> str:
         return self.text
@@ -83,6 +86,7 @@ class Context:
             "query": self.query,
             "omitted": self.omitted,
             "sources": [s.to_dict() for s in self.sources],
+            "problems": list(self.problems),
         }
 
 

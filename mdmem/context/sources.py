@@ -128,9 +128,15 @@ def knowledge_source(
     )
 
 
-def retrieved_source(hits: Sequence[tuple[str, str]]) -> Source:
-    """Search hits not already shown by another source: (``path:lines``, text) pairs."""
+MISSING_RETRIEVED = "- [related memories missing: the index could not be searched]"
+
+
+def retrieved_source(hits: Sequence[tuple[str, str]], missing: bool = False) -> Source:
+    """Search hits not already shown by another source: (``path:lines``, text) pairs.
+    ``missing``: the search could not run, and the section says so."""
     units = [Unit(f"- {one_line(text)} ({where})", "", n) for n, (where, text) in enumerate(hits)]
+    if missing:
+        units = [Unit(MISSING_RETRIEVED)]
     return Source("retrieved", "Related Memories", "search results", tuple(units))
 
 
