@@ -359,7 +359,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     _rule(
         "password",
         "-u --user",
-        r"-(?:u[ \t]*|-user[= \t][ \t]*)[\"']?[^\s:\"'@]{1,128}:([^\s\"'@]{1,256})",
+        r"-(?:u[ \t]*|-user[= \t][ \t]*)[\"']?[^\s:\"'`@]{1,128}:([^\s\"'`@]{1,256})",
         group=1,
         check=_flag_password,
         provider=False,  # (boundary: ``pre-update`` is no flag)
@@ -407,7 +407,8 @@ _HASH_NAME = re.compile(
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_GAP = frozenset("\"' \t*")  # quotes, spaces, Markdown bold (``**db_password**:``)
 _B64ISH = re.compile(r"^[A-Za-z0-9+/_\-]+=*$")
-_BLOCK_HEAD = re.compile(r"^([ \t]*)([A-Za-z_][\w.\-]{0,63})[ \t]*[:=][ \t]*\r?$", re.M)
+_BLOCK_END = re.compile(r"[:=][ \t]*\r?\n")
+_BLOCK_HEAD = re.compile(r"([ \t]*)([A-Za-z_][\w.\-]{0,63})[ \t]*[:=][ \t]*\r?\n")
 _BLOCK_ITEM = re.compile(r"[ \t]*(?:[-*][ \t]+)?(?:[A-Za-z_][\w.\-]{0,63}[ \t]*[:=](?:[ \t]+|$))?")
 
 
@@ -485,12 +486,15 @@ def _block_spans(text: str) -> Iterable[tuple[int, int, str]]:
     """A secret name with its value on the lines below, more indented: an INI multi-line value
     (``secrets =`` then one value a line) or a nested YAML mapping (``password:`` then
     ``secure: X``). Each line's value is judged as if assigned to the name."""
-    for head in _BLOCK_HEAD.finditer(text):
+    for end in _BLOCK_END.finditer(text):  # a line ending in ':' or '=' (a cheap scan)
+        head = _BLOCK_HEAD.fullmatch(text, text.rfind("\n", 0, end.start()) + 1, end.end())
+        if head is None:
+            continue
         name = head.group(2).lower()
         if not (_PASS_NAME.search(name) or _KEY_NAME.search(name)):
             continue
         indent = len(head.group(1).expandtabs(4))
-        at = head.end() + 1
+        at = head.end()
         while at < len(text):
             stop = text.find("\n", at)
             stop = len(text) if stop < 0 else stop
