@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -517,3 +518,76 @@ def test_merge_keeps_the_childs_change_of_a_leaf_into_a_dict_and_notes_text() ->
     assert Merge().resolve("short", "Formal", "Formal").content == "short"  # child unchanged
     assert Merge().resolve("Formal", "Friendly", "Formal").note is None  # parent unchanged
     assert Merge().resolve({"a": 1}, {"b": 2}, MISSING).content == {"a": 1, "b": 2}
+
+
+PARENT_AGENT = """
+import sys
+from mdmem import Workspace
+pool = Workspace(sys.argv[1]).pool("plan")
+for travel in (150, 160, 170, 180, 200):
+    pool.write("budget", {"currency": "USD", "limits": {"travel": travel}}, writer="lead")
+"""
+
+
+@pytest.mark.slow
+def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 §3 as a user meets it: a parent just made (no index), two children with
+    different resolvers, GLOBAL with no index either, the parent's agent (another process)
+    writing the plan five times while a child watches, then both children syncing twice."""
+    monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
+    team = _make(tmp_path / "team", agent="lead")
+    team.remember("Releases ship on Thursdays after the changelog review", type="fact")
+    team.pool("plan").write("budget", {"currency": "EUR", "limits": {"travel": 100}})
+    a = _make(
+        tmp_path / "a",
+        parent="../team",
+        agent="writer",
+        extra='\n[scopes.resolvers]\nplan = "merge"\n',
+    )
+    b = _make(
+        tmp_path / "b", parent="../team", extra='\n[scopes.resolvers]\nplan = "parent-wins"\n'
+    )
+    me = Workspace.open_global()
+    me.remember("The user writes British English", type="preference")
+    for child in (a, b):
+        found = child.search("releases thursdays changelog", mode="keyword", k=3)
+        assert (found[0].scope, found[0].workspace) == ("INHERITED", str(team.root))
+        spelling = child.search("british english", mode="keyword", k=3)
+        assert spelling[0].scope == "GLOBAL"
+        assert sum("searched directly" in p for p in found.problems) == 2  # team and GLOBAL
+    assert not (team.root / ".mdmem" / "index.db").exists()
+
+    a.pool("plan").write("budget", {"limits": {"food": 30}})
+    b.pool("plan").write("budget", {"limits": {"food": 99}})
+    assert [p.action for p in a.sync_from_parent().pulled] == ["merged"]
+    assert [p.action for p in b.sync_from_parent().pulled] == ["replaced"]
+
+    events: list = []
+    watched = Workspace.open(team.root).pool("plan")
+    watched.on_write(events.append)
+    with watched.watch():
+        subprocess.run([sys.executable, "-c", PARENT_AGENT, str(team.root)], check=True, timeout=60)
+        deadline = time.monotonic() + 10
+        while not any(e.version == 6 for e in events) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [v for e in events for v in (*e.skipped, e.version)] == [2, 3, 4, 5, 6]
+
+    assert [(p.action, p.parent_version) for p in a.sync_from_parent().pulled] == [("merged", 6)]
+    assert a.pool("plan").read("budget").content == {
+        "currency": "USD",
+        "limits": {"travel": 200, "food": 30},
+    }
+    assert [(p.action, p.parent_version) for p in b.sync_from_parent().pulled] == [("replaced", 6)]
+    assert b.pool("plan").read("budget").content == {
+        "currency": "USD",
+        "limits": {"travel": 200},
+    }
+    assert a.sync_from_parent().pulled == b.sync_from_parent().pulled == ()  # nothing newer
+
+    Workspace.open(team.root).sync(
+        embed=False
+    )  # the team's own index: then read from it, no problem
+    found = a.search("releases thursdays changelog", mode="keyword", k=3, scopes=["inherited"])
+    assert found[0].workspace == str(team.root) and not any(
+        str(team.root) in p for p in found.problems
+    )
