@@ -753,7 +753,8 @@ SUBJECT = {
 """The generator's truth: which parameters name what a memory is about (the rest are values)."""
 
 
-def _facts() -> SearchStrategy[list[tuple[str, str, int, tuple[object, ...]]]]:
+def _kind(kind: str) -> SearchStrategy[tuple[str, str, int, tuple[object, ...]]]:
+    """One memory of a template: (text, type, days old, its subject by the generator)."""
     svc = st.sampled_from(["billing", "search"])
     params = {
         "job": st.fixed_dictionaries(
@@ -775,20 +776,20 @@ def _facts() -> SearchStrategy[list[tuple[str, str, int, tuple[object, ...]]]]:
         "topic": st.fixed_dictionaries(
             {"svc": svc, "topic": st.sampled_from(["orders_v1", "audit.log", "orders_v2"])}
         ),
-    }
-
-    def one(kind: str) -> SearchStrategy[tuple[str, str, int, tuple[object, ...]]]:
-        template, type_ = FACTS[kind]
-        return st.tuples(params[kind], st.integers(100, 160)).map(
-            lambda pa: (
-                template.format(**pa[0]),
-                type_,
-                pa[1],
-                (kind.rstrip("2"), *(pa[0][k] for k in SUBJECT[kind])),
-            )
+    }[kind]
+    template, type_ = FACTS[kind]
+    return st.tuples(params, st.integers(100, 160)).map(
+        lambda pa: (
+            template.format(**pa[0]),
+            type_,
+            pa[1],
+            (kind.rstrip("2"), *(pa[0][k] for k in SUBJECT[kind])),
         )
+    )
 
-    return st.lists(st.sampled_from(sorted(FACTS)).flatmap(one), min_size=3, max_size=10)
+
+def _facts() -> SearchStrategy[list[tuple[str, str, int, tuple[object, ...]]]]:
+    return st.lists(st.sampled_from(sorted(FACTS)).flatmap(_kind), min_size=3, max_size=10)
 
 
 @settings(max_examples=20)  # cheaper: each example embeds and consolidates a workspace
@@ -822,3 +823,57 @@ def test_consolidation_hides_no_distinct_fact(
                 assert truth[entry.text] == truth[newer.text], (entry.text, newer.text)
                 assert (newer.created or "") > (entry.created or "")
         ws.close()
+
+
+# -- the same invariant where extraction and compaction resolve a conflict (dedupe.decide)
+
+
+Pair = tuple[tuple[str, tuple[object, ...]], tuple[str, tuple[object, ...]]]
+
+
+def _pairs() -> SearchStrategy[Pair]:
+    """Two memories of one template (the hardest case: the same words but the slots)."""
+    text_and_subject = lambda kind: _kind(kind).map(lambda m: (m[0], m[3]))  # noqa: E731
+    kinds = st.sampled_from(sorted(set(FACTS) - {"module2"}))
+    return kinds.flatmap(lambda k: st.tuples(text_and_subject(k), text_and_subject(k)))
+
+
+@given(pair=_pairs())
+def test_extraction_replaces_only_a_changed_value(pair: Pair) -> None:
+    """A candidate that replaces or merges into an existing memory keeps its distinguishing
+    tokens but one changed value (the oracle), and has its subject (the generator's truth)."""
+    from hidden_facts import changed_value, distinguishing, words
+
+    from mdmem.distill.dedupe import decide
+    from mdmem.distill.extract import Candidate
+    from mdmem.markdown.entries import Entry
+
+    (old, old_subject), (new, new_subject) = pair
+    existing = Entry("memory.md", 3, 3, old, ("Memory",), "item", "fact", 0.5, "m-1")
+    [decision] = decide([Candidate("fact", new, 0.6, new)], [existing])
+    if decision.action in ("replace", "merge"):
+        missing = distinguishing(old) - set(words(decision.text))
+        if decision.action == "replace":
+            missing -= changed_value(old, decision.text)
+        assert not missing, (old, decision)
+        assert old_subject == new_subject, (old, new)
+
+
+def test_a_models_replace_that_hides_a_fact_keeps_both(scripted, embedder) -> None:
+    """The model may call job 27 a new value of job 7: the rule keeps both."""
+    from mdmem.config import LLMConfig
+    from mdmem.distill.dedupe import decide
+    from mdmem.distill.extract import Candidate
+    from mdmem.markdown.entries import Entry
+
+    old, new = JOB.format(n=7, h=0, t=30), JOB.format(n=27, h=0, t=30)
+    existing = Entry("memory.md", 3, 3, old, ("Memory",), "item", "fact", 0.5, "m-1")
+    scripted('{"action": "replace", "reason": "newer job number"}')
+    [decision] = decide(
+        [Candidate("fact", new, 0.6, new)],
+        [existing],
+        embed=embedder.embed,
+        threshold=0.9,
+        llm=LLMConfig(model="scripted/m"),
+    )
+    assert decision.action == "keep_both" and "would hide 7" in decision.reason

@@ -11,6 +11,7 @@ import numpy as np
 
 from mdmem.config import LLMConfig
 from mdmem.distill.extract import Action, Candidate, Decision, parse_json_object, text_hash
+from mdmem.distill.fidelity import distinguishing, token_set
 from mdmem.distill.rules import content_words
 from mdmem.distill.slots import changed_slot, slot_keys
 from mdmem.markdown.entries import Entry
@@ -168,19 +169,42 @@ def _resolve(
     if llm is not None and llm.model:
         decision, problem = resolve_llm(candidate, entry, llm, **llm_kwargs)
         if decision is not None:
-            return Decision(
+            found = Decision(
                 decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}"
             )
+            return kept_facts(found)
         fallback = resolve_offline(candidate, entry)
-        return Decision(
-            fallback.action,
-            candidate,
-            entry,
-            fallback.text,
-            f"{why}; model reply unusable ({problem}); rule: {fallback.reason}",
+        return kept_facts(
+            Decision(
+                fallback.action,
+                candidate,
+                entry,
+                fallback.text,
+                f"{why}; model reply unusable ({problem}); rule: {fallback.reason}",
+            )
         )
     decision = resolve_offline(candidate, entry)
-    return Decision(decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}")
+    return kept_facts(
+        Decision(decision.action, candidate, entry, decision.text, f"{why}; {decision.reason}")
+    )
+
+
+def kept_facts(decision: Decision) -> Decision:
+    """A replace or merge archives the existing memory behind the new text: allowed only when
+    that text holds each of its distinguishing tokens (:func:`distinguishing`), but, for a
+    replace, those of the one value slot it changes. Else both stay: a model's "replace" of
+    "job 7 …" by "job 27 …" hides a job."""
+    old = decision.existing
+    if old is None or decision.action not in ("replace", "merge"):
+        return decision
+    missing = distinguishing(old.text) - token_set(decision.text)
+    slot = changed_slot(decision.text, old.text) if decision.action == "replace" else None
+    if slot is not None:
+        missing -= set(slot.old.split())
+    if not missing:
+        return decision
+    why = f"{decision.reason}; but it would hide {', '.join(sorted(missing)[:5])}: both kept"
+    return Decision("keep_both", decision.candidate, old, decision.candidate.text, why)
 
 
 def resolve_offline(candidate: Candidate, entry: Entry) -> Decision:
