@@ -261,15 +261,21 @@ def entries(root: Path, rel: str = "memory.md") -> list:
     return parse_document(rel, (root / rel).read_text(encoding="utf-8")).entries
 
 
-def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue's reproduction, run as a user would: ``.venv/bin/mdmem`` by path, the venv
-    not activated. Before: exit 4, a false "conflict markers" message, an entry lost."""
+    not activated (alice syncs from Python, with the same PATH). Before: exit 4, a false
+    "conflict markers" message, an entry lost."""
     env = off_path_env()
     assert shutil.which("mdmem", path=env["PATH"]) is None
+    monkeypatch.setenv("PATH", env["PATH"])  # what git, and so the driver, inherit
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)], check=True)
     a = plain_clone(remote, tmp_path / "alice")
-    mdmem(env, a, "init", str(a), "--agent", "alice")
+    Workspace.init(a, mode="minimal", agent="alice")
+    install_gitattributes(a)
+    configure_driver(a)
     with (a / "mdmem.toml").open("a") as config:  # keyword only: no model to load
         config.write('[embedding]\nmodel = ""\n')
     with Workspace.open(a) as seeding:
@@ -292,10 +298,12 @@ def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(tmp_path
         render = bob.supersede(seed, "Deploys go to Render").id
         bob.relate(render, twin, "supports")
 
-    mdmem(env, a, "sync")
+    with Workspace.open(a) as alice:
+        alice.git_sync()
     said = mdmem(env, b, "sync")
     assert "to settle:" in said and "contradicts" in said and "conflict markers" not in said
-    mdmem(env, a, "sync")
+    with Workspace.open(a) as alice:
+        assert alice.git_sync().behind == 1
 
     assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
     for root in (a, b):

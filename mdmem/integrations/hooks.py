@@ -90,8 +90,8 @@ def commands(
 ) -> dict[str, str]:
     """The command each hook runs (the workspace by absolute path: Claude Code starts hooks
     in the project's folder, which need not be the workspace)."""
-    program = executable or mdmem_executable()
-    base = f"{shlex.quote(program)} -w {shlex.quote(str(workspace.absolute()))} {MARKER}"
+    program = shlex.quote(executable) if executable else mdmem_command()
+    base = f"{program} -w {shlex.quote(str(workspace.absolute()))} {MARKER}"
     out = {}
     for event, action in EVENTS.items():
         extra = ""
@@ -103,10 +103,14 @@ def commands(
     return out
 
 
-def mdmem_executable() -> str:
-    """This installation's ``mdmem`` (beside the running Python), else ``mdmem`` on PATH."""
+def mdmem_command() -> str:
+    """This installation's ``mdmem`` as a shell command, by absolute path: the script beside
+    the running Python, else that Python with ``-m mdmem`` (Claude Code's PATH need not hold
+    ``mdmem``). Hooks are found again by :data:`MARKER`, whatever program they name."""
     beside = Path(sys.executable).parent / "mdmem"
-    return str(beside) if beside.exists() else "mdmem"
+    if beside.exists():
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m mdmem"
 
 
 def install(settings: Path, wanted: Mapping[str, str], *, dry_run: bool = False) -> InstallReport:

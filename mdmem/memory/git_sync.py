@@ -25,7 +25,13 @@ from pathlib import Path, PurePosixPath
 from mdmem.config import LOCAL_CONFIG_NAME
 from mdmem.errors import MdmemError
 from mdmem.markdown.conflicts import conflict_line
-from mdmem.memory.merge_driver import GIT_ATTRIBUTES, Missing, contradictions, missing_entries
+from mdmem.memory.merge_driver import (
+    GIT_ATTRIBUTES,
+    Missing,
+    contradictions,
+    file_kind,
+    missing_entries,
+)
 
 DRIVER = "merge-driver %O %A %B %P"
 """The arguments git gives the driver: base, ours (the result goes there), theirs, the path."""
@@ -231,6 +237,8 @@ def sync(
         raise SyncError(f"{root} is not inside a git repository")
     prefix = _prefix(root, top)
     _refuse_in_progress(top)
+    if (root / LOCAL_CONFIG_NAME).exists():
+        ignore_local_config(root)  # this machine's agent: never committed for every clone
     mine = _dirty_workspace_paths(top, prefix)
     upstream = _upstream(top)
     migrated = None if dry_run else migrate_driver(top)
@@ -292,7 +300,8 @@ def _check_merge(top: Path, prefix: str, before: str) -> tuple[str, ...]:
 
 
 def _changed_md(top: Path, prefix: str, base: str | None, sides: tuple[str, ...]) -> list[str]:
-    """The workspace's Markdown files a side changed since ``base`` (every one: no base)."""
+    """The workspace's files the driver merges that a side changed since ``base`` (every one:
+    no base)."""
     paths: dict[str, None] = {}
     for side in sides:
         if base is None:
@@ -300,7 +309,7 @@ def _changed_md(top: Path, prefix: str, base: str | None, sides: tuple[str, ...]
         else:
             args = ["diff", "--name-only", "--no-renames", "-z", base, side, "--", prefix or "."]
         for path in _git(top, *args).stdout.split("\0"):
-            if path.endswith(".md"):
+            if file_kind(path) is not None:  # the files the driver merges; the rest are git's
                 paths[path] = None
     return list(paths)
 
