@@ -31,6 +31,7 @@ from mdmem.memory.scopes import (
     GLOBAL,
     INHERITED,
     LOCAL,
+    LOCAL_DIRS,
     SHARED,
     global_root,
     parent_chain,
@@ -47,6 +48,9 @@ MIRROR_DIR = "parents"
 """Under the reading workspace's ``.mdmem/``: a keyword index of each other workspace's files,
 searched where that workspace's own index is missing or stale (it is never written)."""
 MIRROR_WAIT_S = 5.0
+MIRROR_FILE_BYTES = 2_000_000
+"""A file this big is left out of a search that reads the files (one search must not stall
+on a huge file; the workspace's own index, once built, holds it)."""
 """Each workspace is asked for this many times ``k`` hits: the merge and the scope filter pick
 the ``k`` best of them."""
 
@@ -187,10 +191,11 @@ def _search_files(
     indexed: Sequence[Hit],
 ) -> list[Hit]:
     with mirror.searching():
+        wait, big = MIRROR_WAIT_S, MIRROR_FILE_BYTES
         if only is None:
-            mirror.sync(embed=False, lock_timeout=MIRROR_WAIT_S)
+            mirror.sync(embed=False, lock_timeout=wait, defer_bytes=big)
         else:
-            mirror.sync_paths(only, embed=False, lock_timeout=MIRROR_WAIT_S)
+            mirror.sync_paths(only, embed=False, lock_timeout=wait, defer_bytes=big)
         hits = search(
             mirror,
             None,
@@ -359,8 +364,11 @@ class Federation:
 
             folder = self.root / STATE_DIR / MIRROR_DIR / f"{root.name}-{sha(str(root))[:12]}"
             folder.mkdir(parents=True, exist_ok=True)
+            # only what is inherited: its agents' sessions and notes are never read
+            local = tuple("/" + name for name in LOCAL_DIRS)
+            files = replace(config.files, exclude=(*config.files.exclude, *local))
             self._mirrors[root] = SqliteIndex(
-                root, folder / "index.db", config.files, lambda: None, redactor=self._redactor
+                root, folder / "index.db", files, lambda: None, redactor=self._redactor
             )
         return self._mirrors[root]
 
