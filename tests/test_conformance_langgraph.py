@@ -237,6 +237,8 @@ def test_concurrent_async_puts_gets_searches_and_deletes_never_fail(
                     store.aput(ns, f"key{i}", value={"foo": f"bar{i}"}),
                     store.adelete(ns, f"key{i}"),
                 ]
+                if i % 5 == 0:  # mdmem's search too, over files being deleted as it reads
+                    calls.append(store.asearch(("test",), query=f"bar{i}"))
         return await asyncio.gather(*calls, return_exceptions=True)
 
     results = asyncio.run(storm())
