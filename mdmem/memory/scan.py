@@ -82,7 +82,7 @@ def scan(root: Path, config: FilesConfig) -> ScanResult:
                     folders.append((entry.path, rel + "/"))
                 continue
             markdown = included(rel, include)
-            unfit = name_problem(rel)
+            unfit = None if rel.isprintable() else name_problem(rel)
             if unfit is not None:  # (before any other message names it)
                 if markdown and not skipped(rel):
                     problems.append(Problem(shown(rel), f"{unfit}; {NAME_SKIPPED}"))
