@@ -181,7 +181,7 @@ def _from_files(
 
 
 def _search_files(
-    mirror: SqliteIndex,
+    mirror: IndexBackend,
     query: str,
     *,
     k: int,
@@ -223,13 +223,15 @@ def _search_files(
     return [*still, *new[:k]]
 
 
-def _lines(mirror: SqliteIndex, paths: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
+def _lines(mirror: IndexBackend, paths: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
     """Where each passage of these files is now, by (path, text)."""
-    marks = ",".join("?" * len(paths))
-    rows = mirror.conn.execute(
-        f"SELECT path, text, start_line, end_line FROM chunks WHERE path IN ({marks})", paths
-    ).fetchall()
-    return {(p, t): (a, b) for p, t, a, b in rows}
+    wanted = set(paths)
+    with mirror.reading():
+        layout = mirror.layout()
+        files = np.array([path in wanted for path in layout.file_paths], dtype=bool)
+        inside = files[layout.file_of] if len(layout.rowids) else np.zeros(0, dtype=bool)
+        rows = mirror.chunk_rows([int(r) for r in layout.rowids[inside]])
+    return {(r.path, r.text): (r.start_line, r.end_line) for r in rows.values()}
 
 
 def _stale(member: Member) -> list[str]:
