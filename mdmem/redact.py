@@ -208,14 +208,20 @@ def _high_entropy(value: str) -> bool:
 
 
 def _camel_case(value: str) -> bool:
-    """Words run together: every letter run of three or more (or an acronym), short numbers."""
+    """Words run together (``Base64HighEntropyString``): no letter run of one or two that
+    holds a lowercase letter, and most letters in words of three or more."""
+    letters = words = 0
     for part in _WORD_PARTS.findall(value):
         if part.isdigit():
             if len(part) > 4:
                 return False
-        elif part.isalpha() and len(part) < 3 and not part.isupper():
-            return False
-    return True
+        elif part.isalpha():
+            letters += len(part)
+            lower = not part.isupper()
+            if lower and len(part) < 3:
+                return False
+            words += len(part) if lower else 0
+    return letters > 0 and words >= 0.6 * letters
 
 
 # ---- the rules --------------------------------------------------------------------------------
@@ -402,7 +408,8 @@ _NOT_SECRET_NAME = re.compile(
 )
 _HASH_NAME = re.compile(
     r"(?:^|[_.\-])(?:sha\d*|md5|hash|checksum|integrity|digest|etag|h\d|rev|commit|revision|"
-    r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image)$"
+    r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image|"
+    r"session|conversation|thread|run|trace|request|message|msg|call|response|resp)$"
 )
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_GAP = frozenset("\"' \t*")  # quotes, spaces, Markdown bold (``**db_password**:``)
