@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mdmem.errors import MdmemError
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 """Bumped when the built-in rules change: indexes built with other rules are rebuilt."""
 MEMO_SIZE = 8192
 MARK = "[REDACTED:{kind}]"
@@ -259,6 +259,16 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         r"(?:\r?\n[A-Za-z][A-Za-z0-9\-]{0,40}:[^\n]*)*(?:\r?\n[ \t]*(?=\r?\n))?.*?"
         r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?=\n[ \t]*\r?\n)|\Z)",
         flags=re.S,
+        boundary=False,
+    ),
+    _rule(
+        "private_key",
+        "-----END",
+        # a key's body cut from its BEGIN line by a blank line (the index keeps paragraphs
+        # apart): base64 lines, at most 120, that end at an END line
+        r"(?m)^((?:[A-Za-z0-9+/=]{16,80}[ \t]*\r?\n){1,120}(?:=[A-Za-z0-9+/]{4}[ \t]*\r?\n)?)"
+        r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
+        group=1,
         boundary=False,
     ),
     _rule("anthropic", "sk-ant-", r"sk-ant-[a-z]{2,8}\d{2}-[A-Za-z0-9_\-]{32,}" + _END),

@@ -497,6 +497,8 @@ def _near_misses() -> dict[str, str]:
         "url many schemes": "://a:b/" * (size // 7),
         "pem no end": "-----BEGIN RSA PRIVATE KEY-----\n" + "Proc-Type: 4\n" * (size // 13),
         "pem many begins": "-----BEGIN PRIVATE KEY-----\n" * (size // 28),
+        "pem body no end": "-----END CERTIFICATE-----\n" + ("A" * 64 + "\n") * (size // 65),
+        "pem bodies": ("A" * 64 + "\n") * 119 + "-----END PRIVATE\n" * (size // 8000),
         "spoken": "password for " + "the db " * (size // 7),
         "spoken many": "password for the db is x " * (size // 25),
         "curl": "curl -u " + "a" * size,
@@ -565,4 +567,20 @@ def test_secrets_that_got_through_reach_no_session_file_search_or_context(tmp_pa
     hits = ws.search("password token secret webhook curl staging deploy", k=50)
     assert hits and all(_leaks(h.text, pieces) == [] for h in hits)
     assert _leaks(ws.build_context("deploy password token").text, pieces) == []
+    ws.close()
+
+
+def test_a_key_body_cut_off_by_a_blank_line_stays_out_of_the_index(tmp_path: Path) -> None:
+    """An encrypted PEM in a person's file: the blank line after DEK-Info puts its body in a
+    paragraph (an index chunk) of its own, without the BEGIN line. It leaked into search."""
+    ws = _keyword_only(tmp_path)
+    pem = GOT_THROUGH[3][1]
+    (ws.root / "notes.md").write_text(f"# Notes\n\nthe deploy key:\n\n{pem}\n")
+    ws.sync()
+    pieces = tuple(line[i : i + 12] for line in _PEM_BODY.split("\n") for i in range(0, 50, 7))
+    hits = ws.search(_PEM_BODY[:40], k=10) + ws.search("deploy key END RSA PRIVATE", k=10)
+    assert hits and all(_leaks(h.text, pieces) == [] for h in hits)
+    assert _leaks(ws.build_context("deploy key").text, pieces) == []
+    assert _leaks(_db_bytes(ws.root), pieces) == []
+    assert (ws.root / "notes.md").read_text().count(_PEM_BODY) == 1  # the file is the person's
     ws.close()
