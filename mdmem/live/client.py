@@ -219,11 +219,30 @@ class Status:
 
 def _heartbeat(root: Path, pid: int) -> dict[str, Any] | None:
     """The heartbeat of watcher ``pid``, or None when it has written none yet (starting)."""
+    info = read_heartbeat(root)
+    return info if info.get("pid") == pid else None
+
+
+def read_heartbeat(root: Path) -> dict[str, Any]:
+    """The watcher's heartbeat file as it last wrote it (it rewrites the file in place under an
+    exclusive flock: read under a shared one, never half-written); {} when there is none."""
+    import fcntl
+
     try:
-        info = json.loads((root / STATE_DIR / WATCHER_FILE).read_text())
+        fd = os.open(root / STATE_DIR / WATCHER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        info = json.loads(b"".join(chunks))
     except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) and info.get("pid") == pid else None
+        return {}
+    finally:
+        os.close(fd)
+    return info if isinstance(info, dict) else {}
 
 
 def _timeout() -> float:

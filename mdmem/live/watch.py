@@ -33,6 +33,7 @@ from mdmem.layout import (
     running_watcher,
 )
 from mdmem.live.changes import Heard, KernelChanges, open_changes
+from mdmem.live.client import read_heartbeat
 from mdmem.live.watched_folders import WatchedFolders
 
 if TYPE_CHECKING:
@@ -595,26 +596,6 @@ def _same_file(path: Path, fd: int) -> bool:
         return False
     held = os.fstat(fd)
     return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
-
-
-def read_heartbeat(root: Path) -> dict[str, Any]:
-    """The watcher's heartbeat file as it last wrote it (never half-written: read under a
-    shared flock); an empty dict when there is none or it cannot be read."""
-    try:
-        fd = os.open(root / STATE_DIR / WATCHER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return {}
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        data = b""
-        while chunk := os.read(fd, 65536):
-            data += chunk
-        info = json.loads(data)
-    except (OSError, ValueError):
-        return {}
-    finally:
-        os.close(fd)
-    return info if isinstance(info, dict) else {}
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:
