@@ -523,3 +523,23 @@ def test_a_workspace_on_postgres_never_moves_back_and_says_when_it_is_not_embedd
     assert redo.exit_code == 0, redo.output
     assert "  fresh" in _status(root)
     ws.close()
+
+
+def test_a_copy_of_an_index_not_all_embedded_is_embedded_by_the_next_sync(
+    tmp_path: Path, embedder, postgres: Cluster
+) -> None:
+    """The copy used to mark every chunk embedded (`mdmem index` then embedded nothing)."""
+    ws = Workspace.init(tmp_path / "ws", mode="full", agent="coder")
+    for n in range(3):
+        ws.remember(f"Backups of shard {n} run at 0{n}:30 UTC")
+    with Workspace.open(ws.root, embedder=embedder) as lite:
+        lite.sync(embed=False)  # chunks, and no vector yet
+    pg = on_postgres(ws.root, postgres.url, embedder)
+    copied = pg.copy_index_to_postgres()
+    assert (copied.vectors, copied.synced) == (0, False) and copied.generation >= 1
+    before = pg.status()
+    assert before.embedded == 0 < before.chunks
+    assert pg.sync().embedded > 0
+    after = pg.status()
+    assert after.embedded == after.chunks and after.generation > before.generation
+    pg.close()
