@@ -273,3 +273,29 @@ def test_values_next_to_structure_are_still_masked(tmp_path: Path) -> None:
     text = (ws.root / "world_state.md").read_text()
     assert "hunter2-Blue99" not in text and GITHUB_TOKEN not in text
     assert "- **db_password**: [REDACTED:password]" in text
+
+
+SECRETISH_KEYS = st.tuples(
+    st.sampled_from(["db password", "api_token", "secret", "client_secret", "auth", "key"]),
+    st.sampled_from(["=", " ", "_"]),
+    _text(ALNUM + "-!&", 6, 24),
+).map("".join)
+
+
+@_CHEAPER
+@given(key=st.one_of(IDENTIFIERS, SECRETISH_KEYS))
+@example(key="db password=hunter2-Blue99")
+def test_world_and_pool_keys_round_trip(tmp_path: Path, key: str) -> None:
+    """Whatever a key looks like, it is written, found and listed as given; one holding a
+    provider-format secret is refused with nothing written."""
+    ws = _workspace(tmp_path / uuid.uuid4().hex)
+    pool = ws.pool("default")
+    if _refused(key):
+        with pytest.raises(SecretInField):
+            ws.world.set(key, "value")
+        with pytest.raises(SecretInField):
+            pool.write(key, "value")
+        return
+    assert ws.world.set(key, "value").key == key and ws.world.get(key) == "value"
+    assert pool.write(key, {"n": 1}).key == key and pool.read(key).content == {"n": 1}
+    assert pool.delete(key).key == key and pool.read(key) is None
