@@ -447,10 +447,18 @@ _EDITED_ALIKE_ON_BOTH = (
 )
 """Found by the property: the second version's id was random, so the two merge orders named
 it differently (it is derived from the entry's id and text now)."""
+_EDITED_ON_BOTH_THE_NEWER_WINS = (
+    _EDITED_ALIKE_ON_BOTH[0],
+    _EDITED_ALIKE_ON_BOTH[1],
+    _render([_line("m-base00000", "base fact 0 about db, by b", updated="2026-03-03")], []),
+)
+"""Found by the property: with the archived loser dropped, the check still counted the id's
+surviving edit (the other side's) as this side's; an edit is present only by its own lines."""
 
 
 @given(_histories())
 @example(_EDITED_ALIKE_ON_BOTH)
+@example(_EDITED_ON_BOTH_THE_NEWER_WINS)
 def test_merged_memory_loses_nothing_and_duplicates_nothing(texts: tuple[str, str, str]) -> None:
     o, a, b = texts
     now = dt.datetime(2026, 3, 5, tzinfo=dt.UTC)
@@ -474,6 +482,23 @@ def test_merged_memory_loses_nothing_and_duplicates_nothing(texts: tuple[str, st
     assert sorted((e.id, e.text, e.archived) for e in doc.entries) == sorted(
         (e.id, e.text, e.archived) for e in other.entries
     )
+    # and the check sync runs after a pull sees a loss: drop one entry a side added or changed
+    changed = [
+        e
+        for side in (a, b)
+        for e in parse_document("memory.md", side).entries
+        if (e.id, e.text) not in before
+    ]
+    for entry in changed[:1]:
+        kept = [e for e in doc.entries if e.text == entry.text]
+        assert len(kept) == 1  # texts are unique in these histories
+        lines = result.text.splitlines(keepends=True)
+        del lines[kept[0].start_line - 1]
+        assert any(
+            m.text == entry.text
+            for side in (a, b)
+            for m in missing_entries("memory.md", o, side, "".join(lines))
+        )
     # links name entries that exist
     ids = {e.id for e in doc.entries}
     for entry in doc.entries:

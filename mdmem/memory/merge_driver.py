@@ -645,20 +645,33 @@ def missing_entries(path: str, base: str, side: str, result: str) -> list[Missin
         return []
     if kind == "pool":
         return _missing_pool(path, base, side, result)
-    before = {(e.id, e.text) for e in parse_document(path, base).entries} if base else set()
-    base_ids = {e.id: e.text for e in parse_document(path, base).entries} if base else {}
+    old = parse_document(path, base).entries if base else []
+    before = {(e.id, e.text) for e in old}
+    base_ids = {e.id: e.text for e in old}
     now = parse_document(path, result).entries
     texts = {same_text(e.text) for e in now}
     sums = {e.meta["sum"] for e in now if e.meta.get("sum")}
-    edited = {e.id for e in now if e.id in base_ids and e.text != base_ids[e.id]}
+    by_id = {e.id: e.text for e in now}
     out = []
     for entry in parse_document(path, side).entries:
         if (entry.id, entry.text) in before or (kind == "task" and _pointer(entry.text)):
             continue
-        if same_text(entry.text) in texts or entry.meta.get("sum") in sums or entry.id in edited:
+        if same_text(entry.text) in texts or entry.meta.get("sum") in sums:
+            continue
+        edit_of = base_ids.get(entry.id)
+        if edit_of is not None and _lines_kept(edit_of, entry.text, by_id.get(entry.id)):
             continue
         out.append(Missing(entry.text, entry.start_line))
     return out
+
+
+def _lines_kept(base: str, edit: str, now: str | None) -> bool:
+    """An edit of an entry is in its merged version ``now`` when every line it changed or
+    added is there: git's line merge can join two sides' edits of one entry's lines."""
+    if now is None:
+        return False
+    changed = [line for line in edit.splitlines() if line not in base.splitlines()]
+    return all(line in now.splitlines() for line in changed)
 
 
 def _pointer(text: str) -> bool:
