@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -71,15 +72,45 @@ def cities(reply: dict[str, object]) -> list[str]:
     return [w for hit in hits for w in hit["text"].split() if w.startswith("city")]
 
 
+def search(root: Path, query: str) -> list[dict[str, str]]:
+    answer = ask(root, query, {"mode": "keyword", "k": 50}, auto=False)
+    assert answer.reply is not None, answer.note  # the server answered, not in-process
+    return answer.reply["hits"]
+
+
 def test_a_search_right_after_an_edit_sees_it_through_the_server(served: Path) -> None:
+    """200 edits of every kind, each followed at once by a search through the server: the
+    fact at the heart of the report edited in place and by rename, and folders made, renamed
+    and files deleted (which also moves the barrier's own watches). 0 stale answers."""
+    rng = random.Random(31)
     memory = served / "memory.md"
+    folders: list[str] = []  # each holds n.md, with the token of the folder's number
     stale = []
     for i in range(1, PAIRS + 1):
-        (in_place if i % 2 else by_rename)(memory, MEMORY.format(city=f"city{i}"))
-        answer = ask(served, "deploy target cluster", {"mode": "keyword"}, auto=False)
-        assert answer.reply is not None, answer.note  # the server answered, not in-process
-        if cities(answer.reply) != [f"city{i}"]:
-            stale.append((i, cities(answer.reply)))
+        kind = rng.choice(["in place", "rename", "in place", "rename", "folder", "move", "rm"])
+        if kind in ("in place", "rename") or not folders:
+            (in_place if kind == "in place" else by_rename)(memory, MEMORY.format(city=f"city{i}"))
+            seen = cities({"hits": search(served, "deploy target cluster")})
+            expected: object = [f"city{i}"]
+        elif kind == "folder":
+            (served / f"d{i}").mkdir()
+            (served / f"d{i}" / "n.md").write_text(f"# N\n\n- token{i} is here\n")
+            folders.append(f"d{i}")
+            seen = [h["path"] for h in search(served, f"token{i}")]
+            expected = [f"d{i}/n.md"]
+        else:
+            folder = folders.pop(rng.randrange(len(folders)))
+            token = "token" + folder[1:]
+            if kind == "move":
+                os.rename(served / folder, served / f"e{folder[1:]}")
+                seen = [h["path"] for h in search(served, token)]
+                expected = [f"e{folder[1:]}/n.md"]
+            else:
+                (served / folder / "n.md").unlink()
+                seen = [h["path"] for h in search(served, token)]
+                expected = []
+        if seen != expected:
+            stale.append((i, kind, seen, expected))
     assert stale == []
 
 
