@@ -526,3 +526,15 @@ def test_a_watcher_indexes_every_edit_past_a_name_that_is_not_text(tmp_path: Pat
     said = log.read_text()
     assert "sync failed" not in said and "Traceback" not in said, said
     assert "caf\\xe9.md: file name is not valid UTF-8; skipped" in said
+
+
+def test_the_memory_tool_lists_a_name_that_is_not_text_escaped(tmp_path: Path) -> None:
+    from anthropic.types.beta import BetaMemoryTool20250818ViewCommand as View
+
+    from mdmem.integrations.memory_tool import MdmemMemoryTool
+
+    ws = _hostile_workspace(tmp_path / "ws")
+    listing = MdmemMemoryTool(ws).view(View(command="view", path="/memories"))
+    listing.encode("utf-8")  # what goes back to the model is text
+    listed = {line.split("\t", 1)[1] for line in listing.splitlines()[1:]}
+    assert {f"/memories/{name}" for name in [*BAD_NAMES.values(), LONG_NAME]} <= listed, listing

@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from mdmem import Workspace
 from mdmem.errors import MdmemError
 from mdmem.integrations.viewer import MAX_VIEW_CHARS, capped, masked_lines, numbered
+from mdmem.paths import shown as escaped_name
 
 MEMORIES = "/memories"
 TRASH_DIR = ".trash"
@@ -174,7 +175,8 @@ class MemoryFiles:
         for child in children:
             if child.name.startswith("."):
                 continue
-            name = f"{prefix}/{child.name}" if prefix else child.name
+            own = escaped_name(child.name)  # (a name that is not UTF-8 text, escaped: one line)
+            name = f"{prefix}/{own}" if prefix else own
             real = Path(os.path.realpath(child))
             if real != real_root and real_root not in real.parents:
                 continue
