@@ -147,7 +147,9 @@ def configure_driver(path: Path, command: str | None = None) -> str:
 def configured_driver(path: Path) -> str | None:
     """The driver line this clone's git config holds; None when it has none."""
     done = _git(path, "config", "--get", "merge.mdmem.driver", check=False)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
 
 
 def migrate_driver(path: Path) -> str | None:
