@@ -47,6 +47,7 @@ def test_dependencies_are_ranges_not_pins() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a fresh venv installs torch and the rest from pip's cache
 def test_the_wheel_installs_and_works_outside_the_repository(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     _run(
