@@ -7,10 +7,12 @@ for fidelity before anything is replaced; the originals are archived, never dele
    Hand-written entries and entries a person edited since the program wrote them are only
    suggested, never changed.
 2. Clusters: per file and type, pairs at cosine ≥ ``similarity`` joined (union-find); clusters
-   smaller than ``min_cluster`` stay. A memory that a newer one of its cluster contradicts
-   (same subject, another value) is superseded by it instead of merged.
-3. Merges: :mod:`mdmem.distill.merging` (model or extractive), each checked by
-   :mod:`mdmem.distill.fidelity`; below the threshold, or losing a fact, the originals stay.
+   smaller than ``min_cluster`` stay. A memory that a newer one of its cluster changes (one
+   value slot, :mod:`mdmem.distill.slots`, and dated a later day) is superseded by it instead
+   of merged; the report lists each pair (:class:`Change`).
+3. Merges: :mod:`mdmem.distill.merging` (model or extractive, per fact), each checked by
+   :mod:`mdmem.distill.fidelity`; below the threshold, or losing a fact or a distinguishing
+   token (``m3``, ``27``, ``eu-west-1``), the originals stay: nothing archived hides one.
 4. One write per file through the safe writes: the merged memory (``refines=`` its sources,
    ``fidelity=``, ``emb_sim=``, ``kw_retention=``) goes in, the originals go to ``## Archive``
    with ``consolidated_into=``. Each write re-reads the file: a cluster a person changed
