@@ -17,8 +17,14 @@ Metrics:
   runs              one run, then more until a run merges nothing (at most 5): a cluster gives
                     at most 3 merged memories a run, and what a big one leaves the next run takes
   time              consolidation only, all runs (extraction and indexing excluded)
-Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covered, no merge
-written below consolidate.fidelity_threshold.
+  hidden            the oracle of issue 31 (benchmarks/hidden_facts.py, written apart from
+                    mdmem/distill/fidelity.py): archived memories with a distinguishing token
+                    (a digit, a capital letter, an inner - _ .) that no live memory they point
+                    to holds (a superseded one may lose its one changed value); must be 0
+  superseded        memories archived as superseded by a newer value; each pair is listed
+Goals: distinct facts hidden 0; >= 95% of covered evidence still covered; no merge written
+below consolidate.fidelity_threshold. The cut is whatever keeps every fact (issue 12's
+">= 40% fewer entries" is dropped: issue 31).
 
 Usage:  .venv/bin/python benchmarks/consolidate.py [--similarity X] [--limit N] [--json PATH]
 The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo10.json, not redistributed;
@@ -51,6 +57,7 @@ from compaction import (  # noqa: E402
     survives,
     tokens,
 )
+from hidden_facts import hidden_facts  # noqa: E402
 from locomo import DATA  # noqa: E402
 
 from mdmem import Workspace  # noqa: E402
@@ -97,6 +104,8 @@ def main() -> None:
     samples = json.loads(args.data.read_text())[: args.limit or None]
     embedder = SentenceTransformerEmbedder()
     rows = []
+    pairs: list[str] = []
+    hiding: list[str] = []
     written: list[float] = []
     refused: list[float] = []
     for sample in samples:
@@ -116,6 +125,12 @@ def main() -> None:
             reports.append(ws.consolidate(offline=True))
             seconds += time.perf_counter() - started
         after = [e.text for e in ws.entries("memory.md")]
+        hidden = hidden_facts(ws.root)
+        for r in reports:
+            pairs += [f"{sample['sample_id']}: {c.describe()}" for c in r.changes]
+        hiding += [
+            f"{sample['sample_id']}: {h.id} {h.text[:60]!r} hides {h.tokens}" for h in hidden
+        ]
         cov_before = covered(sample, turns, before)
         cov_after = covered(sample, turns, after)
         for r in reports:
@@ -143,11 +158,18 @@ def main() -> None:
                 "merged": sum(r.count("merged") for r in reports),
                 "refused": sum(r.count("refused") for r in reports),
                 "seconds": seconds,
+                "hidden": len(hidden),
+                "hidden_tokens": sum(len(h.tokens) for h in hidden),
+                "superseded": sum(r.superseded for r in reports),
             }
         )
         console.log(f"{sample['sample_id']}: {len(before)} → {len(after)} memories")
         ws.close()
-    report_table(console, rows, written, refused, args.json, args.similarity)
+    report_table(console, rows, written, refused, args.json, args.similarity, pairs, hiding)
+    for line in pairs:
+        console.print(f"superseded {line}", markup=False, highlight=False)
+    for line in hiding:
+        console.print(f"HIDDEN {line}", markup=False, highlight=False)
 
 
 def report_table(
@@ -157,6 +179,8 @@ def report_table(
     refused: list[float],
     json_path: Path | None,
     similarity: float,
+    pairs: list[str] = (),  # type: ignore[assignment]
+    hiding: list[str] = (),  # type: ignore[assignment]
 ) -> None:
     title = f"Consolidation of offline-extracted LoCoMo memories ({len(rows)} conv.)"
     table = Table(title=f"{title}, similarity {similarity}")
@@ -168,6 +192,7 @@ def report_table(
         "covered",
         "still covered",
         "clusters: merged / refused",
+        "hidden",
         "time",
     ):
         table.add_column(column, justify="right")
@@ -181,6 +206,7 @@ def report_table(
             f"{r['covered_before']} → {r['covered_after']}",
             f"{kept:.1%}",
             f"{r['clusters']}: {r['merged']} / {r['refused']}",
+            f"{r['hidden']}",
             f"{r['seconds']:.1f} s",
         )
     console.print(table)
@@ -199,8 +225,9 @@ def report_table(
         f"fixed by the similarity, {similarity})."
     )
     console.print(
-        f"Entries cut by {one:.1%} in one run, {cut:.1%} until settled "
-        f"(goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); "
+        f"Entries cut by {one:.1%} in one run, {cut:.1%} until settled; distinct facts hidden: "
+        f"{total['hidden']} memories, {total['hidden_tokens']} tokens (must be 0); superseded "
+        f"by a newer value: {total['superseded']}; "
         f"covered evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
         f"merges written below the threshold: {below} (goal 0)."
     )
@@ -213,7 +240,13 @@ def report_table(
                 f"max {max(values):.3f}"
             )
     if json_path:
-        data = {"rows": rows, "fidelity_written": written, "fidelity_refused": refused}
+        data = {
+            "rows": rows,
+            "fidelity_written": written,
+            "fidelity_refused": refused,
+            "superseded": list(pairs),
+            "hidden": list(hiding),
+        }
         json_path.write_text(json.dumps(data, indent=2))
 
 

@@ -30,8 +30,14 @@ Metrics:
                     and not its replacement, before and after
   fidelity          composite score of the merges written and refused
   time              consolidation only, all runs
-Goals (issue 12): entries cut by >= 40%, >= 95% of covered evidence still covered, no merge
-written below consolidate.fidelity_threshold.
+  hidden            the oracle of issue 31 (benchmarks/hidden_facts.py, written apart from
+                    mdmem/distill/fidelity.py): archived memories with a distinguishing token
+                    that no live memory they point to holds (a superseded one may lose its one
+                    changed value), after consolidation and the re-extraction; must be 0
+  superseded        memories archived as superseded by a newer value; each pair is listed
+Goals: distinct facts hidden 0; >= 95% of covered evidence still covered; no merge written
+below consolidate.fidelity_threshold. The cut is whatever keeps every fact (issue 12's
+">= 40% fewer entries" is dropped: issue 31).
 
 Usage:  nice -n 19 .venv/bin/python benchmarks/consolidate_agent.py [--seed N] [--days N]
         [--min-age-days N] [--json PATH]
@@ -67,6 +73,7 @@ from agent_sessions import (  # noqa: E402
     generate,
 )
 from compaction import content_words, line_words, survives, tokens  # noqa: E402
+from hidden_facts import hidden_facts  # noqa: E402
 
 from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
@@ -291,6 +298,7 @@ def main() -> None:
     after = active(ws)
     again = reextract(ws, list(days)[::10])
     again = (*again, len(active(ws)) - len(after))
+    hidden = hidden_facts(ws.root)
     first = reports[0]
     smallest = ws.config.consolidate.min_cluster
     big = [c for c in first.clusters if len(c.members) >= smallest]
@@ -335,6 +343,8 @@ def main() -> None:
         "fidelity_written": written,
         "fidelity_refused": refused,
         "seconds": round(seconds, 1),
+        "hidden": [h.to_dict() for h in hidden],
+        "changes": [c.describe() for r in reports for c in r.changes],
     }
     result["old_choice_memories"] = (still_current(before), still_current(after))
     ws.close()
@@ -368,6 +378,10 @@ def show(console: Console, r: dict) -> None:
     table.add_row(f"changed values: an old value stated (of {changed})", f"{sb}", f"{sa}")
     table.add_row("merges written / refused", "", f"{r['merged']} / {r['refused']}")
     table.add_row("superseded by a newer value", "", f"{r['superseded']}")
+    hidden_tokens = sum(len(h["tokens"]) for h in r["hidden"])
+    table.add_row(
+        "distinct facts hidden (must be 0)", "", f"{len(r['hidden'])} ({hidden_tokens} tokens)"
+    )
     table.add_row("consolidation runs, time", "", f"{r['runs']}, {r['seconds']:.1f} s")
     console.print(table)
     right, total = r["skills_right_fix"]
@@ -390,10 +404,14 @@ def show(console: Console, r: dict) -> None:
     )
     below = sum(f < 0.5 for f in r["fidelity_written"])
     console.print(
-        f"Entries cut by {cut:.1%} (goal ≥ 40%: {'met' if cut >= 0.4 else 'NOT met'}); covered "
-        f"evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
+        f"Entries cut by {cut:.1%}; distinct facts hidden: {len(r['hidden'])} (must be 0); "
+        f"covered evidence kept {kept:.1%} (goal ≥ 95%: {'met' if kept >= 0.95 else 'NOT met'}); "
         f"merges written below the threshold: {below} (goal 0)."
     )
+    for change in r["changes"]:
+        console.print(f"superseded {change}", markup=False, highlight=False)
+    for h in r["hidden"]:
+        console.print(f"HIDDEN {h['id']} {h['text'][:70]!r}: {h['tokens']}", markup=False)
     console.print(
         f"Every 10th session extracted again after consolidation ({r['reextracted'][0]}): "
         f"{r['reextracted'][1]} changes other than skip, {r['reextracted'][2]:+d} memories."
