@@ -196,8 +196,7 @@ class KernelChanges:
         complete = True
         for rel in self._walk():
             wd = self._add(rel, FOLDER_MASK)
-            if wd is None:
-                complete = complete and rel != ""  # (a folder gone meanwhile is no gap)
+            if wd is None:  # (a folder gone meanwhile is no gap: its removal was heard)
                 if rel == "" or (self.root / rel).is_dir():
                     complete = False
                 continue
