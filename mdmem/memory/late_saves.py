@@ -40,7 +40,7 @@ from mdmem.memory.file_state import (
     settled_bytes,
 )
 from mdmem.memory.lineage import Lineage, digest
-from mdmem.memory.merge import kept, merge_text
+from mdmem.memory.merge import kept, matching_blocks, merge_text
 
 log = logging.getLogger("mdmem")
 CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
@@ -153,27 +153,41 @@ class LateSaveGuard:
             self._inodes.append(inode)
             self._start()
 
-    def written(self, target: Target, before: bytes, after: bytes, state: FileState) -> None:
+    def written(
+        self,
+        target: Target,
+        before: bytes,
+        after: bytes,
+        state: FileState,
+        read_at: float | None = None,
+    ) -> None:
         """A write is in place. If it was made on a version that lacks our previous writes (a
-        save from an older copy landed between two of them), put those back now."""
+        save from an older copy landed between two of them), put those back now. The writes
+        whose window was open when the write began to read its file count (a write may wait
+        for a slow save longer than a window)."""
         if self.window_s <= 0:
             return
         now = time.monotonic()
         write = _Write(before, after, now + self.window_s)
+        since = now if read_at is None else min(now, read_at)
         with self._cond:
             watch = self._paths.setdefault(target.rel, _PathWatch(target))
             watch.expire(now)
-            earlier = list(watch.writes)
-            watch.writes = [*earlier, write]
+            recent = {id(w): w for w in (*self._chains.get(target.rel, []), *watch.writes)}
+            earlier = sorted(
+                (w for w in recent.values() if w.deadline > since), key=lambda w: w.deadline
+            )
+            watch.writes = [*watch.writes, write]
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
-        missing: list[_Write] = []
+        base = None
         if earlier and before != earlier[-1].after:
-            missing = self._missing(target, earlier, before)
+            base = self._made_from(target, earlier, before)
         with self._cond:
             self._remember(target.rel, write)
-        if missing:
-            self._merge(target, lambda current: self._reapply(missing, current), locked=True)
+        if base is not None:
+            latest = earlier[-1].after
+            self._merge(target, lambda current: self._combine(base, latest, current), locked=True)
 
     def _remember(self, rel: str, write: _Write) -> None:
         """Keep the run of this guard's writes that each built on the one before (a save
@@ -294,7 +308,8 @@ class LateSaveGuard:
 
         def combine(current: bytes) -> bytes:
             current = self._reapply(exposed, current)  # a person's lines first
-            return self._reapply(self._missing(watch.target, writes, current), current)
+            base = self._made_from(watch.target, writes, current)
+            return current if base is None else self._combine(base, writes[-1].after, current)
 
         # Most changes at the path hold every recent write: a look without the lock says so.
         # A save still being written is looked at again when done (or, at the window's end,
@@ -320,6 +335,8 @@ class LateSaveGuard:
         with self.writer.locked(watch.target.rel, watch.target.rel):
             if self._unchanged(watch):
                 return
+            with self._cond:  # the writes made while this check waited for the lock count
+                writes[:], exposed[:] = watch.writes, watch.exposed
             merged = self._merge(watch.target, combine, locked=True)
             if merged is not None:
                 watch.checked = merged
@@ -334,47 +351,40 @@ class LateSaveGuard:
 
     # ---- merging -------------------------------------------------------------------------------
 
-    def _missing(self, target: Target, writes: list[_Write], version: bytes) -> list[_Write]:
-        """The writes ``version`` lacks: those after the newest one it holds (perhaps edited),
-        or that program writes alone made it from (another agent removing what we wrote
-        meant to). None of them when ``version`` is no copy of what they were made on, but
-        another file put in its place (a ``git checkout``): it kept little of every one."""
-        if not writes or self._holds(writes[-1], version):
-            return []
-        known = [_text(w.before) for w in writes] + [_text(writes[-1].after)]
-        if max(kept(k, _text(version)) for k in known) < MIN_KEPT:
-            return []
+    def _made_from(self, target: Target, writes: list[_Write], version: bytes) -> bytes | None:
+        """The version of ours ``version`` was made from, when it lacks some of the program's
+        changes since (``writes``, oldest first, the newest last): the newest of ours that
+        program writes alone made it from (another agent's deliberate change), else the one
+        it differs least from (a person's copy, saved with their changes); None when it
+        lacks nothing, or is no copy of ours but another file put in its place (a ``git
+        checkout``: it kept little of every one)."""
+        latest = writes[-1].after if writes else None
+        if latest is None or version == latest:
+            return None
+        known = self._known(target.rel, writes)
+        lines = _text(version)
+        if max(kept(_text(k), lines) for k in known) < MIN_KEPT:
+            return None
         made_from = self.writer.lineage(target.rel).chain(version)
-        start = max((i for i, w in enumerate(writes) if digest(w.after) in made_from), default=-1)
-        for n in range(len(writes) - 2, start, -1):
-            if self._holds(writes[n], version):
-                return writes[n + 1 :]
-        if start >= 0:
-            return writes[start + 1 :]
-        return self._older(target.rel, writes[0], version, made_from) + writes
+        ours = [k for k in known if digest(k) in made_from]
+        # else the nearest; between as near, one that lacks writes (they come back), the newest
+        base = ours[-1] if ours else known[_nearest(known, version, latest)]
+        if base == latest or _merged(base, latest, version) == version:
+            return None
+        return base
 
-    def _older(self, rel: str, first: _Write, version: bytes, made_from: set[str]) -> list[_Write]:
-        """The writes before ``first`` (past their window, each built on the one before)
-        that ``version`` lacks too: it was saved from a copy older than all of them."""
+    def _known(self, rel: str, writes: list[_Write]) -> list[bytes]:
+        """The versions of ``rel`` this guard knows, oldest first, each once: before and
+        after each write in its window, and each of the run of writes before those."""
         with self._cond:
             chain = list(self._chains.get(rel, []))
-        at = next((i for i, w in enumerate(chain) if w.after == first.after), None)
-        if at is None:
-            return []
-        older: list[_Write] = []
-        for write in reversed(chain[:at]):
-            if write.after != (older[0] if older else first).before:
-                break  # the run is broken: a save came between
-            if digest(write.after) in made_from or self._holds(write, version):
-                break
-            older.insert(0, write)
-        return older
-
-    def _holds(self, write: _Write, version: bytes) -> bool:
-        """``version`` has the write's changes (perhaps edited since): applying them again
-        changes nothing. A write whose lines it changed otherwise is not held."""
-        merged = merge_text(_text(write.before), _text(write.after), _text(version))
-        return not merged.conflicts and merged.text == _text(version)
+        ordered = sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
+        versions: dict[bytes, None] = {}
+        for write in ordered:
+            for version in (write.before, write.after):
+                versions.pop(version, None)  # a version seen again is as new as its last use
+                versions[version] = None
+        return list(versions)
 
     def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
         for write in writes:  # oldest first
@@ -390,10 +400,6 @@ class LateSaveGuard:
         """
         merged = merge_text(_text(base), _text(program), _text(person))
         if copy and merged.conflicts:
-            log.warning(
-                "a save from an older copy changed lines a program write changed too; the "
-                "person's version stands (the program's is in the journal: `mdmem recover`)"
-            )
             return person
         if merged.conflicts:
             self.conflicts += merged.conflicts
@@ -431,6 +437,23 @@ class LateSaveGuard:
             self.merged += 1
             log.info("%s: merged a save that landed around a program write", target.rel)
         return state
+
+
+def _merged(base: bytes, program: bytes, person: bytes) -> bytes:
+    text = merge_text(_text(base), _text(program), _text(person)).text
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def _nearest(known: list[bytes], version: bytes, latest: bytes) -> int:
+    return min(
+        range(len(known)), key=lambda i: (_distance(known[i], version), known[i] == latest, -i)
+    )
+
+
+def _distance(a: bytes, b: bytes) -> int:
+    """Lines in one and not the other (a shortest line diff)."""
+    left, right = _text(a).splitlines(), _text(b).splitlines()
+    return len(left) + len(right) - 2 * sum(n for _, _, n in matching_blocks(left, right))
 
 
 def _text(data: bytes) -> str:
