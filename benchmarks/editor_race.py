@@ -10,6 +10,11 @@ adding the line ``- PERSON <n>`` the way a real editor saves:
   backup (vim's default ``writebackup``), with a ``.memory.md.swp`` swap file present;
 - ``jetbrains``: write ``memory.md___jb_tmp___``, rename the file to ``___jb_old___``, rename the
   temp file into place, delete the old one.
+- ``stale-inplace`` / ``stale-rename``: read the file, wait 0-200 ms (program writes land
+  meanwhile), then save that copy in place or by rename, with the person's new line added at the
+  end of ``## Facts`` (where the program adds its facts) and the line the person added before
+  edited (`` (edited)``): a stale copy, saved inside the late-save window, that changed only
+  lines next to the program's.
 
 The "agent" meanwhile calls ``remember`` (``PROG <n>``), ``update`` and ``supersede`` through the
 library as fast as it can. At the end every person line and every write the agent was told had
@@ -28,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PATTERNS = ("inplace", "rename", "vim", "jetbrains")
+PATTERNS = ("inplace", "rename", "vim", "jetbrains", "stale-inplace", "stale-rename")
 
 EDITOR = r"""
 import os, random, sys, time
@@ -80,6 +85,21 @@ for n in range(saves):
         write_new(path, d + line)
         os.unlink(backup)
         write_new(swap, b"b0VIM 9.0 %d" % n)
+    elif pattern.startswith("stale"):
+        d = read()
+        time.sleep(rng.uniform(0.0, 0.2))  # the agent writes meanwhile: this copy goes stale
+        if n:
+            d = d.replace(b"- PERSON %d\n" % (n - 1), b"- PERSON %d (edited)\n" % (n - 1))
+        end = d.index(b"\n\n## Patterns") + 1
+        d = d[:end] + line + d[end:]
+        if pattern == "stale-inplace":
+            with open(path, "r+b") as f:
+                f.truncate()
+                f.write(d)
+        else:
+            tmp = os.path.join(folder, ".%s.save-%d" % (name, n))
+            write_new(tmp, d)
+            os.replace(tmp, path)
     elif pattern == "jetbrains":
         d = read()
         tmp, old = path + "___jb_tmp___", path + "___jb_old___"
@@ -162,8 +182,10 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
         final = memory.read_text()
     lines = final.splitlines()
     saved = [int(x) for x in editor_out.split()]
-    person_lost = [n for n in saved if f"- PERSON {n}" not in lines]
-    person_dup = sum(1 for n in saved if lines.count(f"- PERSON {n}") > 1)
+    edits = pattern.startswith("stale")
+    person = {n: f"- PERSON {n}" + (" (edited)" if edits and n + 1 in saved else "") for n in saved}
+    person_lost = [n for n in saved if person[n] not in lines]
+    person_dup = sum(1 for n in saved if lines.count(person[n]) > 1)
     records = [json.loads(x) for x in agent_out.splitlines() if x.strip()]
     summary = records.pop() if records and "merged" in records[-1] else {}
     confirmed = [r for r in records if r["op"] not in ("conflict", "missing")]

@@ -495,3 +495,22 @@ def test_a_thousand_racing_saves_lose_nothing(pattern: str) -> None:
     assert result["program_lost"] == 0, result
     assert result["template_lines_lost"] == 0, result
     assert result["program_missing_midway"] == 0, result
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # the late-save window is 250 ms of wall-clock time
+def test_stale_copies_saved_inside_the_window_lose_no_program_write() -> None:
+    """A real editor process saving copies read 0-200 ms before (in place and by rename), each
+    editing the person's previous line next to the program's, against a real agent process."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "editor_race.py"), "--saves", "120",
+         "--patterns", "stale-inplace,stale-rename", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    for result in json.loads(out.stdout):
+        assert result["exit_codes"] == [0, 0], out.stderr[-2000:]
+        assert result["person_saves"] == 120 and result["program_writes"] > 0
+        assert result["person_lost"] == 0, result
+        assert result["program_lost"] == 0, result
+        assert result["program_missing_midway"] == 0, result

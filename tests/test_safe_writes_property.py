@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from mdmem import Workspace
+from mdmem.errors import ConflictError
 from mdmem.markdown.parse import parse_document
 
 WORDS = st.sampled_from(
@@ -89,7 +92,11 @@ def _texts(text: str, path: str = "memory.md") -> Counter[str]:
 
 PROPERTY = settings(  # how many examples: the profile (tests/conftest.py)
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 
@@ -165,3 +172,127 @@ def test_supersede_archives_and_keeps_everything_else(
     assert len(archived) == 1 and archived[0].archived
     assert archived[0].meta["superseded_by"] == new.id
     assert not new.archived and new.meta["supersedes"] == old.id
+
+
+# ---- acknowledged writes survive a person's saves (issue 31) ------------------------------------
+#
+# A generated edit script: rounds of (the person copies the file; the program makes one or two
+# writes; the person saves the copy, one of their own lines changed or a line added, 0-120 ms
+# later, in one of the three ways). Every save lands inside the window of the round's last write
+# and changes only lines the program did not, so: every program write is in the file at the end,
+# every person's change too, and right after each write returns the journal holds its bytes.
+# Each example lives through real late-save windows (about 1 s): 1/8 of the profile's examples
+# (12 under `ci` and `dev`, 250 under `deep`), at most ~20 s here.
+
+WAYS = ("inplace", "rename", "old_inode")
+WINDOW_MS = 600  # wide enough for a loaded 2-core machine to save inside it
+HAND = (
+    "# Memory\n\n## Facts\n\n- keep 0 person line\n- target 0 program line\n"
+    "- keep 1 person line\n- target 1 program line\n- keep 2 person line\n\n## Patterns\n"
+)
+
+
+@st.composite
+def save_round(draw):  # type: ignore[no-untyped-def]
+    ops = draw(
+        st.lists(
+            st.one_of(st.just(("remember", 0)), st.tuples(st.just("update"), st.integers(0, 1))),
+            min_size=1,
+            max_size=2,
+        )
+    )
+    edit = draw(st.one_of(st.tuples(st.just("edit"), st.integers(0, 2)), st.just(("add", 0))))
+    return ops, draw(st.sampled_from(WAYS)), edit, draw(st.sampled_from([0, 20, 60, 120]))
+
+
+def _save(path: Path, way: str, data: bytes, handle: object) -> None:
+    if way == "rename":
+        tmp = path.with_name(".memory.md.save")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return
+    editor = handle if way == "old_inode" else open(path, "r+b")  # noqa: SIM115
+    with editor:  # type: ignore[attr-defined]
+        editor.seek(0)  # type: ignore[attr-defined]
+        editor.truncate()  # type: ignore[attr-defined]
+        editor.write(data)  # type: ignore[attr-defined]
+
+
+def _acknowledged_in_journal(ws: Workspace) -> bool:
+    """Right after a write returns (the guard held off by the file's lock): the bytes at the
+    path, a program write's, are in the journal byte for byte."""
+    with ws.writer.locked("memory.md", "memory.md"):
+        now = (ws.root / "memory.md").read_bytes()
+        return any(v.read_bytes() == now for v in ws.versions("memory.md") if v.reason == "written")
+
+
+@settings(
+    max_examples=max(8, settings().max_examples // 8),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+@given(script=st.lists(save_round(), min_size=1, max_size=3))
+@example(
+    script=[
+        ([("update", 1), ("update", 1)], "inplace", ("edit", 2), 20),
+        ([("update", 1), ("remember", 0)], "inplace", ("add", 0), 0),
+    ]
+)
+def test_saves_that_change_other_lines_never_remove_a_program_write(
+    tmp_path: Path, script: list
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="s", dir=tmp_path))
+    path = root / "memory.md"
+    (root / "mdmem.toml").write_text(
+        f'[embedding]\nmodel = ""\n[write]\nlate_save_ms = {WINDOW_MS}\n'
+    )
+    path.write_text(HAND)
+    an_hour_ago = time.time() - 3600  # a file last saved long ago, not a save in progress
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    ws = Workspace(root)
+    targets = [e.id for e in ws.entries("memory.md") if e.text.startswith("target")]
+    keep = [f"- keep {i} person line" for i in range(3)]
+    updated: dict[int, str] = {}
+    remembered: list[str] = []
+    added: list[str] = []
+    try:
+        for r, (ops, way, (kind, i), delay_ms) in enumerate(script):
+            handle = open(path, "r+b") if way == "old_inode" else None  # noqa: SIM115
+            copy = path.read_text()
+            for n, (op, k) in enumerate(ops):
+                if op == "update":
+                    text = f"target {k} program line v{r}.{n}"
+                    try:
+                        ws.update(targets[k], text)
+                    except ConflictError:  # it changed since read (a save): not acknowledged
+                        continue
+                    updated[k] = text
+                else:
+                    remembered.append(f"remembered in round {r}.{n}")
+                    ws.remember(remembered[-1], type="fact")
+                assert _acknowledged_in_journal(ws)
+            if kind == "edit":
+                copy = copy.replace(f"{keep[i]}\n", f"- keep {i} person line, edit {r}\n")
+                keep[i] = f"- keep {i} person line, edit {r}"
+            else:
+                added.append(f"- added by the person in round {r}")
+                copy = copy.replace("\n\n## Patterns", f"\n{added[-1]}\n\n## Patterns")
+            acknowledged = time.monotonic()
+            time.sleep(delay_ms / 1000)
+            _save(path, way, copy.encode(), handle)
+            # the premise: the save landed inside the window (a loaded machine may miss it)
+            assume(time.monotonic() - acknowledged < WINDOW_MS / 1000 - 0.1)
+        assert ws.writer.guard.wait(timeout=30)
+    finally:
+        ws.close()
+    lines = [line.split(" <!--")[0] for line in path.read_text().splitlines()]
+    for line in keep + added:
+        assert lines.count(line) == 1, (line, lines)
+    for k, text in updated.items():
+        assert [x for x in lines if x.startswith(f"- target {k} ")] == [f"- {text}"], lines
+    for text in remembered:
+        assert lines.count(f"- {text}") == 1, (text, lines)
