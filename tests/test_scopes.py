@@ -442,7 +442,7 @@ TREE_KEYS = st.sampled_from(["d", "e"])
 or the other (a leaf turned dict is checked by example below)."""
 
 
-def _trees(depth: int = 3) -> st.SearchStrategy[dict]:
+def _trees(depth: int = 2) -> st.SearchStrategy[dict]:
     leaves = st.dictionaries(LEAF_KEYS, LEAF, max_size=3)
     if depth == 0:
         return leaves
@@ -451,7 +451,7 @@ def _trees(depth: int = 3) -> st.SearchStrategy[dict]:
     )
 
 
-def _edited(draw: st.DrawFn, tree: dict, depth: int = 3) -> dict:
+def _edited(draw: st.DrawFn, tree: dict, depth: int = 2) -> dict:
     """``tree`` with some leaves changed, some keys deleted and some added, as one side edits
     the value it took."""
     out: dict = {}
