@@ -298,3 +298,12 @@ def test_world_and_pool_keys_round_trip(tmp_path: Path, key: str) -> None:
     assert ws.world.set(key, "value").key == key and ws.world.get(key) == "value"
     assert pool.write(key, {"n": 1}).key == key and pool.read(key).content == {"n": 1}
     assert pool.delete(key).key == key and pool.read(key) is None
+
+
+def test_frontmatter_of_other_files_is_content(tmp_path: Path) -> None:
+    """Only the frontmatter mdmem writes (sessions, LangGraph items) is structure: an agent's
+    own note with ``source: postgres://user:pass@…`` gets the password masked."""
+    ws = _workspace(tmp_path / "ws")
+    ws.edit_file("notes/db.md", lambda _: "---\nsource: postgres://app:Hunter2pw@db/x\n---\nhi\n")
+    text = (ws.root / "notes" / "db.md").read_text()
+    assert "Hunter2pw" not in text and "postgres://app:[REDACTED:url_credentials]@db/x" in text

@@ -4,7 +4,8 @@ Redaction is for free text and for values that carry user content (a memory, an 
 LangGraph item's ``value``, a pool entry's content). These are structure, and a program write
 keeps them byte for byte:
 
-- frontmatter values named in :data:`FRONTMATTER_FIELDS`: LangGraph ``namespace``, ``key``,
+- frontmatter values named in :data:`FRONTMATTER_FIELDS`, in the files whose frontmatter mdmem
+  writes (sessions, LangGraph items): LangGraph ``namespace``, ``key``,
   ``created``, ``updated`` and ``index``; a session's ``conversation`` and ``session`` ids,
   ``source``, ``agent``, times, counts and writer stamp; an import's id and digest;
 - metadata comment values named in :data:`META_FIELDS` (``<!-- mdmem id=… source=… -->``): entry
@@ -106,7 +107,7 @@ _POOL_TITLE = re.compile(r"#[ \t]+Shared pool:[ \t]*")
 def structural_fields(rel: str, text: str, start: int = 0, end: int | None = None) -> list[Field]:
     """The structural fields of ``text`` (the file ``rel``) that meet ``[start, end)``."""
     end = len(text) if end is None else end
-    found = list(_frontmatter(text, start, end))
+    found = list(_frontmatter(text, start, end, rel))
     lines = list(_lines(text, start, end))
     if "<!--" in text[start:end]:
         found += [f for at, line in lines for f in _meta(line, at)]
@@ -134,24 +135,34 @@ def _lines(text: str, start: int, end: int) -> Iterator[tuple[int, str]]:
         at = stop + 1
 
 
-def _frontmatter(text: str, start: int, end: int) -> Iterator[Field]:
+def _frontmatter(text: str, start: int, end: int, rel: str) -> Iterator[Field]:
+    """The structural values of the frontmatter of a file mdmem formats: a session, or a
+    LangGraph item (its frontmatter names a ``namespace`` and a ``key``). Another file's
+    frontmatter is the writer's content (``source: postgres://user:pass@…`` is masked there)."""
     head = 1 if text.startswith("\ufeff") else 0
     if not text.startswith("---", head) or text[head + 3 : head + 4] not in ("\n", "\r"):
         return
+    rows: list[tuple[int, int, str, re.Match[str] | None]] = []
     at = text.find("\n", head) + 1
-    while 0 < at < len(text) and at < end:
+    while 0 < at < len(text):
         stop = text.find("\n", at)
         stop = len(text) if stop < 0 else stop
         line = text[at:stop].rstrip("\r")
         if line.strip() in ("---", "..."):
-            return
-        match = _FRONT_LINE.match(line)
-        if stop >= start and match and match.group(1) in FRONTMATTER_FIELDS and match.group(2):
+            break
+        rows.append((at, stop, line, _FRONT_LINE.match(line)))
+        at = stop + 1
+    labels = {m.group(1) for _, _, _, m in rows if m}
+    if not (rel.startswith(SESSIONS_DIR + "/") or {"namespace", "key"} <= labels):
+        return
+    for at, stop, line, match in rows:
+        if at >= end or stop < start or match is None or not match.group(2):
+            continue
+        if match.group(1) in FRONTMATTER_FIELDS:
             lo, hi = match.span(2)
             if hi - lo >= 2 and line[lo] == line[hi - 1] and line[lo] in "\"'":
                 lo, hi = lo + 1, hi - 1  # a quoted (JSON) value: the field is what it quotes
             yield Field(at + lo, at + hi, match.group(1))
-        at = stop + 1
 
 
 def _meta(line: str, at: int) -> Iterator[Field]:
