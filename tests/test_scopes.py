@@ -182,6 +182,11 @@ def test_a_parent_without_an_index_is_searched_in_its_files(tmp_path: Path) -> N
     assert child.search("alpacas spit", mode="keyword")[0].text == "Alpacas spit when annoyed"
     assert _tree(tmp_path / "p") == before
     assert not (tmp_path / "p" / ".mdmem" / "index.db").exists()
+    # a file too big to read for one search is left to the parent's index, and named
+    (tmp_path / "p" / "dump.md").write_text("# Dump\n\n" + "llama wool data\n" * 140_000)
+    results = child.search("alpacas spit", mode="keyword")
+    assert results[0].text == "Alpacas spit when annoyed"
+    assert any("dump.md" in p and "too big" in p for p in results.problems)
 
 
 def test_the_scope_policy_refuses_and_allows_publishing(

@@ -169,7 +169,7 @@ def _from_files(
     try:
         if member.files is None:
             raise MdmemError("no mirror of its files")
-        hits = _search_files(
+        hits, notes = _search_files(
             member.files(), query, k=k, config=config, filters=filters, only=only, indexed=indexed
         )
     except Exception as exc:  # (as for its index: reported, and the search goes on)
@@ -177,7 +177,8 @@ def _from_files(
             log.warning("searching the files of %s failed", member.root, exc_info=True)
         return Found([], [], [f"{name} {why}; nor were its files searched: {exc}"])
     note = f"{name} {why}; {what} searched directly, by keyword only ({fix})"
-    return Found([_as_member(h, member) for h in hits], [], [note])
+    found = [_as_member(h, member) for h in hits]
+    return Found(found, [], [note, *(f"{name}: {n}" for n in notes)])
 
 
 def _search_files(
@@ -189,13 +190,15 @@ def _search_files(
     filters: Filters,
     only: list[str] | None,
     indexed: Sequence[Hit],
-) -> list[Hit]:
+) -> tuple[list[Hit], list[str]]:
+    """The hits, and what the files' reading left out (a file too big to read for a search,
+    one that cannot be read)."""
     with mirror.searching():
         wait, big = MIRROR_WAIT_S, MIRROR_FILE_BYTES
         if only is None:
-            mirror.sync(embed=False, lock_timeout=wait, defer_bytes=big)
+            report = mirror.sync(embed=False, lock_timeout=wait, defer_bytes=big)
         else:
-            mirror.sync_paths(only, embed=False, lock_timeout=wait, defer_bytes=big)
+            report = mirror.sync_paths(only, embed=False, lock_timeout=wait, defer_bytes=big)
         hits = search(
             mirror,
             None,
@@ -207,8 +210,9 @@ def _search_files(
             track_access=False,
         )
         lines = _lines(mirror, only) if only is not None else {}
+    notes = [str(p) for p in report.problems]
     if only is None:
-        return [h for h in hits if scope_of(h.path) == SHARED][:k]
+        return [h for h in hits if scope_of(h.path) == SHARED][:k], notes
     still = [
         replace(h, start_line=lines[h.path, h.text][0], end_line=lines[h.path, h.text][1])
         for h in indexed
@@ -220,7 +224,7 @@ def _search_files(
         for h in hits
         if h.path in keep and scope_of(h.path) == SHARED and (h.path, h.text) not in have
     ]
-    return [*still, *new[:k]]
+    return [*still, *new[:k]], notes
 
 
 def _lines(mirror: IndexBackend, paths: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
