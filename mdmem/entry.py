@@ -57,6 +57,15 @@ as_json) given."""
 
 def main() -> None:
     """``mdmem``: a search through the warm server here; the typer CLI for the rest."""
+    try:
+        _main()
+    except BrokenPipeError:  # `mdmem search ... | head`: the reader has what it wanted
+        # Python flushes stdout again at exit, which would raise once more: point it nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)  # as click does on the typer path
+
+
+def _main() -> None:
     args = parse_search(sys.argv[1:])
     if args is None or args.flags.get("no_server") or os.environ.get("MDMEM_INDEX_WORKSPACE"):
         _typer_cli()
