@@ -219,15 +219,15 @@ def fresh_search(
     index cannot be written) it is searched as it is, and the files not yet indexed are
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
-    older text. ``vouched`` says what a live watcher vouches for: while the index is at that
-    generation, or while the watcher is indexing the changes it heard of (``Vouch.pending``,
-    reported as stale), the files are not checked at all (no stat of every file, no wait for
-    its sync). ``own_writes``: this workspace's writes; one no sync has indexed yet is
-    indexed first (read your own writes). ``embedder`` replaces the index's model (one that
-    keeps the query's vector for other workspaces)."""
+    older text. ``vouched`` says what a live watcher vouches for as of the call: while the index
+    is at that generation, the files are not checked at all (no stat of every file). A watcher
+    that has heard of a change it has not indexed yet gives no word. ``own_writes``: this
+    workspace's writes; one no sync has indexed yet is indexed first (read your own writes).
+    ``embedder`` replaces the index's model (one that keeps the query's vector for other
+    workspaces)."""
     query = mask(check_query(query))
 
-    def run() -> tuple[SyncReport, list[Hit], str | None]:
+    def run() -> tuple[SyncReport, list[Hit]]:
         vouch, mark = read_own_writes(
             index,
             vouched,
@@ -236,10 +236,8 @@ def fresh_search(
             lock_timeout=lock_timeout,
             defer_bytes=defer_bytes,
         )
-        lag = None
-        if vouch is not None and mark is None and _trusted(vouch, index):
+        if vouch is not None and mark is None and vouch.generation == index.generation():
             report = SyncReport(problems=list(vouch.problems), generation=vouch.generation)
-            report.stale, lag = list(vouch.pending or ()), _lag(vouch, index)
         else:
             report = index.sync(
                 embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes
@@ -257,36 +255,15 @@ def fresh_search(
             filters=filters,
             track_access=track_access,
         )
-        return report, hits, lag
+        return report, hits
 
     with index.searching():
-        report, hits, lag = index.recover(run)
+        report, hits = index.recover(run)
     problems = [str(p) for p in report.problems]
     if report.readonly:
         problems.insert(0, report.readonly)
-    if lag:
-        problems.insert(0, lag)
     masked = [_masked(hit, mask) for hit in hits]
     return SearchResults(masked, stale=report.stale, problems=problems, mode=mode)
-
-
-def _trusted(vouch: Vouch, index: IndexBackend) -> bool:
-    """A watcher indexing what it heard of is trusted at any generation; one that vouches
-    for a matching index, only at that generation."""
-    return vouch.pending is not None or vouch.generation == index.generation()
-
-
-def _lag(vouch: Vouch, index: IndexBackend) -> str | None:
-    """What a search answered from a watcher still indexing says: which generation it read,
-    and how to wait for the files it lists as stale."""
-    if not vouch.pending:
-        return None
-    more = f" and {vouch.unlisted} more" if vouch.unlisted else ""
-    return (
-        f"the watcher is indexing {len(vouch.pending)} changed file(s){more}: searched the "
-        f"index as it is (generation {index.generation()}); sync() or `mdmem index` first "
-        "waits for them"
-    )
 
 
 def search(

@@ -75,17 +75,12 @@ class SyncReport:
 
 @dataclass(frozen=True)
 class Vouch:
-    """A live watcher's word that the index matched the files at ``generation`` (it has seen
-    no change since); ``problems``: what its last sync found wrong in them.
-
-    With ``pending`` (not None), a weaker word: the watcher has heard of changes since that
-    sync and is indexing them (these files, plus ``unlisted`` more); the index lags the files
-    by at most its debounce and one sync, whatever generation it is at now."""
+    """A live watcher's word that the index matched the files at ``generation`` as of the
+    moment it was asked (no change before that moment is left to index); ``problems``: what
+    its last sync found wrong in them."""
 
     generation: int
     problems: tuple[Problem, ...] = ()
-    pending: tuple[str, ...] | None = None
-    unlisted: int = 0
 
 
 @dataclass(frozen=True)
@@ -236,7 +231,7 @@ def read_own_writes(
     if own is None:
         return vouch, None
     said = vouch.generation if vouch is not None else 0  # the watcher's word as it gave it
-    if vouch is not None and vouch.pending is None:
+    if vouch is not None:
         carried = own.carried(said)
         if carried is not None and carried == index.generation():
             vouch = replace(vouch, generation=carried)  # only our own syncs since its word
@@ -244,10 +239,7 @@ def read_own_writes(
     if pending is None:
         return vouch, None
     mark, paths = pending
-    trusted = vouch is not None and (
-        vouch.pending is not None or vouch.generation == index.generation()
-    )
-    if vouch is None or not trusted or paths is None:
+    if vouch is None or vouch.generation != index.generation() or paths is None:
         return vouch, mark
     report = index.sync_paths(
         paths, embed=embed, lock_timeout=lock_timeout, defer_bytes=defer_bytes
@@ -257,8 +249,6 @@ def read_own_writes(
     own.indexed(mark)
     synced = set(report.paths) | {p.path for p in report.problems}
     problems = tuple(p for p in vouch.problems if p.path not in synced) + tuple(report.problems)
-    if vouch.pending is not None:
-        return replace(vouch, problems=problems), None
     own.carry(said, report.generation)
     return replace(vouch, generation=report.generation, problems=problems), None
 
