@@ -200,7 +200,8 @@ def test_plan_with_llm_resolution_and_fallback(scripted, embedder) -> None:
     """The pair is found by the real model's vectors (cosine 0.97 over the default 0.95 cut)
     and resolved by the model; an unusable reply falls back to the rules."""
     existing = [entry("Deploys go to Heroku in the EU region", "m-7", type="fact")]
-    calls = scripted('{"action": "merge", "text": "Deploys go to Fly.io (fra)", "reason": "moved"}')
+    merged = "Deploys go to Heroku in the EU region, daily"
+    calls = scripted(f'{{"action": "merge", "text": "{merged}", "reason": "adds when"}}')
     [decision] = decide(
         [cand("Deploys go to Heroku in the EU region today")],
         existing,
@@ -208,9 +209,20 @@ def test_plan_with_llm_resolution_and_fallback(scripted, embedder) -> None:
         threshold=0.95,
         llm=MODEL,
     )
-    assert decision.action == "merge" and decision.text == "Deploys go to Fly.io (fra)"
+    assert decision.action == "merge" and decision.text == merged
     assert decision.existing is not None and decision.existing.id == "m-7"
     assert len(calls) == 1 and "EXISTING: Deploys go to Heroku" in calls[0][-1]["content"]
+
+    # a merge whose text drops what the existing memory names would hide it (issue 31)
+    scripted('{"action": "merge", "text": "Deploys go to Fly.io (fra)", "reason": "moved"}')
+    [hiding] = decide(
+        [cand("Deploys go to Heroku in the EU region today")],
+        existing,
+        embed=embedder.embed,
+        threshold=0.95,
+        llm=MODEL,
+    )
+    assert hiding.action == "keep_both" and "would hide eu, heroku" in hiding.reason
 
     scripted('{"action": "delete everything"}')
     [fallback] = decide(
