@@ -578,7 +578,35 @@ def _yaml_value(value: object) -> str:
         items = ", ".join(f"{_yaml_value(str(k))}: {_yaml_value(v)}" for k, v in value.items())
         return "{" + items + "}"
     text = str(value)
-    return text if _SAFE_SCALAR.match(text) else json.dumps(text, ensure_ascii=False)
+    if _SAFE_SCALAR.match(text) and not text.endswith(":") and not _reads_as_other_scalar(text):
+        return text
+    # JSON's string is YAML's double-quoted one, but for characters YAML may not hold raw
+    return _YAML_UNPRINTABLE.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False)
+    )
+
+
+def _reads_as_other_scalar(text: str) -> bool:
+    """Whether YAML reads ``text`` written bare as a number, a boolean or null (an id such as
+    ``0000`` or ``1e5`` would come back as 0 or 100000.0). Timestamps are meant to read as
+    dates, so they stay bare."""
+    import yaml  # python-frontmatter's own YAML library, loaded only for such values
+
+    if not (text[0].isdigit() or text[0] in "+-." or text.lower() in _YAML_WORDS):
+        return False
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return True
+    return isinstance(loaded, bool | int | float) or loaded is None
+
+
+_YAML_UNPRINTABLE = re.compile(
+    "[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+"""What YAML does not read back unescaped: outside its printable set, or a line break of its
+own (NEL, U+2028, U+2029), which it would fold into a space."""
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
 def _stamp(moment: dt.datetime) -> str:
