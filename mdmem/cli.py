@@ -898,7 +898,7 @@ def recover(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Earlier versions of a file: what each program write replaced, kept in .mdmem/journal/.
+    """Versions of a file: what each program write replaced and wrote, kept in .mdmem/journal/.
 
     `mdmem recover FILE` lists them; with a VERSION, a diff against the file as it is now,
     `--show` prints it, `--restore` puts it back."""

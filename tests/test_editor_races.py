@@ -297,6 +297,25 @@ def test_a_stale_save_after_the_window_replaces_the_write_which_the_journal_keep
     ws.close()
 
 
+def test_a_line_deleted_inside_the_window_comes_back_and_after_it_stays_deleted(
+    tmp_path: Path,
+) -> None:
+    """The documented limit: within the window a save that drops a just-written line looks
+    like a copy made before the write, and the line comes back; deleted again later, it stays
+    deleted."""
+    ws = _quiet_ws(tmp_path / "ws")
+    mem = ws.root / "memory.md"
+    entry = ws.remember("A fact the person deletes at once", type="fact")
+    without = "".join(x for x in mem.read_text().splitlines(True) if entry.id not in x)
+    mem.write_text(without)
+    _settle(ws)
+    assert entry.id in mem.read_text()
+    mem.write_text(without)
+    time.sleep(0.3)
+    assert mem.read_text() == without
+    ws.close()
+
+
 def test_a_slow_in_place_save_is_never_taken_half_written(tmp_path: Path) -> None:
     """Truncate, write the first half, pause 400 ms, write the rest; a remember lands in the
     pause. The file ends as the person's whole save plus the program's entry."""
