@@ -295,7 +295,6 @@ class SafeWriter:
         create: bool,
     ) -> WriteResult:
         seen = self.seen(target.rel)
-        read_at = time.monotonic()
         read = self._read_settled(target, display, seen)
         base, unfinished = read.data, read.unfinished
         expected = (base, read.state)  # what the swap must find at the path
@@ -326,19 +325,18 @@ class SafeWriter:
                 return WriteResult(target.path, new_text, attempt)
             # after a race, wait for a longer lull each time: a burst of saves passes
             quiet = min(QUIET_S * 2 ** (attempt - 1), MAX_QUIET_S)
-            attempted = time.monotonic()
             outcome = self._commit(target, expected, data, quiet, unfinished)
             if outcome.clean:
                 self._set_seen(target.rel, outcome.state)
                 self.lineage(target.rel).record(base, data)
                 self._keep_written(target.rel, data)
                 if base is not None:
-                    self.guard.written(target, base, data, outcome.state, read_at)
+                    self.guard.written(target, base, data, outcome.state, _landed(expected[1]))
                 if restoring:
                     raise self._conflict(display, conflict) from None
                 return WriteResult(target.path, new_text, attempt)
             # a person saved between the read and the swap: theirs is the new base
-            base, unfinished, read_at = outcome.theirs, outcome.unfinished, attempted
+            base, unfinished = outcome.theirs, outcome.unfinished
             expected = (outcome.placed, outcome.state)
         raise ConflictError(
             f"{display} kept changing while mdmem tried to write it ({MAX_WRITE_ATTEMPTS} "
@@ -574,6 +572,14 @@ class _Outcome:
     """When not clean: the person's version, to redo the edit on."""
     unfinished: bool = False
     """When not clean: the person's version was still being written (see :class:`_Read`)."""
+
+
+def _landed(state: FileState | None) -> float | None:
+    """When (on the monotonic clock) this version of the file was saved: its change time."""
+    if state is None:
+        return None
+    age = (time.time_ns() - max(state.mtime_ns, state.ctime_ns)) / 1e9
+    return time.monotonic() - max(0.0, age)
 
 
 def _state_of(path: Path) -> FileState | None:

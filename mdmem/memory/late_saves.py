@@ -47,8 +47,8 @@ CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
 """When to look after a write (then every 0.1 s, and once more as the window closes)."""
 MIN_KEPT = 0.8
 """A save at the path that kept less of the file than this replaced it: not merged into."""
-CHAIN_WRITES = 16
-"""Earlier writes (each built on the one before) a stale save is checked against."""
+CHAIN_WRITES = 32
+"""Earlier writes whose versions a stale save may have been made from."""
 CHAIN_BYTES = 16_000_000
 MAX_OPEN = 256
 """Replaced files kept open at once; past this, the oldest is checked a last time early."""
@@ -126,7 +126,7 @@ class LateSaveGuard:
         self._inodes: list[_Inode] = []
         self._paths: dict[str, _PathWatch] = {}
         self._chains: dict[str, list[_Write]] = {}
-        """Per file, this guard's latest writes, each made on the one before."""
+        """Per file, this guard's latest writes (:meth:`_remember`)."""
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         _guards.add(self)
@@ -163,8 +163,9 @@ class LateSaveGuard:
     ) -> None:
         """A write is in place. If it was made on a version that lacks our previous writes (a
         save from an older copy landed between two of them), put those back now. The writes
-        whose window was open when the write began to read its file count (a write may wait
-        for a slow save longer than a window)."""
+        whose window was open when the version it was made on was saved (``read_at``, on the
+        monotonic clock) count, though their window may have closed since (a write may wait
+        for a slow save, or be made on a save before the watch looked at it)."""
         if self.window_s <= 0:
             return
         now = time.monotonic()
@@ -190,13 +191,10 @@ class LateSaveGuard:
             self._merge(target, lambda current: self._combine(base, latest, current), locked=True)
 
     def _remember(self, rel: str, write: _Write) -> None:
-        """Keep the run of this guard's writes that each built on the one before (a save
-        between two breaks the run), bounded: a save from a copy older than a write still in
-        its window may lack older writes of the run too."""
-        chain = self._chains.get(rel, [])
-        if chain and chain[-1].after != write.before:
-            chain = []
-        chain = [*chain, write][-CHAIN_WRITES:]
+        """Keep this guard's latest writes to ``rel`` (bounded), past their windows: a save
+        from a copy made before them may land in the window of a later write, and is merged
+        as a change of the version it was made from."""
+        chain = [*self._chains.get(rel, []), write][-CHAIN_WRITES:]
         while len(chain) > 1 and sum(len(w.after) for w in chain) > CHAIN_BYTES:
             chain = chain[1:]
         self._chains[rel] = chain
@@ -375,7 +373,7 @@ class LateSaveGuard:
 
     def _known(self, rel: str, writes: list[_Write]) -> list[bytes]:
         """The versions of ``rel`` this guard knows, oldest first, each once: before and
-        after each write in its window, and each of the run of writes before those."""
+        after each write in its window, and of the latest writes before those."""
         with self._cond:
             chain = list(self._chains.get(rel, []))
         ordered = sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
