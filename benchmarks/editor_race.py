@@ -156,7 +156,7 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
     with tempfile.TemporaryDirectory(prefix=f"race-{pattern}-") as tmp:
         ws = Workspace.init(Path(tmp) / "ws", mode="full")
         (ws.root / "mdmem.toml").write_text(
-            f'mode = "full"\n\n[embedding]\nmodel = ""\n\n[write]\nlate_save_ms = {late_ms}\n'
+            f'mode = "full"\n\n[embedding]\nmodel = ""\n\n[write]\nlate_save_ms = {late_ms}\njournal_versions = 100000\n'
         )
         memory = ws.root / "memory.md"
         template_lines = [line for line in memory.read_text().splitlines() if line.strip()]
@@ -180,6 +180,7 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
         agent_out = first + agent_out
         seconds = time.perf_counter() - started
         final = memory.read_text()
+        journal = [v.read_bytes().decode("utf-8", "replace") for v in ws.versions("memory.md")]
     lines = final.splitlines()
     saved = [int(x) for x in editor_out.split()]
     edits = pattern.startswith("stale")
@@ -192,6 +193,7 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
     missing = [r for r in records if r["op"] == "missing"]
     texts = [t for r in confirmed for t in (r.get("text"), r.get("old")) if t]
     program_lost = sorted({t for t in texts if not any(_holds(line, t) for line in lines)})
+    unrecoverable = [t for t in program_lost if not any(t in version for version in journal)]
     program_dup = sum(1 for t in set(texts) if sum(_holds(line, t) for line in lines) > 1)
     structure_lost = [t for t in template_lines if t not in lines]
     return {
@@ -202,6 +204,7 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
         "program_writes": len(confirmed),
         "program_lost": len(program_lost),
         "program_duplicated": program_dup,
+        "program_lost_not_in_journal": len(unrecoverable),
         "conflicts": sum(r["op"] == "conflict" for r in records),
         "program_missing_midway": len(missing),
         "late_saves_merged": summary.get("merged", 0),
@@ -235,6 +238,7 @@ def main() -> None:
         ("person_lost", "lost"),
         ("program_writes", "program writes"),
         ("program_lost", "lost"),
+        ("program_lost_not_in_journal", "lost, not in the journal"),
         ("conflicts", "ConflictError"),
         ("late_saves_merged", "late saves merged"),
         ("template_lines_lost", "template lines lost"),
