@@ -518,7 +518,7 @@ def test_a_thousand_racing_saves_lose_nothing(pattern: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.serial  # the late-save window is 250 ms of wall-clock time
-def test_stale_copies_saved_inside_the_window_lose_no_program_write() -> None:
+def test_stale_copies_saved_inside_the_window_lose_no_line_for_good() -> None:
     """A real editor process saving copies read 0-200 ms before (in place and by rename), each
     editing the person's previous line next to the program's, against a real agent process.
     Every person's line stays, and every acknowledged program write is at least in the journal
