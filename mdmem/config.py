@@ -398,7 +398,7 @@ def set_local_agent(root: Path, agent: str) -> Path:
 
 
 def config_from_dict(data: dict[str, Any], source: str = CONFIG_NAME) -> Config:
-    config = _build(Config, data, prefix="", source=source)
+    config: Config = _build(Config, data, prefix="", source=source)
     shares = config.context.shares
     unknown = sorted(set(shares) - set(DEFAULT_SHARES))
     if unknown or any(v < 0 for v in shares.values()):
@@ -488,7 +488,7 @@ def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
             allowed = ", ".join(prefix + k for k in known)
             raise ConfigError(f"{source}: unknown key {name!r}; allowed here: {allowed}")
         hint = hints[key]
-        if is_dataclass(hint):
+        if isinstance(hint, type) and is_dataclass(hint):
             values[key] = _build(hint, value, prefix=name + ".", source=source)
         else:
             values[key] = _coerce(name, hint, value, source)

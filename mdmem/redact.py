@@ -436,6 +436,13 @@ _BLOCK_HEAD = re.compile(r"([ \t]*)([A-Za-z_][\w.\-]{0,63})[ \t]*[:=][ \t]*\r?\n
 _BLOCK_ITEM = re.compile(r"[ \t]*(?:[-*][ \t]+)?(?:[A-Za-z_][\w.\-]{0,63}[ \t]*[:=](?:[ \t]+|$))?")
 
 
+def _end_of(pattern: re.Pattern[str], text: str, at: int) -> int:
+    """Where ``pattern`` stops matching at ``at``: every part of it is optional, so it matches."""
+    match = pattern.match(text, at)
+    assert match is not None, pattern.pattern
+    return match.end()
+
+
 class _Ahead:
     """The next position of a character at or after a point, for points that only grow:
     each character's search resumes where the last one ended (linear in all)."""
@@ -472,7 +479,7 @@ def _assignment_spans(text: str) -> Iterable[tuple[int, int, str]]:
         name = _name_before(text, at)
         if name is None:
             continue
-        begin = _LEAD_IN.match(text, at + _op_len(text, at)).end()
+        begin = _end_of(_LEAD_IN, text, at + _op_len(text, at))
         if begin < len(text) and text[begin] in "\"'":
             close = ahead.next(text[begin], begin + 1)
             if close >= ahead.next("\n", begin) or close == begin + 1:
@@ -526,7 +533,7 @@ def _block_spans(text: str) -> Iterable[tuple[int, int, str]]:
             if line.strip() and len(line) - len(line.lstrip(" \t")) <= indent:
                 break
             if line.strip() and line.lstrip()[0] not in "#;":
-                lead = _BLOCK_ITEM.match(line).end()
+                lead = _end_of(_BLOCK_ITEM, line, 0)
                 value = line[lead:].rstrip()
                 kind = _assigned_kind(name, value[:_PEEK], len(value)) if value else None
                 if kind is not None:

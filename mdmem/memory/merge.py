@@ -68,11 +68,10 @@ def _merge_regions(
             out += woven  # the program only added lines here: they go into the person's version
         elif (woven := _insert_into(region_base, theirs, mine, None)) is not None:
             out += woven  # the person only added lines here: they go into the program's version
-        elif (woven := _side_by_side(region_base, mine, theirs, their_ids)) is not None:
-            out += woven  # each changed other lines of it (next to each other)
-        else:
-            out += theirs
-            conflicts += 1
+        else:  # each side's changes in place; where both changed the same lines, theirs
+            woven, clashes = _side_by_side(region_base, mine, theirs, their_ids)
+            out += woven
+            conflicts += clashes
         out += base[b1 : b1 + size]
         b0, p0, q0 = b1 + size, p1 + size, q1 + size
     return out, conflicts
@@ -80,16 +79,21 @@ def _merge_regions(
 
 def _side_by_side(
     base: Sequence[str], mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]
-) -> list[str] | None:
-    """Both sides changed this region, but not the same lines (a person fixed one entry, the
-    program updated the next: one region to a plain three-way merge): both sides' changes,
-    each in its place. None when a line was changed by both. Insertions of both at one place
-    are kept as :func:`_both` keeps them; a program line the person holds in another form is
-    not inserted again."""
+) -> tuple[list[str], int]:
+    """Both sides changed this region (one region to a plain three-way merge when the changes
+    are next to each other: a person fixed one entry, the program updated the next): each
+    side's changes in place, and where both changed the same lines, the person's alone; with
+    the number of such clashes. Insertions of both at one place are kept as :func:`_both`
+    keeps them; a program line the person holds in another form is not inserted again."""
     others = _hunks(base, theirs)
     ours = [h for h in _hunks(base, mine) if h not in others]  # the same change made by both
-    if any(a0 < b1 and b0 < a1 for a0, a1, _ in ours for b0, b1, _ in others):
-        return None
+    kept_ours = [
+        (a0, a1, lines)
+        for a0, a1, lines in ours
+        if not any(a0 < b1 and b0 < a1 for b0, b1, _ in others)
+    ]
+    clashes = len(ours) - len(kept_ours)
+    ours = kept_ours
     here = {line.strip() for line in theirs if line.strip()}
     keys = {k for line in theirs if (k := _key(line))}
     inserted = {b0: lines for b0, b1, lines in others if b0 == b1}
@@ -108,7 +112,7 @@ def _side_by_side(
         elif not (start == end and side == 1 and start not in inserted):
             out += lines
     out += base[at:]
-    return out
+    return out, clashes
 
 
 def _hunks(base: Sequence[str], side: Sequence[str]) -> list[tuple[int, int, list[str]]]:
@@ -259,7 +263,7 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, 
     mid_a, mid_b = a[pre : len(a) - suf], b[pre : len(b) - suf]
     middle = _myers(mid_a, mid_b)
     if middle is None:  # very different: a good-enough alignment, fast
-        middle = [tuple(m) for m in SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        middle = [(m.a, m.b, m.size) for m in SequenceMatcher(None, mid_a, mid_b, autojunk=False)
                   .get_matching_blocks()[:-1]]  # fmt: skip
     blocks = [(0, 0, pre)] if pre else []
     blocks += [(i + pre, j + pre, size) for i, j, size in middle]

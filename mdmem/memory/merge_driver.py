@@ -326,7 +326,7 @@ class _Merger:
         if self.kind != "pool":
             return won
         version = max(_int(won.meta.get("version")), _int(lost.meta.get("version"))) + 1
-        meta = {**won.meta, "version": version}
+        meta = {**won.meta, "version": str(version)}  # metadata values are text, as parsed
         text = fmt.render_section(won.key_name, meta, won.body, self.newline, fmt.SECTION_LEVEL)
         return replace(won, text=text, meta=meta)
 

@@ -10,6 +10,7 @@ the key moved on, or when a person edited the entry by hand since it was written
 from __future__ import annotations
 
 import asyncio
+import builtins
 import datetime as dt
 import json
 import logging
@@ -144,7 +145,7 @@ class Pool:
         entries.sort(key=lambda e: (e.updated_at or e.created_at or "", e.line), reverse=True)
         return entries if limit is None else entries[:limit]
 
-    def history(self, key: str) -> list[PoolEntry]:
+    def history(self, key: str) -> builtins.list[PoolEntry]:  # list: the method above
         """Deleted versions of ``key`` kept in the file's ``## Archive``, newest first."""
         key = fmt.check_key(key)
         pool = self._file()
@@ -231,7 +232,7 @@ class Pool:
             self._check(key, found, expected_version)
             if found is None:
                 version = 1 + max((s.version for s in pool.archived if s.key == key), default=0)
-                created = {"created_by": who, "created_at": stamp}
+                created: dict[str, str | None] = {"created_by": who, "created_at": stamp}
                 merged = extra
             else:
                 version = found.version + 1
@@ -349,7 +350,7 @@ class Pool:
         self._on_delete.append(fn)
         return fn
 
-    def _fire(self, callbacks: list[Callback], entry: PoolEntry) -> None:
+    def _fire(self, callbacks: builtins.list[Callback], entry: PoolEntry) -> None:
         for fn in list(callbacks):
             try:
                 fn(entry)
@@ -407,7 +408,7 @@ class Pool:
     async def aread(self, key: str) -> PoolEntry | None:
         return await asyncio.to_thread(self.read, key)
 
-    async def alist(self, prefix: str = "", limit: int | None = None) -> list[PoolEntry]:
+    async def alist(self, prefix: str = "", limit: int | None = None) -> builtins.list[PoolEntry]:
         return await asyncio.to_thread(self.list, prefix, limit)
 
     async def awrite(

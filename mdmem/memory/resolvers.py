@@ -40,7 +40,8 @@ class Resolution:
 
 
 class Resolver(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def resolve(self, parent: JSON, child: JSON, base: JSON = MISSING) -> Resolution:
         """``base``: the parent's value the child last took (MISSING when it never took one)."""

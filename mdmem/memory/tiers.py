@@ -153,10 +153,12 @@ class TierView:
     def tokens(self, name: str) -> int:
         if name == "L4":
             return self.l4_tokens
-        items: Sequence[EventItem | SummaryItem] = {"L1": self.l1, "L2": self.l2, "L3": self.l3}[
-            name
-        ]
-        return sum(i.tokens for i in items)
+        layers: dict[str, Sequence[EventItem | SummaryItem]] = {
+            "L1": self.l1,
+            "L2": self.l2,
+            "L3": self.l3,
+        }
+        return sum(i.tokens for i in layers[name])
 
 
 def live_session(documents: Documents, agent: str) -> SessionRecord | None:

@@ -134,7 +134,8 @@ def _rewrite_value(doc: Document, entry: Entry, value: str) -> str:
     if lead is None or key_part is None:  # _fact matched this bullet: cannot happen
         raise EditNotApplicable(f"{doc.path}:{entry.start_line}: not a key: value bullet")
     head = first[: lead.end() + key_part.end()]
-    space = re.match(r"[ \t]*", first[len(head) :]).group(0) or " "
+    after = first[len(head) :]
+    space = after[: len(after) - len(after.lstrip(" \t"))] or " "
     marker = re.match(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+", first)
     pad = " " * len(marker.group(0).expandtabs(4)) if marker else "  "
     top, *rest = value.split("\n")
