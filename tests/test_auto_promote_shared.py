@@ -5,12 +5,15 @@ handled once (real flocks and state file, real second processes)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from mdmem import Workspace
 from mdmem.distill.promote_passes import SharedPasses
@@ -236,4 +239,27 @@ def test_the_same_end_queued_by_another_process_during_the_pass_runs_no_second_p
     assert auto.passes == 1
     assert other.handled() == rels
     assert other.claim([], False) is not None  # nothing left queued or forced
+    ws.close()
+
+
+def test_a_pass_another_process_holds_leaves_the_request_queued_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by mypy: with the pass lock held elsewhere, ``_pass`` returned a bare False that
+    the worker could not unpack, and every such session end logged "automatic promotion
+    skipped: cannot unpack non-iterable bool object"."""
+    ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
+    (ws.root / "mdmem.toml").write_text(FULL.format(l3=100_000))
+    ws = Workspace.open(ws.root)
+    assert ws.session_files is not None and ws.auto_promote is not None
+    holder = SharedPasses(ws.state_dir)  # another process, running a pass
+    held = holder.claim(set(), forced=False)
+    assert held is not None
+    with caplog.at_level(logging.WARNING, "mdmem"):
+        with ws.session("invoices") as s:
+            s.event("decision", FACTS[0], 0.9)
+        assert ws.auto_promote.wait(30)
+    assert ws.auto_promote.passes == 0
+    assert "automatic promotion skipped" not in caplog.text
+    assert holder.release(held, handled=False, consolidate_above=held.consolidate_above)
     ws.close()

@@ -474,7 +474,7 @@ class AutoPromote:
         else:
             claim = self.shared.claim(sessions, forced)
         if claim is None:  # another process runs a pass; it takes this request after
-            return False
+            return False, False
         self.consolidate_above = claim.consolidate_above
         report: PromoteReport | None = None
         try:
