@@ -877,3 +877,21 @@ def test_a_models_replace_that_hides_a_fact_keeps_both(scripted, embedder) -> No
         llm=LLMConfig(model="scripted/m"),
     )
     assert decision.action == "keep_both" and "would hide 7" in decision.reason
+
+
+def test_a_reversal_supersedes_no_fact_it_does_not_restate(embedder) -> None:
+    """Found by the oracle in benchmarks/consolidate_agent.py (seed 1): "We switched PDF
+    rendering from wkhtmltopdf to WeasyPrint" superseded "PDFs are rendered by wkhtmltopdf from
+    the Jinja templates", and Jinja was in no live memory."""
+    from mdmem.distill.reversal import stale
+    from mdmem.markdown.entries import Entry, text_sum
+
+    def fact(n: int, text: str) -> Entry:
+        meta = {"id": f"m-{n}", "sum": text_sum(text)}
+        return Entry("memory.md", n, n, text, ("Memory",), "item", "fact", 0.5, f"m-{n}", meta=meta)
+
+    decided = fact(1, "The team decided to render invoice PDFs with wkhtmltopdf")
+    jinja = fact(2, "PDFs are rendered by wkhtmltopdf from the Jinja templates")
+    switch = "We switched PDF rendering from wkhtmltopdf to WeasyPrint"
+    found = stale(switch, [decided, jinja], embedder.embed)
+    assert found == [decided]

@@ -79,18 +79,32 @@ def stale(
     old, new = _word(found.old), _word(found.new)
     names = {found.old.lower(), found.new.lower()}
     topic = content_words(text) - names
-    out, unsure = [], []
+    out: list[Entry] = []
+    unsure: list[Entry] = []
     for entry in entries:
         if entry.archived or entry.type not in ("fact", "preference") or edited_by_hand(entry):
             continue
         if not old.search(entry.text) or new.search(entry.text) or entry.text == text:
             continue
+        if _hides(entry.text, text, found.old):
+            continue  # "… from the Jinja templates": a fact the reversal does not restate
         (out if topic & (content_words(entry.text) - names) else unsure).append(entry)
     if unsure and embed is not None:
         vectors = np.asarray(embed([text, *(e.text for e in unsure)]), dtype=np.float32)
         sims = vectors[1:] @ vectors[0]
         out += [e for e, sim in zip(unsure, sims, strict=True) if float(sim) >= TOPIC_SIMILARITY]
     return sorted(out, key=lambda e: (e.path, e.start_line))
+
+
+def _hides(old_text: str, reversal_text: str, choice: str) -> bool:
+    """Whether superseding ``old_text`` by the reversal would hide a distinguishing token of it
+    (:func:`~mdmem.distill.fidelity.distinguishing`) other than the choice given up; a plural
+    of a word the reversal says ("PDFs" / "PDF") is said."""
+    from mdmem.distill.fidelity import distinguishing, token_set
+
+    said = token_set(reversal_text)
+    missing = distinguishing(old_text) - said - {choice.lower()}
+    return any(not (w.endswith("s") and w[:-1] in said) for w in missing)
 
 
 def _word(name: str) -> re.Pattern[str]:
