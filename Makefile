@@ -9,7 +9,7 @@ DEMO := .demo/workspace
 PG_CONFIG ?= pg_config
 PGVECTOR_SRC ?= ../shared/vendor/pgvector-0.8.6.tar.gz
 
-.PHONY: demo test test-deep clean pgvector
+.PHONY: demo test test-deep clean pgvector docs
 
 # constraints.txt pins what this machine resolves quickly (the CPU torch on disk, litellm
 # 1.106.2); the package itself declares ranges.
@@ -75,10 +75,18 @@ demo: $(STAMP)
 	rm -rf .demo/team
 	MDMEM_GLOBAL=$(CURDIR)/.demo/team/global $(BIN)/python examples/team.py .demo/team
 
+# The docs site (mkdocs.yml): the references regenerated from the code, then built into .site/
+# with every warning an error.
+docs: $(STAMP)
+	$(BIN)/python scripts/docs_references.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 test: $(STAMP) pgvector
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/docs_references.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q -n 2 -m 'not serial' --durations=25
 	$(BIN)/python -m pytest -q -m serial --durations=5
 
@@ -88,4 +96,4 @@ test-deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q -m hypothesis
 
 clean:
-	rm -rf .demo .pytest_cache .ruff_cache
+	rm -rf .demo .pytest_cache .ruff_cache .site

@@ -1,6 +1,7 @@
-"""The README runs: every ``python`` and ``console`` block, in README order, in a temp folder
-holding a copy of example_workspace/ named ``my-agent`` (what the blocks call the workspace),
-so the README can never drift from the code. ``make demo`` runs too."""
+"""The docs run: every ``python`` and ``console`` block of the README, then of each page of the
+docs site in the order of its navigation (mkdocs.yml; the generated references aside), in a
+temp folder holding a copy of example_workspace/ named ``my-agent`` (what the blocks call the
+workspace), so no page can drift from the code. ``make demo`` runs too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(python|console)\n(.*?)^```", re.M | re.S)
@@ -29,27 +31,44 @@ LONG_RUNNING = {"mdmem watch"}
 pytestmark = pytest.mark.slow
 
 
-def blocks() -> list[tuple[int, str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def pages() -> list[Path]:
+    """The README, then the site's pages in the order its navigation lists them."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+
+    def walk(items: list[object]) -> list[str]:
+        found: list[str] = []
+        for item in items:
+            for value in item.values() if isinstance(item, dict) else [item]:
+                found.extend(walk(value) if isinstance(value, list) else [str(value)])
+        return found
+
+    listed = [p for p in walk(nav) if not p.startswith("reference/") and p != "index.md"]
+    return [ROOT / "README.md", *(ROOT / "docs" / p for p in listed)]
+
+
+def blocks() -> list[tuple[str, str, str]]:
     found = []
-    for match in FENCE.finditer(text):
-        if SKIP.search(text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]):
-            continue
-        line = text.count("\n", 0, match.start()) + 1
-        found.append((line, match.group(1), match.group(2)))
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            if SKIP.search(text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]):
+                continue
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((f"{page.relative_to(ROOT)}:{line}", match.group(1), match.group(2)))
     return found
 
 
 def test_blocks_left_out_say_why() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    reasons = SKIP.findall(text)
+    reasons = [r for page in pages() for r in SKIP.findall(page.read_text(encoding="utf-8"))]
     assert all(len(reason) > 10 for reason in reasons)
-    assert len(reasons) <= 4, "most README blocks must run"
+    assert len(reasons) <= 4, "most blocks must run"
 
 
-def test_the_readme_has_the_blocks_this_test_runs() -> None:
+def test_the_docs_have_the_blocks_this_test_runs() -> None:
     kinds = [kind for _, kind, _ in blocks()]
     assert kinds.count("python") >= 8 and kinds.count("console") >= 6
+    readme = [where for where, _, _ in blocks() if where.startswith("README.md")]
+    assert len(readme) >= 2  # the quick starts
 
 
 @pytest.fixture()
@@ -70,8 +89,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_every_python_and_console_block_runs(folder: Path) -> None:
     namespace: dict[str, object] = {"__name__": "readme"}
     cwd = folder
-    for line, kind, code in blocks():
-        where = f"README.md:{line}"
+    for where, kind, code in blocks():
         if kind == "python":
             _run_python(code, namespace, where)
         else:
