@@ -71,18 +71,21 @@ def _escaped(char: str) -> str:
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
-def workspace_path(root: Path, name: str | Path, what: str = "file") -> tuple[str, Path]:
+def workspace_path(
+    root: Path, name: str | os.PathLike[str], what: str = "file"
+) -> tuple[str, Path]:
     """Resolve ``name`` inside ``root``; return (relative POSIX path, absolute path).
 
     Rejects absolute paths, ``..`` segments, symlinks that lead out of the workspace and the
     folders that are never indexed (a file there would be written but never found). A symlink
     loop on the way is a FileProblem, like any other file that cannot be read.
     """
-    text = str(name).replace("\\", "/")
+    text = os.fspath(name).replace("\\", "/")  # (str() of a PathLike other than Path is its repr)
     pure = PurePosixPath(text)
     if not text or pure.is_absolute() or text.startswith("~") or ".." in pure.parts:
         raise UnsafePathError(
-            f"{what} {str(name)!r} must be a path inside the workspace (relative, without '..')"
+            f"{what} {os.fspath(name)!r} must be a path inside the workspace "
+            "(relative, without '..')"
         )
     internal = next((part for part in pure.parts if part in ALWAYS_SKIPPED), None)
     if internal is not None:

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from mdmem import ConfigError, ConflictError, EntryNotFoundError, Workspace, WorkspaceNotFoundError
+from mdmem import (
+    ConfigError,
+    ConflictError,
+    EntryNotFoundError,
+    UnsafePathError,
+    Workspace,
+    WorkspaceNotFoundError,
+)
 from mdmem.memory.file_state import Target
 from mdmem.memory.templates import TEMPLATES
 
@@ -230,3 +237,25 @@ def test_writes_keep_permissions_and_crlf(ws: Workspace) -> None:
     assert path.read_bytes().endswith(b"-->\r\n")
     assert (path.stat().st_mode & 0o777) == 0o640
     assert not [p for p in ws.root.iterdir() if p.name.endswith(".mdmem-tmp")]
+
+
+class _PathLike:
+    """An ``os.PathLike`` that is not a ``pathlib.Path`` (its ``str()`` is its repr)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+def test_a_path_like_other_than_path_names_its_file(ws: Workspace) -> None:
+    """Found by mypy: paths were read with ``str(name)``, so ``ws.read`` / ``ws.entries`` of
+    any ``os.PathLike`` but ``Path`` looked for a file named after the object's repr."""
+    entry = ws.remember("We deploy with uv", type="fact")
+    assert ws.read(_PathLike(entry.path)).path == entry.path
+    assert [e.id for e in ws.entries(_PathLike(entry.path))] == [
+        e.id for e in ws.entries(entry.path)
+    ]
+    with pytest.raises(UnsafePathError):
+        ws.read(_PathLike("../outside.md"))

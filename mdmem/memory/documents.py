@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -56,13 +57,13 @@ class Documents:
         self._parsed: OrderedDict[str, tuple[bytes, Document]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def resolve(self, name: str | Path, what: str = "file") -> tuple[str, Path]:
+    def resolve(self, name: str | os.PathLike[str], what: str = "file") -> tuple[str, Path]:
         return workspace_path(self.root, name, what)
 
     def scan(self) -> ScanResult:
         return scan(self.root, self.files)
 
-    def read(self, path: str | Path) -> Document:
+    def read(self, path: str | os.PathLike[str]) -> Document:
         """Parse one file. Raises FileProblem (naming the file and line) if it can't be read."""
         rel, absolute = self.resolve(path)
         if not rel.endswith(".md") and not indexed_by(self.files, rel):
@@ -107,7 +108,7 @@ class Documents:
         return DocumentSet(tuple(documents), tuple(problems))
 
     def entries(
-        self, path: str | Path | None = None, include_archived: bool = False
+        self, path: str | os.PathLike[str] | None = None, include_archived: bool = False
     ) -> list[Entry]:
         if path is not None:
             doc = self.read(path)
