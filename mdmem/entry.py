@@ -107,10 +107,10 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
             key, value = FLAG_OPTIONS[token]
             (params if key == "include_archived" else flags)[key] = value
         elif token in VALUE_OPTIONS or (eq and name.startswith("--") and name in VALUE_OPTIONS):
-            value = inline if eq else (rest.pop(0) if rest else None)
-            if value is None or (not eq and value.startswith("-")):
+            given = inline if eq else (rest.pop(0) if rest else None)
+            if given is None or (not eq and given.startswith("-")):
                 return None
-            params[VALUE_OPTIONS[name if eq else token]] = value
+            params[VALUE_OPTIONS[name if eq else token]] = given
         elif token.startswith("-") and token != "-":  # (REMOTE_OPTIONS too: typer's)
             return None
         elif query is None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 TokenCounter = Callable[[str], int]
 
@@ -27,7 +28,7 @@ def estimate_tokens(text: str) -> int:
         return 0
     dense = len(_DENSE.findall(text))
     rest = _DENSE.sub(" ", text)
-    words = symbols = 0
+    words, symbols = 0.0, 0
     for piece in _WORD.findall(rest):
         if piece[0].isalnum() or piece[0] == "_":
             # long words split into several pieces (identifiers, numbers, paths)
@@ -54,7 +55,7 @@ def _litellm_counter(model: str) -> TokenCounter:
     return count
 
 
-def count_message_tokens(messages: list[dict[str, object]], model: str | None = None) -> int:
+def count_message_tokens(messages: Sequence[Mapping[str, object]], model: str | None = None) -> int:
     """Tokens of a chat transcript as the model would see it (role overhead included)."""
     if not model:
         return sum(estimate_tokens(str(m.get("content") or "")) + 4 for m in messages)
@@ -62,7 +63,7 @@ def count_message_tokens(messages: list[dict[str, object]], model: str | None = 
     return int(litellm.token_counter(model=model, messages=messages))
 
 
-def import_litellm():  # type: ignore[no-untyped-def]
+def import_litellm() -> Any:  # the litellm module: a module object has no static type
     """litellm, imported on first use with its network look-ups turned off unless the user
     chose otherwise (the model cost map would otherwise be fetched at import)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

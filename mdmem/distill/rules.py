@@ -420,7 +420,8 @@ def _fix_in(
     if not stream:
         changes = [n for n in changes if _about(pieces[n], errors)]
     said = [n for n in changes if pieces[n].kind == "fix" or says_fixed(pieces[n].text)]
-    return (said or changes or [None])[0]
+    found = said or changes
+    return found[0] if found else None
 
 
 _FIXED = re.compile(

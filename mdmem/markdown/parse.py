@@ -202,8 +202,8 @@ def _parse(path: str, text: str, *, cut: bool = True) -> Document:
         ):
             if kind == "list_item_open":
                 for a, b in view.middle.get(tok.map[0], ()):
-                    if (cut := _entry(path, lines, a, b, "item", section)) is not None:
-                        entries.append(cut)
+                    if (piece := _entry(path, lines, a, b, "item", section)) is not None:
+                        entries.append(piece)
             start, end = at(tok.map[0]), at(tok.map[1] - 1) + 1
             end = view.item_end.get(tok.map[0], end)
             entry = _entry(path, lines, start, end, _KINDS[kind], section)
@@ -342,11 +342,11 @@ def _view(lines: list[str], fm_end: int, *, cut: bool, keep: set[int]) -> _View:
     capped: dict[int, str] = {}
     for n in range(fm_end, len(lines)):
         content = lines[n].rstrip("\r\n")
-        first = content[:1]
+        lead = content[:1]
         # _may_cap inlined for unindented lines (most of them): a third character that is
         # text means no prefix of markers long enough to cap
-        if first in _CAP_STARTS and (
-            _may_cap(content) if first in " \t" else content[2:3] in _PREFIX_CHARS
+        if lead in _CAP_STARTS and (
+            _may_cap(content) if lead in " \t" else content[2:3] in _PREFIX_CHARS
         ):
             content, why = _cap(content)
             if why:

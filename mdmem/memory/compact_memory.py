@@ -164,7 +164,8 @@ def _owned(doc: Document, words: re.Pattern[str], level: int | None) -> _Owned:
     ]
     # "State" / "Key Events" as written by mdmem first, then any heading naming them
     exact = [h for h in candidates if h.title.strip().lower() in ("state", "key events")]
-    heading = (exact or candidates or [None])[0]
+    found = exact or candidates
+    heading = found[0] if found else None
     if heading is None:
         return _Owned(None, ())
     items = tuple(

@@ -38,7 +38,7 @@ which ends a process; SIGURG is ignored unless a program asks for it."""
 
 
 def read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, 1 << 20, offset)

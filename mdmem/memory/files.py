@@ -327,11 +327,13 @@ class SafeWriter:
             quiet = min(QUIET_S * 2 ** (attempt - 1), MAX_QUIET_S)
             outcome = self._commit(target, expected, data, quiet, unfinished)
             if outcome.clean:
-                self._set_seen(target.rel, outcome.state)
+                state = outcome.state
+                assert state is not None, "a clean write knows the state of the file it placed"
+                self._set_seen(target.rel, state)
                 self.lineage(target.rel).record(base, data)
                 self._keep_written(target.rel, data)
                 if base is not None:
-                    self.guard.written(target, base, data, outcome.state, _landed(expected[1]))
+                    self.guard.written(target, base, data, state, _landed(expected[1]))
                 if restoring:
                     raise self._conflict(display, conflict) from None
                 return WriteResult(target.path, new_text, attempt)

@@ -127,6 +127,10 @@ class LateSaveGuard:
         self._paths: dict[str, _PathWatch] = {}
         self._chains: dict[str, list[_Write]] = {}
         """Per file, this guard's latest writes (:meth:`_remember`)."""
+        self._observed: dict[str, float] = {}
+        """Per file, when (monotonic) it was last seen as this guard expected it (after one of
+        its writes, or a check): every version at the path before then was seen, and a
+        version that differs from it may descend from saves since then that nobody saw."""
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         _guards.add(self)
@@ -172,6 +176,8 @@ class LateSaveGuard:
         write = _Write(before, after, now + self.window_s)
         since = now if read_at is None else min(now, read_at)
         with self._cond:
+            since = min(since, self._observed.get(target.rel, since))
+            self._saw(target.rel, _landed_at(state))
             watch = self._paths.setdefault(target.rel, _PathWatch(target))
             watch.expire(now)
             recent = {id(w): w for w in (*self._chains.get(target.rel, []), *watch.writes)}
@@ -261,8 +267,8 @@ class LateSaveGuard:
                     if w.deadline <= now or id(w) in closing:
                         self._inodes.remove(w)
                         os.close(w.fd)
-                for rel, w in list(self._paths.items()):
-                    if w.expire(now):
+                for rel, path_watch in list(self._paths.items()):
+                    if path_watch.expire(now):
                         del self._paths[rel]
                 self._cond.notify_all()
 
@@ -299,10 +305,12 @@ class LateSaveGuard:
     def _check_path(self, watch: _PathWatch) -> None:
 
         watch.checks += 1
+        looked = time.monotonic()
         if self._unchanged(watch):
+            self._saw(watch.target.rel, looked)
             return
         with self._cond:
-            writes, exposed = list(watch.writes), list(watch.exposed)
+            writes, exposed = self._unseen(watch), list(watch.exposed)
 
         def combine(current: bytes) -> bytes:
             current = self._reapply(exposed, current)  # a person's lines first
@@ -312,6 +320,7 @@ class LateSaveGuard:
         # Most changes at the path hold every recent write: a look without the lock says so.
         # A save still being written is looked at again when done (or, at the window's end,
         # merged under the lock: the write waits for that save to finish).
+        looked = time.monotonic()
         try:
             fd = os.open(watch.target.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
@@ -322,6 +331,7 @@ class LateSaveGuard:
                 current = read_all(fd)
                 if combine(current) == current and FileState.of(os.fstat(fd)) == state:
                     watch.checked = state
+                    self._saw(watch.target.rel, looked)
                     return
             elif time.monotonic() < watch.deadline:
                 return
@@ -334,10 +344,25 @@ class LateSaveGuard:
             if self._unchanged(watch):
                 return
             with self._cond:  # the writes made while this check waited for the lock count
-                writes[:], exposed[:] = watch.writes, watch.exposed
+                writes[:], exposed[:] = self._unseen(watch), watch.exposed
             merged = self._merge(watch.target, combine, locked=True)
             if merged is not None:
                 watch.checked = merged
+
+    def _saw(self, rel: str, at: float) -> None:
+        """The path was as this guard expected at ``at`` (monotonic)."""
+        self._observed[rel] = max(self._observed.get(rel, at), at)
+
+    def _unseen(self, watch: _PathWatch) -> list[_Write]:
+        """The writes (oldest first) a version now at the path must hold: those whose window
+        was open after the path was last seen as expected. Saves since then were not seen (the
+        process may have been stalled past a window): one of them may have landed inside it,
+        and the version now there may be a person's copy of that one, saved later. Called
+        under ``_cond``."""
+        rel = watch.target.rel
+        since = self._observed.get(rel, 0.0)
+        pool = {id(w): w for w in (*self._chains.get(rel, []), *watch.writes)}
+        return sorted((w for w in pool.values() if w.deadline > since), key=lambda w: w.deadline)
 
     @staticmethod
     def _unchanged(watch: _PathWatch) -> bool:
@@ -452,6 +477,13 @@ def _distance(a: bytes, b: bytes) -> int:
     """Lines in one and not the other (a shortest line diff)."""
     left, right = _text(a).splitlines(), _text(b).splitlines()
     return len(left) + len(right) - 2 * sum(n for _, _, n in matching_blocks(left, right))
+
+
+def _landed_at(state: FileState) -> float:
+    """When (monotonic) this version reached the path: its change time (a coarse clock: a few
+    ms early at most, which only counts a window as open a little longer)."""
+    age = (time.time_ns() - max(state.mtime_ns, state.ctime_ns)) / 1e9
+    return time.monotonic() - max(0.0, age)
 
 
 def _text(data: bytes) -> str:

@@ -3,6 +3,7 @@ marking the ones whose writer died."""
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -116,7 +117,7 @@ class SessionFiles:
             raise EntryNotFoundError(f"{found} matching {session_id!r} in {SESSIONS_DIR}/")
         return self._load(f"{matches[0]}.md")
 
-    def _archived(self) -> list[Path]:
+    def _archived(self) -> builtins.list[Path]:  # list: the method above
         return sorted((self.folder / "archive").glob("*/*.md"))
 
     def _write(self, rel: str) -> EditFile:

@@ -284,7 +284,8 @@ def parse_session(doc: Document) -> SessionRecord:
     if started is None and (m := _NAME_RE.match(stem)):
         s = m.group("stamp")
         started = f"{s[:4]}-{s[4:6]}-{s[6:8]}T{s[9:11]}:{s[11:13]}:{s[13:15]}"
-    tools = fm.get("tools") if isinstance(fm.get("tools"), dict) else {}
+    listed = fm.get("tools")
+    tools = listed if isinstance(listed, dict) else {}
     events = tuple(
         _event(e) for e in doc.entries if e.heading_path and e.heading_path[-1] == "Events"
     )
