@@ -27,6 +27,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -412,7 +413,7 @@ class Consolidator:
         ]
         for rel in dict.fromkeys(e.path for e in drop):
             here = [e for e in drop if e.path == rel]
-            writer.write(rel, lambda now, rel=rel, here=here: _archive_many(now, rel, here))
+            writer.write(rel, partial(_archive_many, rel=rel, entries=here))
         kept = [e for e in memories if e not in drop]
         return ConsolidateReport(
             "importance",
@@ -715,9 +716,9 @@ def _checked(
     final = []
     for m in out:
         if m.fidelity.passed:
-            sources = tuple(s for s in m.sources if s not in claimed)
-            claimed |= set(sources)
-            m = replace(m, sources=sources)
+            unclaimed = tuple(s for s in m.sources if s not in claimed)
+            claimed |= set(unclaimed)
+            m = replace(m, sources=unclaimed)
         final.append(m)
     return [m for m in final if m.sources]
 
@@ -734,7 +735,7 @@ def _file_edit(
         now: dict[str, list[Entry]] = {}
         for e in doc.entries:
             now.setdefault(e.id, []).append(e)
-        ready = []
+        ready: list[Cluster] = []
         for cluster in todo:
             (ready if _unchanged(now, cluster, by_id) else changed).append(cluster)
         return _apply_all(current, rel, ready, by_id)
@@ -851,7 +852,7 @@ def _section(entry: Entry, type_: str) -> str:
 def _archive_many(text: str, rel: str, entries: list[Entry]) -> str:
     doc = parse_document(rel, text)
     current = {e.id: e for e in doc.entries if not e.archived}
-    stamp = {ARCHIVED_BY: "importance", CONSOLIDATED: today()}
+    stamp: dict[str, object] = {ARCHIVED_BY: "importance", CONSOLIDATED: today()}
     # one changed or moved by a person meanwhile is left as it is
     moves = {e.id: stamp for e in entries if e.id in current and current[e.id].text == e.text}
     text, blocks = _cut(text, rel, moves)

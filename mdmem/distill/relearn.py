@@ -61,9 +61,10 @@ def newest_wins(decisions: list[Decision], source: str | None) -> list[Decision]
     session's statement is the stale one."""
     out = []
     for d in decisions:
-        older = d.existing is not None and newer(d.existing.source, source)
-        if d.action in ("replace", "merge") and older:
-            why = f"{d.reason}; {d.existing.id} comes from a newer session: kept"
+        existing = d.existing
+        older = existing is not None and newer(existing.source, source)
+        if d.action in ("replace", "merge") and existing is not None and older:
+            why = f"{d.reason}; {existing.id} comes from a newer session: kept"
             d = replace(d, action="skip", text=d.candidate.text, reason=why)
         out.append(d)
     return out

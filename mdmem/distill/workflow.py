@@ -156,10 +156,10 @@ class Distiller:
     def _target(self, record: SessionRecord | None) -> str:
         """A recorded session's summary in full mode (a deleted session file is not brought
         back); otherwise ``.compact_memory.md``."""
-        in_file = (
-            record is not None and record.path and (self.documents.root / record.path).exists()
-        )
-        return record.path if self.config.mode == "full" and in_file else COMPACT_FILE
+        path = record.path if record is not None else None
+        if self.config.mode == "full" and path and (self.documents.root / path).exists():
+            return path
+        return COMPACT_FILE
 
     def _previous(self, target: str, record: SessionRecord | None) -> CompactMemory | None:
         if target == COMPACT_FILE:

@@ -200,7 +200,51 @@ class Forgotten:
     next checkpoint)."""
 
 
-class IndexBackend(Protocol):
+class IndexReader(Protocol):
+    """What ranking reads of an index: an :class:`IndexBackend`, or a remote reader's view
+    over one pooled connection (which neither syncs nor owns the index)."""
+
+    def reading(self) -> AbstractContextManager[None]:
+        """One consistent view for a whole ranking: layout, candidates and rows agree."""
+        ...
+
+    def generation(self) -> int:
+        """Changes whenever the chunks or vectors change (caches are keyed by it)."""
+        ...
+
+    def layout(self) -> Layout: ...
+
+    def keyword_candidates(self, query: str, limit: int) -> Scored:
+        """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""
+        ...
+
+    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
+        """A search of ``model_id``'s vectors, prepared on this thread (the connection's).
+        A backend that returns only the nearest chunks takes them among those that pass
+        ``filters``."""
+        ...
+
+    def filtered(self, filters: Filters) -> np.ndarray:
+        """Boolean mask over the layout: chunks that pass the stored-column filters (type,
+        agent, session, dates, archived). The path glob is applied by ranking."""
+        ...
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]: ...
+
+    def access_counts(self, keys: Sequence[str]) -> dict[str, int]: ...
+
+    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
+        """Count one more access of each key; best effort (a read-only index skips it: False).
+        ``wait_s`` bounds the wait for another writer (a read never waits on a sync)."""
+        ...
+
+    def access_since(self) -> str | None:
+        """When this index began counting accesses (ISO time; None: it does not say). A key
+        with no count was not returned since then."""
+        ...
+
+
+class IndexBackend(IndexReader, Protocol):
     """One workspace's index. Every method is safe to call from one thread at a time while
     holding :meth:`searching`; other processes may read and write the same index."""
 
@@ -239,15 +283,7 @@ class IndexBackend(Protocol):
         """Held while one thread syncs and searches."""
         ...
 
-    def reading(self) -> AbstractContextManager[None]:
-        """One consistent view for a whole ranking: layout, candidates and rows agree."""
-        ...
-
     def embedder(self) -> Embedder | None: ...
-
-    def generation(self) -> int:
-        """Changes whenever the chunks or vectors change (caches are keyed by it)."""
-        ...
 
     def status(self, model_id: str | None) -> IndexStatus: ...
 
@@ -261,34 +297,3 @@ class IndexBackend(Protocol):
         ...
 
     def close(self) -> None: ...
-
-    def layout(self) -> Layout: ...
-
-    def keyword_candidates(self, query: str, limit: int) -> Scored:
-        """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""
-        ...
-
-    def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
-        """A search of ``model_id``'s vectors, prepared on this thread (the connection's).
-        A backend that returns only the nearest chunks takes them among those that pass
-        ``filters``."""
-        ...
-
-    def filtered(self, filters: Filters) -> np.ndarray:
-        """Boolean mask over the layout: chunks that pass the stored-column filters (type,
-        agent, session, dates, archived). The path glob is applied by ranking."""
-        ...
-
-    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]: ...
-
-    def access_counts(self, keys: Sequence[str]) -> dict[str, int]: ...
-
-    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
-        """Count one more access of each key; best effort (a read-only index skips it: False).
-        ``wait_s`` bounds the wait for another writer (a read never waits on a sync)."""
-        ...
-
-    def access_since(self) -> str | None:
-        """When this index began counting accesses (ISO time; None: it does not say). A key
-        with no count was not returned since then."""
-        ...

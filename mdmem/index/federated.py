@@ -434,7 +434,7 @@ def search_all(
     scopes: tuple[str, ...] | None,
     track_access: bool,
     mask: Callable[[str], str],
-    bump: Callable[[list[str]], None],
+    bump: Callable[[list[str]], object],
 ) -> SearchResults:
     """The workspace's own hits and its parents' and GLOBAL's, ``k`` best on one scale. With no
     other workspace and no scope filter, exactly the workspace's own search (labelled)."""

@@ -33,7 +33,7 @@ import numpy as np
 
 from mdmem.config import SearchConfig
 from mdmem.errors import QueryTooLongError
-from mdmem.index.backend import ChunkRow, IndexBackend, Layout, Scored
+from mdmem.index.backend import ChunkRow, IndexBackend, IndexReader, Layout, Scored
 from mdmem.index.beside import beside
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
@@ -267,7 +267,7 @@ def fresh_search(
 
 
 def search(
-    index: IndexBackend,
+    index: IndexReader,
     embedder: Embedder | None,
     query: str,
     *,
@@ -339,7 +339,7 @@ def search(
 
 
 def _retrieve(
-    index: IndexBackend,
+    index: IndexReader,
     embedder: Embedder | None,
     query: str,
     mode: str,
@@ -628,7 +628,7 @@ def _lift_when(
     return dated
 
 
-def _allowed(index: IndexBackend, layout: Layout, filters: Filters) -> np.ndarray:
+def _allowed(index: IndexReader, layout: Layout, filters: Filters) -> np.ndarray:
     """Which chunks the filters let through: stored columns by the backend (only when such a
     filter is set), the path glob here, once per file."""
     if filters.on_columns():

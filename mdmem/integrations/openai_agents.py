@@ -22,6 +22,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -195,7 +196,7 @@ class MdmemSession:
             rel = f"{SESSIONS_DIR}/{base if n == 1 else f'{base}-{n}'}.md"
             if not (self.ws.root / rel).exists():
                 skeleton = session_skeleton(title, self.agent, started, writer=front)
-                self.ws.edit_file(rel, lambda current, s=skeleton: current or s)
+                self.ws.edit_file(rel, partial(_unless_written, skeleton))
                 return rel
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
 
@@ -405,3 +406,8 @@ def _find(root: Path, session_id: str) -> str | None:
         if front.get("source") == SOURCE and front.get("conversation") == session_id:
             return rel
     return None
+
+
+def _unless_written(skeleton: str, current: str) -> str:
+    """The new session file's skeleton, unless the file was written meanwhile."""
+    return current or skeleton

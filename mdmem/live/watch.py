@@ -485,10 +485,11 @@ class Watcher:
         )
         with self._cond:
             if complete:
-                problems = [
+                assert report is not None and report.generation is not None  # what complete says
+                problems: list[dict[str, Any]] = [
                     {"path": p.path, "message": p.message, "line": p.line} for p in report.problems
                 ]
-                self._synced = (report.generation, problems)  # type: ignore[assignment]
+                self._synced = (report.generation, problems)
                 self._syncing = set()
             else:  # not indexed after all: searches check the files themselves again
                 self._synced = None

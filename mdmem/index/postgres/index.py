@@ -220,8 +220,8 @@ class PostgresIndex(View):
         if only is None:
             fresh = self.freshness()
         else:
-            known = store.known_stats_of(self.conn, neutral.relative(self.root, only))
-            fresh = neutral.freshness_of(self.root, self.files, known, only)
+            stats = store.known_stats_of(self.conn, neutral.relative(self.root, only))
+            fresh = neutral.freshness_of(self.root, self.files, stats, only)
         report.problems = fresh.problems
         changed, removed = (fresh.files if full else fresh.changed), fresh.removed
         if defer_bytes is not None:

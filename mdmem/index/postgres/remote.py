@@ -69,7 +69,6 @@ class _Pooled(View):
     def __init__(self, conn: psycopg.Connection[Any], owner: RemoteIndex) -> None:
         self._pooled = conn
         self.candidates = owner.candidates
-        self.where = owner.where
         self.layouts = owner.layouts
         self._owner = owner
         self._lock = threading.RLock()
@@ -77,6 +76,10 @@ class _Pooled(View):
     @property
     def conn(self) -> psycopg.Connection[Any]:
         return self._pooled
+
+    @property
+    def where(self) -> str:
+        return self._owner.where
 
     def searching(self) -> threading.RLock:
         return self._lock
@@ -174,7 +177,7 @@ class RemoteIndex:
         search_path = f"SET search_path = {db.ident(self.schema)}, {db.ident(extension)}"
 
         def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(search_path)  # type: ignore[arg-type]
+            conn.execute(search_path)
             register_vector(conn)
             settle(conn, self.candidates)
 
@@ -239,7 +242,8 @@ class RemoteIndex:
         a remote reader reads one workspace, no parents and no GLOBAL) with the workspace's
         name."""
         from mdmem.index.federated import WIDEN
-        from mdmem.index.search import Filters, SearchResults, check_k, search
+        from mdmem.index.filters import Filters
+        from mdmem.index.search import SearchResults, check_k, search
         from mdmem.memory.scopes import check_scopes, scope_of
         from mdmem.redact import DEFAULT
 

@@ -64,14 +64,18 @@ class Layouts:
 
 
 class View:
-    """The reading methods of an :class:`~mdmem.index.backend.IndexBackend` over ``conn``."""
+    """The reading methods of an index (:class:`~mdmem.index.backend.IndexReader`) over ``conn``."""
 
     candidates: int
-    where: str
     layouts: Layouts
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
+        raise NotImplementedError
+
+    @property
+    def where(self) -> str:
+        """The server and schema, for messages."""
         raise NotImplementedError
 
     def meta(self, key: str) -> str | None:

@@ -39,12 +39,12 @@ def set_rank(conn: sqlite3.Connection, weights: tuple[float, ...] = BM25_WEIGHTS
 
 
 def _v1(db: sqlite_utils.Database) -> None:
-    db["meta"].create({"key": str, "value": str}, pk="key")
-    db["files"].create(
+    db.table("meta").create({"key": str, "value": str}, pk="key")
+    db.table("files").create(
         {"path": str, "size": int, "mtime_ns": int, "hash": str, "indexed_at": str},
         pk="path",
     )
-    db["chunks"].create(
+    db.table("chunks").create(
         {
             "rowid": int,
             "id": str,
@@ -66,17 +66,17 @@ def _v1(db: sqlite_utils.Database) -> None:
         },
         pk="rowid",
     )
-    db["chunks"].create_index(["path"])
-    db["chunks"].create_index(["text_hash"])
+    db.table("chunks").create_index(["path"])
+    db.table("chunks").create_index(["text_hash"])
     db.execute(
         f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, heading, tokenize='{FTS_TOKENIZER}')"
     )
-    db["embeddings"].create(
+    db.table("embeddings").create(
         {"model": str, "text_hash": str, "dim": int, "vector": bytes},
         pk=("model", "text_hash"),
     )
-    db["access"].create({"key": str, "count": int, "last_access": str}, pk="key")
-    db["first_seen"].create({"text_hash": str, "seen": str}, pk="text_hash")
+    db.table("access").create({"key": str, "count": int, "last_access": str}, pk="key")
+    db.table("first_seen").create({"text_hash": str, "seen": str}, pk="text_hash")
 
 
 def _v2(db: sqlite_utils.Database) -> None:
@@ -92,7 +92,7 @@ def _v3(db: sqlite_utils.Database) -> None:
     from mdmem.index.sqlite.store import put_fts
 
     if "context" not in db["chunks"].columns_dict:
-        db["chunks"].add_column("context", str, not_null_default="")
+        db.table("chunks").add_column("context", str, not_null_default="")
     db.execute("DROP TABLE chunks_fts")
     db.execute(
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, heading, context, "

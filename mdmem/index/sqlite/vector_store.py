@@ -361,7 +361,7 @@ class CompactVectors:
         rows = self._lookup(hashes)
         np.add.at(self.refs, rows[rows >= 0], 1)
         nb = self.rows
-        for i in np.nonzero(rows < 0)[0]:
+        for i in np.nonzero(rows < 0)[0].tolist():
             text_hash = hashes[i]
             if text_hash in self.delta_refs:
                 self.delta_refs[text_hash] += 1
@@ -397,7 +397,7 @@ class CompactVectors:
     def _release(self, hashes: Sequence[str]) -> None:
         rows = self._lookup(hashes)
         np.subtract.at(self.refs, rows[rows >= 0], 1)
-        for i in np.nonzero(rows < 0)[0]:
+        for i in np.nonzero(rows < 0)[0].tolist():
             text_hash = hashes[i]
             self.delta_refs[text_hash] -= 1
             if not self.delta_refs[text_hash]:
@@ -650,9 +650,9 @@ def _read_into(f: Any, view: np.ndarray, crc: int) -> int:
     flat = view.reshape(-1)
     for start in range(0, len(flat), 1 << 26):
         part = flat[start : start + (1 << 26)]
-        if f.readinto(memoryview(part)) != len(part):
+        if f.readinto(part.data) != len(part):
             raise StoreError("is damaged (truncated)")
-        crc = zlib.crc32(part, crc)
+        crc = zlib.crc32(part.data, crc)
     return crc
 
 

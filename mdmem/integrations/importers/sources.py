@@ -9,6 +9,7 @@ import os
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -62,7 +63,7 @@ def _file_inputs(path: Path, stack: contextlib.ExitStack, explicit: bool = False
             key=lambda i: i.filename,
         )
         return [
-            Input(f"{path}/{i.filename}", i.file_size, lambda i=i: archive.open(i)) for i in members
+            Input(f"{path}/{i.filename}", i.file_size, partial(archive.open, i)) for i in members
         ]
     if not explicit and not _wanted(path.name):
         return []
