@@ -281,8 +281,9 @@ class Workspace:
         ``scope`` and ``workspace``. ``scopes`` keeps some of LOCAL, SHARED, INHERITED, GLOBAL.
         """
         from mdmem.index.federated import search_all
+        from mdmem.index.filters import Filters
         from mdmem.index.latency import timed
-        from mdmem.index.search import Filters, check_k, fresh_search
+        from mdmem.index.search import check_k, fresh_search
         from mdmem.live.watch import watcher_word
         from mdmem.memory.scopes import check_scopes
 
@@ -370,7 +371,10 @@ class Workspace:
             heartbeat=cfg.heartbeat_seconds,
             serve=serve,
             watched=lambda rel: included(rel, spec),
-            on_synced=after_sync(self.session_files and self.auto_promote, lambda: self.promoter),
+            on_synced=after_sync(
+                self.auto_promote if self.session_files is not None else None,
+                lambda: self.promoter,
+            ),
             sync=self._watcher_sync,
         ).start()
 
