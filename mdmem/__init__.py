@@ -5,7 +5,10 @@ Markdown files are the truth; everything else is derived. Start with::
     from mdmem import Workspace
     ws = Workspace.open(".")
 
-Names are imported lazily so that ``mdmem --help`` stays instant.
+Names are imported lazily so that ``mdmem --help`` stays instant: ``_EXPORTS`` below is the one
+list of the public names (``__all__`` and ``dir(mdmem)`` come from it); the imports under
+``TYPE_CHECKING`` show the same names to type checkers (``tests/test_public_api.py`` holds the
+two to each other).
 """
 
 from __future__ import annotations
@@ -15,23 +18,14 @@ TYPE_CHECKING = False  # not typing's: `mdmem search` imports this package and n
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Workspace": "mdmem.workspace",
     "MEMORY_TYPES": "mdmem.markdown.entries",
     "Entry": "mdmem.markdown.entries",
-    "ConfigError": "mdmem.errors",
-    "ConflictError": "mdmem.errors",
-    "EntryNotFoundError": "mdmem.errors",
-    "FileProblem": "mdmem.errors",
-    "InvalidNameError": "mdmem.errors",
-    "MdmemError": "mdmem.errors",
-    "ModeError": "mdmem.errors",
-    "UnsafePathError": "mdmem.errors",
-    "VersionConflict": "mdmem.errors",
-    "WorkspaceNotFoundError": "mdmem.errors",
-    "ScopeError": "mdmem.errors",
-    "ParentCycleError": "mdmem.errors",
     "Document": "mdmem.markdown.parse",
     "Heading": "mdmem.markdown.parse",
     "Problem": "mdmem.markdown.parse",
+    "Hit": "mdmem.index.search",
+    "SearchResults": "mdmem.index.search",
     "Context": "mdmem.context.pack",
     "SourceUsage": "mdmem.context.pack",
     "Event": "mdmem.memory.sessions",
@@ -46,84 +40,75 @@ _EXPORTS = {
     "CompactReport": "mdmem.reports",
     "ExtractReport": "mdmem.reports",
     "MemoryChange": "mdmem.reports",
-    "LLMError": "mdmem.distill.llm",
-    "Workspace": "mdmem.workspace",
     "RemoteIndex": "mdmem.index.postgres.remote",
+    "MdmemError": "mdmem.errors",
+    "ConfigError": "mdmem.errors",
+    "ConflictError": "mdmem.errors",
+    "EntryNotFoundError": "mdmem.errors",
+    "FileProblem": "mdmem.errors",
+    "InvalidNameError": "mdmem.errors",
+    "ModeError": "mdmem.errors",
+    "ParentCycleError": "mdmem.errors",
+    "ScopeError": "mdmem.errors",
+    "UnsafePathError": "mdmem.errors",
+    "VersionConflict": "mdmem.errors",
+    "WorkspaceNotFoundError": "mdmem.errors",
+    "LLMError": "mdmem.distill.llm",
 }
-__all__ = [  # noqa: RUF022 - grouped as in _EXPORTS
-    "MEMORY_TYPES",
-    "Entry",
-    "ConfigError",
-    "ConflictError",
-    "EntryNotFoundError",
-    "FileProblem",
-    "InvalidNameError",
-    "MdmemError",
-    "ModeError",
-    "UnsafePathError",
-    "VersionConflict",
-    "WorkspaceNotFoundError",
-    "ScopeError",
-    "ParentCycleError",
-    "Document",
-    "Heading",
-    "Problem",
-    "Context",
-    "SourceUsage",
-    "Event",
-    "Session",
-    "SessionRecord",
-    "TaskItem",
-    "TaskState",
-    "WorldFact",
-    "Pool",
-    "PoolEntry",
-    "ParentSync",
-    "CompactReport",
-    "ExtractReport",
-    "MemoryChange",
-    "LLMError",
-    "Workspace",
-    "RemoteIndex",
-]
+__all__ = [*_EXPORTS]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # `X as X`: an explicit re-export (mypy's no_implicit_reexport)
     from typing import Any
 
-    from mdmem.context.pack import Context, SourceUsage
-    from mdmem.distill.llm import LLMError
-    from mdmem.errors import (
-        ConfigError,
-        ConflictError,
-        EntryNotFoundError,
-        FileProblem,
-        InvalidNameError,
-        MdmemError,
-        ModeError,
-        UnsafePathError,
-        VersionConflict,
-        WorkspaceNotFoundError,
-    )
-    from mdmem.index.postgres.remote import RemoteIndex
-    from mdmem.markdown.entries import MEMORY_TYPES, Entry
-    from mdmem.markdown.parse import Document, Heading, Problem
-    from mdmem.memory.pool import Pool, PoolEntry
-    from mdmem.memory.sessions import Event, Session, SessionRecord
-    from mdmem.memory.task import TaskItem, TaskState
-    from mdmem.memory.world import WorldFact
-    from mdmem.reports import CompactReport, ExtractReport, MemoryChange
-    from mdmem.workspace import Workspace
+    from mdmem.context.pack import Context as Context
+    from mdmem.context.pack import SourceUsage as SourceUsage
+    from mdmem.distill.llm import LLMError as LLMError
+    from mdmem.errors import ConfigError as ConfigError
+    from mdmem.errors import ConflictError as ConflictError
+    from mdmem.errors import EntryNotFoundError as EntryNotFoundError
+    from mdmem.errors import FileProblem as FileProblem
+    from mdmem.errors import InvalidNameError as InvalidNameError
+    from mdmem.errors import MdmemError as MdmemError
+    from mdmem.errors import ModeError as ModeError
+    from mdmem.errors import ParentCycleError as ParentCycleError
+    from mdmem.errors import ScopeError as ScopeError
+    from mdmem.errors import UnsafePathError as UnsafePathError
+    from mdmem.errors import VersionConflict as VersionConflict
+    from mdmem.errors import WorkspaceNotFoundError as WorkspaceNotFoundError
+    from mdmem.index.postgres.remote import RemoteIndex as RemoteIndex
+    from mdmem.index.search import Hit as Hit
+    from mdmem.index.search import SearchResults as SearchResults
+    from mdmem.markdown.entries import MEMORY_TYPES as MEMORY_TYPES
+    from mdmem.markdown.entries import Entry as Entry
+    from mdmem.markdown.parse import Document as Document
+    from mdmem.markdown.parse import Heading as Heading
+    from mdmem.markdown.parse import Problem as Problem
+    from mdmem.memory.pool import Pool as Pool
+    from mdmem.memory.pool import PoolEntry as PoolEntry
+    from mdmem.memory.resolvers import ParentSync as ParentSync
+    from mdmem.memory.sessions import Event as Event
+    from mdmem.memory.sessions import Session as Session
+    from mdmem.memory.sessions import SessionRecord as SessionRecord
+    from mdmem.memory.task import TaskItem as TaskItem
+    from mdmem.memory.task import TaskState as TaskState
+    from mdmem.memory.world import WorldFact as WorldFact
+    from mdmem.reports import CompactReport as CompactReport
+    from mdmem.reports import ExtractReport as ExtractReport
+    from mdmem.reports import MemoryChange as MemoryChange
+    from mdmem.workspace import Workspace as Workspace
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mdmem' has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:  # hidden from type checkers: for them a misspelt name is an error
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'mdmem' has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
