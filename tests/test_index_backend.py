@@ -25,9 +25,12 @@ SQL = re.compile(
 
 
 def _protocol_members() -> list[str]:
+    """IndexBackend's methods, those it takes from IndexReader (what ranking reads) too."""
+    protocols = [c for c in IndexBackend.__mro__ if c.__module__ == IndexBackend.__module__]
     return [
         name
-        for name, value in vars(IndexBackend).items()
+        for cls in protocols
+        for name, value in vars(cls).items()
         if not name.startswith("_") and callable(value)
     ]
 
