@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
+from collections.abc import Callable
 
 import pytest
 
@@ -61,18 +61,41 @@ def test_memory_tool_view_of_a_range_counts(ws: Workspace) -> None:
     assert _counts(ws, [a.id]) == {a.id: 2}
 
 
+class _Held:
+    """A lock held on another thread until the code under test is done with it (or 60 s have
+    passed: then ``gave_up`` says that code waited for the lock to be let go)."""
+
+    def __init__(self, acquire: Callable[[], None], release: Callable[[], None]) -> None:
+        self._acquire, self._release = acquire, release
+        self._held, self._done = threading.Event(), threading.Event()
+        self.gave_up = False
+        self._thread = threading.Thread(target=self._hold)
+
+    def _hold(self) -> None:
+        self._acquire()
+        self._held.set()
+        self.gave_up = not self._done.wait(60)
+        self._release()
+
+    def __enter__(self) -> _Held:
+        self._thread.start()
+        assert self._held.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) -> None:
     a = ws.remember("Backups run at 02:00")
     ws.index.sync(embed=False)
-    other = sqlite3.connect(ws.state_dir / "index.db", timeout=30)
-    other.execute("BEGIN IMMEDIATE")  # another process holds the index for writing
-    try:
-        started = time.perf_counter()
+    other = sqlite3.connect(ws.state_dir / "index.db", timeout=30, check_same_thread=False)
+    # another process holds the index for writing, until the read is done
+    with _Held(lambda: other.execute("BEGIN IMMEDIATE"), lambda: other.execute("ROLLBACK")) as held:
         assert ws.get(a.id).text == a.text
-        assert time.perf_counter() - started < 1.0
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
+    other.close()
+    assert not held.gave_up  # the read was done while the index was still locked
     assert _counts(ws, [a.id]) == {}
     ws.get(a.id)  # the next read counts both
     assert _counts(ws, [a.id]) == {a.id: 2}
@@ -87,24 +110,10 @@ def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) ->
 
 def test_a_read_while_another_thread_searches_does_not_wait_for_it(ws: Workspace) -> None:
     a = ws.remember("The CI runs on Python 3.12")
-    lock = ws.index.searching()
-    held, release = threading.Event(), threading.Event()
-
-    def search_long() -> None:
-        with lock:
-            held.set()
-            release.wait(5)
-
-    worker = threading.Thread(target=search_long)
-    worker.start()
-    held.wait(5)
-    try:
-        started = time.perf_counter()
+    lock = ws.index.searching()  # another thread searches, until the read is done
+    with _Held(lock.__enter__, lambda: lock.__exit__(None, None, None)) as held:
         ws.get(a.id)
-        assert time.perf_counter() - started < 1.0
-    finally:
-        release.set()
-        worker.join()
+    assert not held.gave_up  # the read was done while the search still held the index
     ws.get(a.id)
     assert _counts(ws, [a.id]) == {a.id: 2}
 
