@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,13 @@ from mdmem import ConfigError, Workspace
 
 
 def test_embedding_threads_reach_torch(tmp_path: Path) -> None:
-    """The real model, loaded by a workspace configured with one thread: torch then runs on
-    one thread (process-wide; put back afterwards for the other tests)."""
+    """The real model, loaded by a workspace configured with ``threads``: each forward pass of
+    the model while the workspace indexes its files runs torch on that many threads (seen from
+    inside the pass, on whichever thread runs it, through torch's global forward hook). A
+    search's query is embedded on the vector worker, one thread by design (``index/beside.py``):
+    not counted here. torch's count is process-wide: put back afterwards."""
     import torch
+    from torch.nn.modules.module import register_module_forward_pre_hook
 
     before = torch.get_num_threads()
     target = 1 if before != 1 else 2
@@ -20,14 +25,22 @@ def test_embedding_threads_reach_torch(tmp_path: Path) -> None:
     root.mkdir()
     (root / "mdmem.toml").write_text(f"[embedding]\nthreads = {target}\n")
     (root / "memory.md").write_text("## Facts\n- The office wifi is called Gandalf\n")
+    seen: set[tuple[str, int]] = set()
+
+    def note(module: torch.nn.Module, args: object) -> None:
+        seen.add((threading.current_thread().name, torch.get_num_threads()))
+
+    handle = register_module_forward_pre_hook(note)
     try:
         with Workspace.open(root) as ws:
-            vectors = ws.embedder().embed(["what is the wifi called"])  # type: ignore[union-attr]
-            assert torch.get_num_threads() == target
-            assert vectors.shape == (1, 384)
+            report = ws.sync()
+            handle.remove()
+            assert report.embedded >= 1
+            assert seen and {count for _, count in seen} == {target}, seen
             hit = ws.search("wifi network name", k=1, mode="vector")[0]
             assert "Gandalf" in hit.text
     finally:
+        handle.remove()
         torch.set_num_threads(before)
 
 
