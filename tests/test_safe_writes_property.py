@@ -218,6 +218,16 @@ def _save(path: Path, way: str, data: bytes, handle: object) -> None:
         editor.write(data)  # type: ignore[attr-defined]
 
 
+def _shows(path: Path, line: str, timeout: float = 5.0) -> bool:
+    """Whether ``line`` reaches the path (a save into the replaced file, merged) in time."""
+    end = time.monotonic() + timeout
+    while line not in path.read_text().splitlines():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.002)
+    return True
+
+
 def _acknowledged_in_journal(ws: Workspace) -> bool:
     """Right after a write returns (the guard held off by the file's lock): the bytes at the
     path, a program write's, are in the journal byte for byte."""
@@ -240,6 +250,12 @@ def _acknowledged_in_journal(ws: Workspace) -> bool:
     script=[
         ([("update", 1), ("update", 1)], "inplace", ("edit", 2), 20),
         ([("update", 1), ("remember", 0)], "inplace", ("add", 0), 0),
+    ]
+)
+@example(  # the next copy was read before the save into the replaced file was merged
+    script=[
+        ([("remember", 0)], "old_inode", ("edit", 2), 0),
+        ([("remember", 0)], "inplace", ("edit", 2), 0),
     ]
 )
 def test_saves_that_change_other_lines_never_remove_a_program_write(
@@ -286,6 +302,8 @@ def test_saves_that_change_other_lines_never_remove_a_program_write(
             _save(path, way, copy.encode(), handle)
             # the premise: the save landed inside the window (a loaded machine may miss it)
             assume(time.monotonic() - acknowledged < WINDOW_MS / 1000 - 0.1)
+            if way == "old_inode":  # the person's next copy is read once their save is merged
+                assert _shows(path, keep[i] if kind == "edit" else added[-1]), path.read_text()
         assert ws.writer.guard.wait(timeout=30)
     finally:
         ws.close()

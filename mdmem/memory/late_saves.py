@@ -168,8 +168,10 @@ class LateSaveGuard:
         """A write is in place. If it was made on a version that lacks our previous writes (a
         save from an older copy landed between two of them), put those back now. The writes
         whose window was open when the version it was made on was saved (``read_at``, on the
-        monotonic clock) count, though their window may have closed since (a write may wait
-        for a slow save, or be made on a save before the watch looked at it)."""
+        monotonic clock), or when this guard last saw the path as it expected, whichever is
+        earlier, count, though their window may have closed since (a write may wait for a slow
+        save; the process may have been stalled while a save landed inside a window and a
+        person's copy of that save replaced it after the window)."""
         if self.window_s <= 0:
             return
         now = time.monotonic()
