@@ -813,7 +813,7 @@ class Workspace:
             self._access_counts,
             self.state_dir,
             token_counter(self.config.context.model or self.config.llm.model or None),
-        ).run(offline=offline, dry_run=dry_run, by_importance=by_importance, **llm_kwargs)
+        )
 
     def _access_counts(self, keys: Sequence[str]) -> dict[str, int]:
         """The index's access counts of ``keys`` for consolidation: a key it has no row for
