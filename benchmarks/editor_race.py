@@ -156,7 +156,8 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
     with tempfile.TemporaryDirectory(prefix=f"race-{pattern}-") as tmp:
         ws = Workspace.init(Path(tmp) / "ws", mode="full")
         (ws.root / "mdmem.toml").write_text(
-            f'mode = "full"\n\n[embedding]\nmodel = ""\n\n[write]\nlate_save_ms = {late_ms}\njournal_versions = 100000\n'
+            'mode = "full"\n\n[embedding]\nmodel = ""\n\n'
+            f"[write]\nlate_save_ms = {late_ms}\njournal_versions = 100000\n"
         )
         memory = ws.root / "memory.md"
         template_lines = [line for line in memory.read_text().splitlines() if line.strip()]
