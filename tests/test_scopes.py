@@ -163,6 +163,7 @@ def test_a_parent_without_an_index_is_searched_in_its_files(tmp_path: Path) -> N
     parent.remember("Llamas hum when they are curious", type="fact")
     with parent.session("private musings", agent="lead") as s:
         s.event("note", "The lead privately suspects llamas of plotting")
+    parent.close()  # its own background promotion writes .mdmem/promote.json; only the child's acts count
     child = _make(tmp_path / "c", parent="../p")
     child.remember("Llamas are calm animals", type="fact")
     before = _tree(tmp_path / "p")
@@ -178,6 +179,7 @@ def test_a_parent_without_an_index_is_searched_in_its_files(tmp_path: Path) -> N
     assert _tree(tmp_path / "p") == before  # the child made or touched nothing there
     assert not child.search("privately suspects plotting", mode="keyword")  # LOCAL stays
     parent.remember("Alpacas spit when annoyed", type="fact")  # the next search sees it
+    parent.close()
     before = _tree(tmp_path / "p")
     assert child.search("alpacas spit", mode="keyword")[0].text == "Alpacas spit when annoyed"
     assert _tree(tmp_path / "p") == before
