@@ -325,12 +325,14 @@ class SafeWriter:
                 return WriteResult(target.path, new_text, attempt)
             # after a race, wait for a longer lull each time: a burst of saves passes
             quiet = min(QUIET_S * 2 ** (attempt - 1), MAX_QUIET_S)
+            # logged before the swap: another process's guard that looks at the path without
+            # the lock must find the new version's origin (else it diffs and merges for naught)
+            self.lineage(target.rel).record(base, data)
             outcome = self._commit(target, expected, data, quiet, unfinished)
             if outcome.clean:
                 state = outcome.state
                 assert state is not None, "a clean write knows the state of the file it placed"
                 self._set_seen(target.rel, state)
-                self.lineage(target.rel).record(base, data)
                 self._keep_written(target.rel, data)
                 if base is not None:
                     self.guard.written(target, base, data, state, _landed(expected[1]))

@@ -79,6 +79,12 @@ class _Write:
     before: bytes
     after: bytes
     deadline: float
+    digests: tuple[str, str] = field(init=False, repr=False, compare=False)
+    """Of ``before`` and ``after``, once: every check of the path looks them up in the
+    lineage, and hashing each known version per check kept eight writers' guards busy."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digests", (digest(self.before), digest(self.after)))
 
 
 @dataclass
@@ -386,30 +392,36 @@ class LateSaveGuard:
         latest = writes[-1].after if writes else None
         if latest is None or version == latest:
             return None
-        known = self._known(target.rel, writes)
-        lines = _text(version)
-        if max(kept(_text(k), lines) for k in known) < MIN_KEPT:
-            return None
+        versions = self._known(target.rel, writes)
+        known = list(versions)
         made_from = self.writer.lineage(target.rel).chain(version)
-        ours = [k for k in known if digest(k) in made_from]
+        ours = [k for k, d in versions.items() if d in made_from]
+        if ours and ours[-1] == latest:
+            return None  # other programs' writes on top of ours (the common case: no diff)
+        lines = _text(version)
+        if not any(kept(_text(k), lines) >= MIN_KEPT for k in reversed(known)):
+            return None
         # else the nearest; between as near, one that lacks writes (they come back), the newest
         base = ours[-1] if ours else known[_nearest(known, version, latest)]
         if base == latest or _merged(base, latest, version) == version:
             return None
         return base
 
-    def _known(self, rel: str, writes: list[_Write]) -> list[bytes]:
-        """The versions of ``rel`` this guard knows, oldest first, each once: before and
-        after each write in its window, and of the latest writes before those."""
+    def _known(self, rel: str, writes: list[_Write]) -> dict[bytes, str]:
+        """The versions of ``rel`` this guard knows, oldest first, each once, with their
+        digests: before and after each write in its window, and of the latest writes before
+        those."""
         with self._cond:
             chain = list(self._chains.get(rel, []))
         ordered = sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
-        versions: dict[bytes, None] = {}
+        versions: dict[bytes, str] = {}
         for write in ordered:
-            for version in (write.before, write.after):
+            for version, version_digest in zip(
+                (write.before, write.after), write.digests, strict=True
+            ):
                 versions.pop(version, None)  # a version seen again is as new as its last use
-                versions[version] = None
-        return list(versions)
+                versions[version] = version_digest
+        return versions
 
     def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
         for write in writes:  # oldest first
