@@ -27,7 +27,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +47,8 @@ class Result:
     unclear: int = 0
     """Failures that were a traceback or a message not naming the file."""
     note: str = ""
+    seconds: float = 0.0
+    """Wall-clock time of the whole fault's run (shared by the results one run gives)."""
 
     @property
     def ok(self) -> bool:
@@ -592,8 +594,10 @@ def run(names: list[str], with_races: bool) -> list[Result]:
         jobs["editor_races"] = editor_races
     for name in names or jobs:
         with tempfile.TemporaryDirectory(prefix=f"fault-{name}-") as tmp:
+            started = time.perf_counter()
             out = jobs[name](Path(tmp))
-            results += out if isinstance(out, list) else [out]
+            took = round(time.perf_counter() - started, 1)
+            results += [replace(r, seconds=took) for r in (out if isinstance(out, list) else [out])]
     return results
 
 
@@ -607,10 +611,13 @@ def main() -> None:
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
         return
-    print("| fault | tried | lost | corrupted | unclear errors | |")
-    print("|---|---|---|---|---|---|")
+    print("| fault | tried | lost | corrupted | unclear errors | | s |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r.fault} | {r.tried:,} | {r.lost} | {r.corrupted} | {r.unclear} | {r.note} |")
+        print(
+            f"| {r.fault} | {r.tried:,} | {r.lost} | {r.corrupted} | {r.unclear} | {r.note} "
+            f"| {r.seconds} |"
+        )
 
 
 if __name__ == "__main__":

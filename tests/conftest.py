@@ -58,10 +58,29 @@ settings.load_profile(
 )
 
 
+LONGEST = (
+    "tests/test_wheel.py::",
+    "tests/test_readme.py::",
+    "tests/test_watch_heal.py::test_thirty_stops",
+    "tests/test_faults.py::",
+    "tests/test_search_gate.py::test_a_fresh_workspace",
+    "tests/test_concurrency.py::",
+    "tests/test_safe_writes_property.py::",
+)
+"""Tests that take a minute or more (`--durations`), handed out before all others."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first (in their order), so `make test`'s two workers are not left with
-    one long test each at the end while the other idles."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest tests first, then the other slow ones (each in their order), so `make
+    test`'s workers are not left with one long test each at the end while the others idle."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        longest = [n for n, prefix in enumerate(LONGEST) if item.nodeid.startswith(prefix)]
+        if longest:
+            return (0, longest[0])
+        return (1 if item.get_closest_marker("slow") else 2, 0)
+
+    items.sort(key=rank)
 
 
 REPO = Path(__file__).resolve().parent.parent
