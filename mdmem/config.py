@@ -104,7 +104,8 @@ class SearchConfig:
     recency and importance never lift an irrelevant chunk into the results."""
     rerank: Literal["add", "scale"] = "scale"
     """How recency, importance and frequency meet relevance: scaling it (relevance × the
-    weighted sum), or added to it (each weighted; the rerank before issue 16)."""
+    weighted sum), or added to it (each weighted: lets a recent, important chunk outrank a more
+    relevant one)."""
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,7 @@ RESOLVER_NAMES = ("parent-wins", "child-wins", "merge")
 
 @dataclass(frozen=True)
 class ScopesConfig:
-    """Who may write which scope (README: Scopes), and how a parent's pool entries come in."""
+    """Who may write which scope (docs/sharing.md), and how a parent's pool entries come in."""
 
     read_global: bool = True
     """Search and context read the GLOBAL workspace ($MDMEM_GLOBAL) when it exists."""

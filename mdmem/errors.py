@@ -75,7 +75,7 @@ class VersionConflict(ConflictError):
 
 
 class ScopeError(MdmemError):
-    """A write the scope policy refuses (README: Scopes): names the agent, scope and rule."""
+    """A write the scope policy refuses (docs/sharing.md): names the agent, scope and rule."""
 
 
 class ParentCycleError(ConfigError):

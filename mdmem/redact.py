@@ -10,7 +10,8 @@ The rules are provider formats as published (prefix, alphabet, length), private 
 JWTs, credentials in URLs, ``password=`` / ``token:`` / ``secret=`` assignments, and
 high-entropy values in assignments. Each rule runs only when its trigger (a literal prefix or
 keyword) is in the text, so ordinary prose costs a few substring checks. Why not a library:
-see the README's "Secrets" section (detect-secrets and others measured on tests/data/secrets/).
+docs/secrets.md, "The detector: measured, then chosen" (detect-secrets and others measured on
+tests/data/secrets/).
 
 Structure is not text to mask: a write's ids, keys and mdmem's own labels (:class:`Field`, found
 by :mod:`mdmem.memory.structure`) are kept as they are and checked against provider formats only

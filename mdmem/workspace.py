@@ -322,7 +322,7 @@ class Workspace:
 
     @property
     def federation(self) -> Federation:
-        """The workspaces this one reads besides itself: its parents and GLOBAL (README:
+        """The workspaces this one reads besides itself: its parents and GLOBAL (docs/sharing.md:
         Scopes), their indexes opened read-only."""
         from mdmem.index.federated import Federation
         from mdmem.live.watch import current_vouch
@@ -654,7 +654,7 @@ class Workspace:
     ) -> PoolEntry:
         """Hand a result up: write ``key`` in the parent's (``to="parent"``) or the GLOBAL
         (``to="global"``) pool through that workspace's own safe writes, then bring its index
-        up to date. ScopeError when the write policy refuses it (README: Scopes)."""
+        up to date. ScopeError when the write policy refuses it (docs/sharing.md)."""
         from mdmem.memory.scopes import publish_target
 
         who = check_name(writer or self.agent, "writer")

@@ -7,8 +7,7 @@ threads while the keyword search beside it needed one of the two cores; a lastin
 count of one and leaves every other thread's alone (``torch.set_num_threads`` would have
 changed the count of every thread started later, an indexing thread's too). At 100k chunks
 ``ws.search`` with a watcher took p50 / p95 26.1 / 31.6 ms against 28.9 / 34.0 with a fresh
-thread, alternating in one process (README, "Shipped on 24 November (second stop): the vector
-half on one OpenMP thread").
+thread, alternating in one process.
 
 The worker runs one vector half at a time: a search that finds it busy (another thread's
 search) runs its vector half on a fresh thread, as before. The worker is process-wide because

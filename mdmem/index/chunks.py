@@ -95,7 +95,7 @@ def _with_previous(chunks: list[Chunk]) -> list[Chunk]:
     """In a session (an event stream) each chunk's embedded text also holds the chunk before
     it, between the header line and its own text: a reply ("Yes, I did!", "Thanks, it was
     great") means what the turn it answers asked, so the vector side finds it by that
-    (README: Retrieval quality on LoCoMo, 0.918 → 0.930 rec@2000 on rendering a). The
+    (docs/performance.md, LoCoMo: 0.918 → 0.930 rec@2000 on rendering a). The
     keyword side keeps the turn's own words only. Appending a turn changes no earlier chunk."""
     out = chunks[:1]
     for before, chunk in itertools.pairwise(chunks):

@@ -103,7 +103,7 @@ class Hit:
     session: str | None = None
     agent: str | None = None
     scope: str | None = None
-    """LOCAL, SHARED, INHERITED or GLOBAL (README: Scopes)."""
+    """LOCAL, SHARED, INHERITED or GLOBAL (docs/sharing.md)."""
     workspace: str | None = None
     """The folder of the workspace the passage is in (its ``path`` is relative to it)."""
     generation: int | None = None
@@ -437,7 +437,7 @@ _WORD = re.compile(r"[^\W_]{3,}")
 def _without_restatements(hits: list[Hit]) -> list[Hit]:
     """A session's ``## Summary`` restates that session's events, which stay in the file: a
     summary line adds nothing below a hit of the same file that says at least half its words,
-    so it leaves its place to the next passage (issue 12: a summary never crowds out a source).
+    so it leaves its place to the next passage (a summary never crowds out its source).
     """
     out: list[Hit] = []
     for hit in hits:

@@ -49,7 +49,7 @@ POLICY = (
         'ws.publish(key, value, to="global")',
     ),
 )
-"""The write policy (README: Scopes). Nothing writes INHERITED or GLOBAL knowledge but
+"""The write policy (docs/sharing.md). Nothing writes INHERITED or GLOBAL knowledge but
 ``publish``, which checks it; a program write to another agent's ``.notes/<agent>/`` is
 refused (:func:`check_local`); SHARED files are every agent's."""
 

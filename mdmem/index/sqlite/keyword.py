@@ -41,7 +41,7 @@ POSTINGS_BUDGET = 20_000
 common terms are scored only on the candidates the others find. At 1M chunks (keyword search,
 p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/million.py
 --budgets``): 10,000 took 46 ms for 0.74, 20,000 59 ms for 0.88, 30,000 67 ms for 0.94; every
-term, 369 ms (README, "Speed and memory")."""
+term, 369 ms (docs/performance.md, "Speed and memory")."""
 STAGES_FROM = 500_000
 """Chunks in the index from which a query past the budget goes in two stages. At 100k chunks
 the budget is a fifth of the index and the split finds the every-term top 10 exactly (two

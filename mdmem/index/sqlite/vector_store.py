@@ -1,5 +1,5 @@
 """The vectors of a large workspace: float16 in faiss, in a file beside the index, scanned by
-faiss's fast-scan kernel over a 4-bit product-quantized copy (README, "Vectors at 1M chunks").
+faiss's fast-scan kernel over a 4-bit product-quantized copy (docs/performance.md).
 
 Above ``index.compact_vectors_from`` chunks the float32 matrix of :mod:`.vector_cache` costs
 too much: 1.5 GB and 208 ms per scan at 1M chunks, where faiss's float16 scan takes 87 ms in
@@ -90,7 +90,7 @@ def one_faiss_thread(faiss: Any) -> None:
     thread, and a search scans on a thread of its own): with the model loaded in the same
     process, its two OpenMP threads made a search's vector part take 2.4 times the CPU and
     2.2 times the wall time at 100k chunks (43.8 against 18.1 ms of CPU), and 1.6 times at
-    1M (README, "Speed and memory")."""
+    1M (docs/performance.md, "Speed and memory")."""
     faiss.omp_set_num_threads(1)
 
 
@@ -504,8 +504,8 @@ class CompactVectors:
         """The base's vectors product-quantized to 4 bits per pair of dimensions (codebooks
         trained on a sample of rows), which faiss's fast-scan kernel scans from SIMD registers:
         at 1M chunks 4 ms a query against 34 for the float16 codes, and its best 2,000 held
-        all of the float16 scan's top 10 for 300 random queries (README, "Vectors at 1M
-        chunks"). Built when the base is loaded: 5-6 s on two cores and 96 MB at 1M chunks."""
+        all of the float16 scan's top 10 for 300 random queries (``benchmarks/million.py``).
+        Built when the base is loaded: 5-6 s on two cores and 96 MB at 1M chunks."""
         rows = base.ntotal
         if rows < max(self.fast_scan_from, 1) or self.dim % 2:
             return None
