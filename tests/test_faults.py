@@ -79,6 +79,25 @@ def _full_disk_calls(ws: Workspace, session: Session) -> dict[str, Callable[[], 
     }
 
 
+def test_a_state_file_write_on_a_full_disk_names_the_file(tmp_path: Path) -> None:
+    """mdmem's own state files (promotion state, heartbeats, caches) are written whole or not
+    at all; on a full disk the error (logged by a background pass) says which file."""
+    from mdmem.memory.files import atomic_write
+
+    with faults.tmpfs(tmp_path / "small", "1m") as mnt:
+        if mnt is None:
+            pytest.skip("cannot mount a 1 MB tmpfs (needs root)")
+        state = mnt / "promote.json"
+        state.write_bytes(b"{}")
+        filler = _fill(mnt)
+        with pytest.raises(OSError) as info:
+            atomic_write(state, b"{" + b" " * 200_000 + b"}")
+        assert str(state) in str(info.value) and "No space left" in str(info.value)
+        assert state.read_bytes() == b"{}"
+        assert sorted(p.name for p in mnt.iterdir()) == sorted([state.name, filler.name])
+        filler.unlink()
+
+
 def test_a_full_disk_is_one_clear_line_naming_the_file_and_heals(tmp_path: Path) -> None:
     with faults.tmpfs(tmp_path / "small", "4m") as mnt:
         if mnt is None:

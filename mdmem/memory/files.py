@@ -616,8 +616,14 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so a reader or a crash sees the old or the new file.
 
     For mdmem's own state files (heartbeat, caches); workspace files go through SafeWriter.
+    An error names ``path`` (a full disk fails in ``write``, whose error names no file).
     """
-    tmp = _temp_copy(path, data, _mode_of(path))
+    try:
+        tmp = _temp_copy(path, data, _mode_of(path))
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         os.replace(tmp, path)
     except BaseException:
