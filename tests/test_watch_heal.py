@@ -512,3 +512,24 @@ def test_a_watcher_on_a_full_disk_says_so_once_and_catches_up(
             (root / "notes" / "full-0.md").write_text("- written once there was room\n")
             _converged(root, scratch)
         assert any("writable again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sync_that_keeps_failing_backs_off_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index server that is down: the watcher (and the search server built on it) logged
+    `sync failed … will retry` every second for as long as it ran. It says so once, retries
+    after 1, 2, 4 … s (at most a minute apart, said again then)."""
+    toml = KEYWORD_TOML + '[index]\nbackend = "postgres"\nurl = "postgresql://u:p@127.0.0.1:1/db"\n'
+    root = _workspace(tmp_path, toml=toml)
+    caplog.set_level("WARNING", logger="mdmem")
+    with Workspace(root).watch() as watcher:
+        watcher.scanned.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while watcher._failed is None or watcher._failed[1] < 4:  # 1 + 2 + 4 s of retries
+            assert time.monotonic() < deadline, "the sync was not retried"
+            time.sleep(0.1)
+    failed = [r.getMessage() for r in caplog.records if "sync failed" in r.getMessage()]
+    assert len(failed) == 1, failed
+    assert "cannot reach PostgreSQL" in failed[0] and "will retry in 1 s" in failed[0]
+    assert "u:p@" not in caplog.text  # the password is never shown

@@ -47,6 +47,8 @@ log = logging.getLogger("mdmem.live.watch")
 RELEVANT_EVENTS = frozenset({"created", "deleted", "modified", "moved", "closed"})
 IGNORED_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn", "node_modules", "__pycache__"})
 STALE_RETRY_S = 1.0
+FAILED_RETRY_MAX_S = 60.0
+"""A sync that keeps failing (an index server down) is retried ever less often, up to this."""
 LOCK_RETRY_S = 1.0
 """How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
 VOUCH_BEATS = 3
@@ -171,6 +173,8 @@ class Watcher:
         self._first_event: float | None = None
         self._last_event = 0.0
         self._retry_at: float | None = None
+        self._failed: tuple[str, int] | None = None
+        """The last failed sync's message, and how many failed in a row."""
         self._busy = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -447,12 +451,26 @@ class Watcher:
         except _Stopping:
             return  # what was committed stays; the next watcher's start-up scan does the rest
         except Exception as exc:
-            log.warning("sync failed (%s: %s); will retry", type(exc).__name__, exc)
+            message = f"{type(exc).__name__}: {exc}"
+            same, failures = self._failed or ("", 0)
+            failures = failures + 1 if message == same else 1
+            self._failed = (message, failures)
+            wait = min(STALE_RETRY_S * 2 ** (failures - 1), FAILED_RETRY_MAX_S)
+            if failures == 1 or wait == FAILED_RETRY_MAX_S:  # once, then once a minute at most
+                log.warning(
+                    "sync failed (%s); will retry in %.0f s%s",
+                    message,
+                    wait,
+                    f" ({failures} failures in a row)" if failures > 1 else "",
+                )
             log.debug("sync failure", exc_info=True)
             with self._cond:
-                self._retry_at = time.monotonic() + STALE_RETRY_S
+                self._retry_at = time.monotonic() + wait
             self._vouch(None)
             return
+        if self._failed is not None:
+            log.warning("sync works again (after %d failure(s))", self._failed[1])
+            self._failed = None
         self.syncs += 1
         self.last_report = report
         self._note_readonly(report.readonly)
