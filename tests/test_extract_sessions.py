@@ -3,8 +3,8 @@
 facts from logged steps, decisions not worded "decided", reversals that supersede the old
 decision, hand-written entries left alone, and re-running that changes nothing.
 
-The defects were found by benchmarks/consolidate_agent.py (README: "Consolidation on a
-synthetic agent workspace")."""
+The defects were found by benchmarks/consolidate_agent.py (docs/performance.md: "Compaction,
+extraction and consolidation")."""
 
 from __future__ import annotations
 

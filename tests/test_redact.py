@@ -538,7 +538,7 @@ def _vendored_benchmark() -> Any:
 
 def test_recall_on_detect_secrets_test_data(tmp_path: Path) -> None:
     """detect-secrets' test data (Apache-2.0, vendored in ../shared/vendor/, extracted here):
-    the figures the README's "Secrets" section reports, and no span on a line without a secret."""
+    the figures docs/secrets.md reports, and no span on a line without a secret."""
     bench = _vendored_benchmark()
     if not bench.TARBALL.exists():
         pytest.skip(f"{bench.TARBALL} is not here (a checkout without ../shared/vendor/)")
