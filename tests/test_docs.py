@@ -99,6 +99,8 @@ def test_the_site_builds_with_no_warning_and_no_broken_internal_link(tmp_path: P
     assert "WARNING" not in done.stderr, done.stderr
 
     pages = {p: _parsed(p) for p in site.rglob("*.html")}
+    roles = re.compile(r":(meth|class|func|data|attr|mod|exc|obj|const):<code>")
+    assert [p.name for p in pages if roles.search(p.read_text())] == []  # shown as code
     broken = []
     for page, parsed in pages.items():
         for href in parsed.links:
