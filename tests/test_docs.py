@@ -10,6 +10,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import click
@@ -127,3 +128,47 @@ def _parsed(path: Path) -> _Links:
     parser = _Links()
     parser.feed(path.read_text(encoding="utf-8"))
     return parser
+
+
+def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
+    """docs/cli.md's table of each command, its library call and its MCP tool names every
+    command the program has, and only names that exist: the commands, `Workspace`'s members
+    and modules, and the MCP server's tools."""
+    import asyncio
+    import importlib
+
+    from mdmem import Workspace
+    from mdmem.cli import app
+    from mdmem.integrations.mcp_server import build_server
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    table = text.split("| operation | command | Python | MCP tool |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.strip().splitlines()[1:]]
+    assert rows and all(len(row) == 4 for row in rows), table
+
+    def names(cell: str) -> list[str]:
+        return re.findall(r"`([^`]+)`", cell)
+
+    commands: Any = typer.main.get_command(app)
+    listed = [n for row in rows for n in names(row[1])]
+    shown = {n for n, c in commands.commands.items() if not c.hidden}
+    assert sorted(listed) == sorted(shown)  # each command once, none missing
+
+    for name in (n for row in rows for n in names(row[2])):
+        if name.startswith("ws."):
+            assert hasattr(Workspace, name.removeprefix("ws.")), name
+        elif name.startswith("Workspace."):
+            assert hasattr(Workspace, name.removeprefix("Workspace.")), name
+        else:  # a module, or a module's function
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                module, _, attr = name.rpartition(".")
+                assert hasattr(importlib.import_module(module), attr), name
+
+    root = Workspace.init(tmp_path / "ws").root
+    (root / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
+    with Workspace.open(root) as ws:
+        server = build_server(ws, warm_up=False)
+        tools = {tool.name for tool in asyncio.run(server.list_tools())}
+    assert sorted(n for row in rows for n in names(row[3])) == sorted(tools)
