@@ -88,7 +88,7 @@ test: $(STAMP) pgvector
 	$(BIN)/mypy
 	$(BIN)/python scripts/docs_references.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q -n 4 -m 'not serial' --durations=25
+	$(BIN)/python -m pytest -q -n 4 --maxschedchunk 1 -m 'not serial' --durations=25
 	$(BIN)/python -m pytest -q -m serial --durations=5
 
 # The property tests only, with many random examples (the `deep` profile in tests/conftest.py).
