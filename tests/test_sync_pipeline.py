@@ -14,7 +14,6 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.index import sync as neutral
-from mdmem.index.beside import WORKER_NAME
 from mdmem.index.chunks import chunk_document
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.scan import FileStat
@@ -93,12 +92,15 @@ def test_the_pipelined_sync_stores_what_each_file_alone_gives(tmp_path: Path, em
         assert ws.sync().changed == 0 and ws.sync().embedded == 0
 
 
+PIPELINE_THREADS = ("mdmem-read", "mdmem-embed")
+"""The threads a sync starts (its reader, its embedding pool). Other mdmem threads may outlive a
+test by design: the search worker, and another test's late-save guard still watching its
+windows on this process."""
+
+
 def _sync_threads() -> list[threading.Thread]:
-    """mdmem's threads still running, but the search worker, which lasts by design (one search
-    of another test on this process may have started it)."""
-    return [
-        t for t in threading.enumerate() if t.name.startswith("mdmem-") and t.name != WORKER_NAME
-    ]
+    """The sync's threads still running."""
+    return [t for t in threading.enumerate() if t.name.startswith(PIPELINE_THREADS)]
 
 
 def test_a_model_error_is_raised_and_the_next_sync_finishes_the_job(
