@@ -12,13 +12,12 @@ PGVECTOR_SRC ?= ../shared/vendor/pgvector-0.8.6.tar.gz
 .PHONY: demo test test-deep clean pgvector docs
 
 # constraints.txt pins what this machine resolves quickly (the CPU torch on disk, litellm
-# 1.106.2); the package itself declares ranges. --no-compile: byte-compiling every installed
-# module takes 1.5 min; Python compiles the ones a run imports, once, as it imports them.
+# 1.106.2); the package itself declares ranges.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt torch
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # The PostgreSQL index tests need the pgvector extension in the local PostgreSQL. Debian has no
