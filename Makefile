@@ -49,9 +49,9 @@ pgvector:
 
 demo: $(STAMP)
 	rm -rf $(DEMO) && mkdir -p .demo && cp -r example_workspace $(DEMO)
-	$(BIN)/mdmem -w $(DEMO) add "User wants every CLI command to print --json on request" --type preference --importance 0.8
-	$(BIN)/mdmem -w $(DEMO) add "Integration tests need the db service: docker compose up -d db" --type skill
-	$(BIN)/mdmem -w $(DEMO) show memory.md
+	$(BIN)/mdmem -w $(DEMO) remember "User wants every CLI command to print --json on request" --type preference --importance 0.8
+	$(BIN)/mdmem -w $(DEMO) remember "Integration tests need the db service: docker compose up -d db" --type skill
+	$(BIN)/mdmem -w $(DEMO) entries memory.md
 	$(BIN)/mdmem -w $(DEMO) index
 	$(BIN)/mdmem -w $(DEMO) search "which port does the test database use" -k 3
 	@echo "--- a person edits world_state.md by hand (5433 -> 6543); the next search sees it:"

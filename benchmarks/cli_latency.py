@@ -116,7 +116,7 @@ def main() -> None:
     make_workspace(root, args.files, random.Random(15))
     started = time.perf_counter()
     with Workspace.open(root) as ws:
-        report = ws.sync()
+        report = ws.index.update()
     console.print(
         f"indexed {report.chunks_written} chunks in {time.perf_counter() - started:.0f} s "
         f"(load average {load()})"

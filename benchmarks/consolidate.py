@@ -3,7 +3,8 @@
 Each of the 10 conversations becomes one workspace (minimal mode, the default embedding model):
 ``ws.extract(messages, offline=True)`` writes its memories to memory.md (deduplicated as a
 user's would be), they are dated 200 days back and returned once each (old, rarely used: the
-default candidate rule), then ``ws.consolidate(offline=True)`` runs with the default config.
+default candidate rule), then ``ws.lifecycle.consolidate(offline=True)`` runs with the default
+config.
 
 Metrics:
   entries, tokens   active memories and their tokens (ceil(words * 1.3)) before and after
@@ -89,7 +90,7 @@ def prepare(sample: dict, embedder: SentenceTransformerEmbedder, similarity: flo
     path = root / "memory.md"
     old = (dt.date.today() - dt.timedelta(days=AGE_DAYS)).isoformat()
     path.write_text(re.sub(r"created=\S+", f"created={old}", path.read_text()), encoding="utf-8")
-    ws.index.bump_access([e.id for e in ws.entries("memory.md")])
+    ws.index.backend.bump_access([e.id for e in ws.entries("memory.md")])
     return ws
 
 
@@ -116,7 +117,7 @@ def main() -> None:
         before = [e.text for e in ws.entries("memory.md")]
         by_extraction = {h.id for h in hidden_facts(ws.root)}  # its own rules (reversals)
         started = time.perf_counter()
-        report = ws.consolidate(offline=True)
+        report = ws.lifecycle.consolidate(offline=True)
         seconds = time.perf_counter() - started
         first = len(ws.entries("memory.md"))
         smallest = ws.config.consolidate.min_cluster
@@ -125,7 +126,7 @@ def main() -> None:
         reports = [report]
         while reports[-1].merged and len(reports) < MAX_RUNS:  # what big clusters left over
             started = time.perf_counter()
-            reports.append(ws.consolidate(offline=True))
+            reports.append(ws.lifecycle.consolidate(offline=True))
             seconds += time.perf_counter() - started
         after = [e.text for e in ws.entries("memory.md")]
         oracle = hidden_facts(ws.root)

@@ -8,7 +8,8 @@ with the default embedding model and automatic promotion off (only extraction an
 consolidation act). Each memory is then dated by the simulated day of the session it came from
 (its ``source=``) and returned once (rarely used: a candidate once older than
 ``consolidate.min_age_days``, 90 by default, so the memories first written in the last 90
-simulated days are none), and ``ws.consolidate(offline=True)`` runs with the default config,
+simulated days are none), and ``ws.lifecycle.consolidate(offline=True)`` runs with the default
+config,
 then again until a run merges nothing (at most 5 runs), as in ``benchmarks/consolidate.py``.
 
 Metrics:
@@ -224,7 +225,7 @@ def same_fact(texts: list[str], sessions: list[SimSession], ws: Workspace) -> di
         best = max(share, key=share.__getitem__)
         if share[best] >= 0.5:
             groups.setdefault(best, []).append(n)
-    embedder = ws.embedder()
+    embedder = ws.index.embedder()
     assert embedder is not None
     vectors = embedder.embed(texts)
     edge = ws.config.consolidate.similarity
@@ -286,7 +287,7 @@ def main() -> None:
     days = write_sessions(ws, sessions)
     writing = time.perf_counter() - started
     redate(ws, days)
-    ws.index.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
+    ws.index.backend.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
     before = active(ws)
     paired = pairing(ws)
     planted = found(before, sessions)
@@ -295,7 +296,7 @@ def main() -> None:
     reports, seconds, first_run = [], 0.0, 0
     while not reports or (reports[-1].merged and len(reports) < MAX_RUNS):
         started = time.perf_counter()
-        reports.append(ws.consolidate(offline=True))
+        reports.append(ws.lifecycle.consolidate(offline=True))
         seconds += time.perf_counter() - started
         first_run = first_run or len(active(ws))
     after = active(ws)

@@ -145,7 +145,7 @@ while not os.path.exists(stop_file) or n < 5:
         print(json.dumps({"op": "missing", "error": str(exc)}), flush=True)
     time.sleep(rng.uniform(0.0, 0.004))
 ws.close()
-guard = ws.writer.guard
+guard = ws._w.writer.guard
 print(json.dumps({"merged": guard.merged, "conflicts": guard.conflicts}), flush=True)
 """
 
@@ -181,7 +181,9 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
         agent_out = first + agent_out
         seconds = time.perf_counter() - started
         final = memory.read_text()
-        journal = [v.read_bytes().decode("utf-8", "replace") for v in ws.versions("memory.md")]
+        journal = [
+            v.read_bytes().decode("utf-8", "replace") for v in ws.files.versions("memory.md")
+        ]
     lines = final.splitlines()
     saved = [int(x) for x in editor_out.split()]
     edits = pattern.startswith("stale")

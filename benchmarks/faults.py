@@ -306,7 +306,7 @@ def read_only_search(tmp: Path) -> Result:
         root = _workspace(mnt)
         with Workspace(root) as ws:
             ws.remember("The zebra crossing is on Elm St", type="fact")
-            ws.sync(embed=False)
+            ws.index.update(embed=False)
         (root / "notes").mkdir()
         (root / "notes" / "new.md").write_text("- written after the last sync\n")
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
@@ -423,11 +423,11 @@ def hostile_files(tmp: Path) -> Result:
     with Workspace(root) as ws:
         ws.remember("The zebra crossing is on Elm St", type="fact")
         try:
-            report = ws.sync(embed=False)
+            report = ws.index.update(embed=False)
             results = ws.search("zebra crossing", mode="keyword")
             lost += not results
             lost += not ws.search("lone CR line", mode="keyword")
-            problems = [*map(str, report.problems), *results.problems, *ws.status().problems]
+            problems = [*map(str, report.problems), *results.problems, *ws.index.status().problems]
             named = {p.split(":", 1)[0] for p in problems}
             for name in ("fifo.md", "loop.md", "out.md", "binary.md", "latin1.md", "yaml.md"):
                 unclear += not any(n.endswith(name) for n in named)
@@ -460,7 +460,7 @@ def damaged_index(tmp: Path, rounds: int = 2) -> Result:
     lost = unclear = tried = 0
     queries = ["which port does the test database use", "invoice status enum", "PDF export"]
     with Workspace(root) as reference:
-        reference.sync(embed=False)
+        reference.index.update(embed=False)
         expected = [[h.citation for h in reference.search(q, mode="keyword")] for q in queries]
     damage = {
         "truncated": lambda: db.write_bytes(b""),
@@ -526,8 +526,8 @@ def killed_sessions(tmp: Path, n: int = 5) -> Result:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with Workspace(root) as ws:
-        ws.status()
-        records = {r.path: r for r in ws.sessions()}
+        ws.index.status()
+        records = {r.path: r for r in ws.sessions.list()}
     unclear = sum(records[p].status != "interrupted" for p in paths)
     lost = sum(not records[p].events for p in paths)
     return Result("a session's process killed mid-run", n, lost=lost, unclear=unclear)
@@ -551,7 +551,7 @@ def secrets(tmp: Path) -> Result:
                     ws.remember(item["text"], type="fact")
                 else:
                     s.event("tool_result", item["text"])
-        ws.sync(embed=False)
+        ws.index.update(embed=False)
         found = " ".join(h.text for h in ws.search("key token password secret", k=50))
         context = ws.build_context("api key", budget_tokens=4000).text
         state = b"".join(p.read_bytes() for p in (root / ".mdmem").glob("index.db*"))

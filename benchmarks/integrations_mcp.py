@@ -72,7 +72,7 @@ def build(root: Path, memories: int) -> Workspace:
     with open(root / "notes.md", "w") as handle:
         handle.write("# Notes\n\n" + "\n".join(lines) + "\n")
     ws = Workspace.open(root)
-    ws.sync()
+    ws.index.update()
     return ws
 
 

@@ -4,8 +4,8 @@
 
 A synthetic full-mode workspace (in .bench/interrupted/) gets ``--sessions`` completed session
 files of 40 events each, and one session this process keeps running. Then
-``ws.mark_interrupted()`` (what ``Workspace.session()``, ``ws.status()`` and ``ws.sync()`` run
-first) is timed:
+``ws.sessions.mark_interrupted()`` (what ``Workspace.session()``, ``ws.index.status()`` and
+``ws.index.update()`` run first) is timed:
 
   first look        a new Workspace: every session file's head is read once (the first 2 KB;
                     the frontmatter is parsed only where it may say ``running``)
@@ -71,18 +71,18 @@ def main() -> None:
     firsts = []
     for _ in range(max(3, args.repeat // 10)):
         fresh = Workspace.open(OUT)
-        firsts += _timed(fresh.mark_interrupted, 1)
+        firsts += _timed(fresh.sessions.mark_interrupted, 1)
     rows.append(("first look", firsts))
-    ws.mark_interrupted()
-    rows.append(("nothing changed", _timed(ws.mark_interrupted, args.repeat)))
+    ws.sessions.mark_interrupted()
+    rows.append(("nothing changed", _timed(ws.sessions.mark_interrupted, args.repeat)))
     later = []
     for i in range(args.repeat):
         running.event("execute", f"step {i}")
-        later += _timed(ws.mark_interrupted, 1)
+        later += _timed(ws.sessions.mark_interrupted, 1)
     rows.append(("one event later", later))
     running.close()
 
-    table = Table(title=f"ws.mark_interrupted() with {args.sessions} session files (ms)")
+    table = Table(title=f"ws.sessions.mark_interrupted() with {args.sessions} session files (ms)")
     for column in ("case", "median", "p95", "runs"):
         table.add_column(column, justify="left" if column == "case" else "right")
     for name, times in rows:

@@ -172,7 +172,7 @@ def write_session(ws: Workspace, session: dict, auto: AutoPromote | None) -> str
     for n, (speaker, text) in enumerate(session["turns"]):
         clock = f"{10 + n // 60:02}:{n % 60:02}:00"
         block = render_event(clock, "user", f"{speaker}: {text}", importance(text), "\n")
-        text = ws.files.write(rel, lambda t, b=block: append_to_section(t, rel, "Events", b))
+        text = ws._w.files.write(rel, lambda t, b=block: append_to_section(t, rel, "Events", b))
         if auto is not None:
             auto.after_write(rel, text)  # L2 → L3 when past its trigger
     return stem
@@ -181,7 +181,7 @@ def write_session(ws: Workspace, session: dict, auto: AutoPromote | None) -> str
 def close_session(ws: Workspace, rel: str, auto: AutoPromote | None) -> None:
     """The session ends: the automatic promotion's worker runs what is due (L3 → L4,
     consolidation, the archive); the simulation waits for it before the next session."""
-    text = ws.files.write(rel, lambda t: set_frontmatter(t, {"status": "completed"}))
+    text = ws._w.files.write(rel, lambda t: set_frontmatter(t, {"status": "completed"}))
     if auto is not None:
         auto.after_write(rel, text)
         auto.wait()
@@ -248,7 +248,7 @@ def run(sample: dict, embedder: SentenceTransformerEmbedder, lifecycle: bool) ->
     ws = Workspace(root, embedder=embedder)
     clock = [START]  # the simulated day, which the session archive is measured against
     auto = (
-        AutoPromote(ws.config, lambda: replace(ws.promoter, today=lambda: clock[0]))
+        AutoPromote(ws.config, lambda: replace(ws._w.promoter, today=lambda: clock[0]))
         if lifecycle
         else None
     )
@@ -263,10 +263,10 @@ def run(sample: dict, embedder: SentenceTransformerEmbedder, lifecycle: bool) ->
             checkpoints.pop(0)
         clock[0] = START + dt.timedelta(days=session["day"])
         stem = write_session(ws, session, auto)
-        live = {t.name: t.tokens for t in ws.tiers()}
+        live = {t.name: t.tokens for t in ws.lifecycle.tiers()}
         ws.extract(stem, offline=True)  # the memory flush, in both runs
         close_session(ws, f".sessions/{stem}.md", auto)
-        after = {t.name: t.tokens for t in ws.tiers()}
+        after = {t.name: t.tokens for t in ws.lifecycle.tiers()}
         tiers_over_time.append(
             {
                 "day": session["day"],

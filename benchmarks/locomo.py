@@ -324,9 +324,11 @@ def evaluate(
         root, turns = build(samples[conv], rendering, rebuild)
         ws = Workspace.open(root, embedder=cached)
         started = time.perf_counter()
-        ws.sync()
+        ws.index.update()
         index_seconds += time.perf_counter() - started
-        set_rank(ws.index.conn)  # the schema's keyword weights (a sweep may have left others)
+        set_rank(
+            ws.index.backend.conn
+        )  # the schema's keyword weights (a sweep may have left others)
         for q in (q for q in qs if q.conv == conv):
             for mode in modes:
                 started = time.perf_counter()
@@ -430,20 +432,20 @@ def sweep(
         for conv in convs:
             root, turns = build(samples[conv], rendering, False)
             ws = Workspace.open(root, embedder=cached)
-            ws.sync()
+            ws.index.update()
             last = max(when for _, when, _, _ in sessions(samples[conv])).date()
             for name, variant in variants.items():
-                set_rank(ws.index.conn, *([variant.bm25] if variant.bm25 else []))
+                set_rank(ws.index.backend.conn, *([variant.bm25] if variant.bm25 else []))
                 today = last + dt.timedelta(days=1) if variant.after_last_session else None
                 for q in (q for q in qs if q.conv == conv):
                     started = time.perf_counter()
                     hits = search(
-                        ws.index, cached, q.text, k=200, mode="hybrid", config=variant.config,
-                        filters=Filters(), track_access=False, today=today,
+                        ws.index.backend, cached, q.text, k=200, mode="hybrid",
+                        config=variant.config, filters=Filters(), track_access=False, today=today,
                     )  # fmt: skip
                     latency[name].append((time.perf_counter() - started) * 1000)
                     scores[name].append((q, score(hits, q.gold, turns)))
-            set_rank(ws.index.conn)
+            set_rank(ws.index.backend.conn)
             ws.close()
         for name, rows in scores.items():
             totals[name] += rows

@@ -424,8 +424,8 @@ def run(
         for conv in convs:
             root, turns = locomo.build(samples[conv], rendering, False)
             ws = Workspace.open(root, embedder=cached)
-            ws.sync()
-            index = ws.index
+            ws.index.update()
+            index = ws.index.backend
             own = index.vectors(model.model_id)
             others = {}
             if any(s.vector[0] != "own" for s in setups.values()):

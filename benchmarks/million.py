@@ -88,7 +88,7 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     db = root / ".mdmem" / "index.db"
     if db.exists():
         with Workspace(root) as ws:
-            conn = ws.index.conn
+            conn = ws.index.backend.conn
             chunks = chunk_count(ws)
             embedded = conn.execute(
                 "SELECT count(*) FROM embeddings WHERE model = ?", (model_id,)
@@ -100,7 +100,7 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     root = Corpus().workspace(root, files, lambda _: ENTRIES_PER_FILE)
     log.log(f"{size:,}: {files:,} files written, indexing")
     with Workspace(root) as ws:
-        took = timed(lambda: ws.sync(embed=False))
+        took = timed(lambda: ws.index.update(embed=False))
         fill_random_vectors(ws, model_id, np.random.default_rng(SEED + size))
         log.log(f"{size:,}: {chunk_count(ws):,} chunks indexed in {took:.0f} s")
     return root
@@ -118,7 +118,7 @@ def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> d
     config = replace(config, index=IndexConfig(compact_vectors_from=VARIANTS[variant]))
     out: dict[str, object] = {"rss_model": rss_mb()}
     with Workspace(root, config, embedder=embedder) as ws:
-        index, search_config = ws.index, ws.config.search
+        index, search_config = ws.index.backend, ws.config.search
         store = Path(str(index.db_path) + "-vectors")
         if variant == "store" and not store.exists():
             out["built"] = timed(lambda: index.vector_cache(embedder.model_id))
@@ -139,7 +139,7 @@ def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> d
 
         out["cold"] = timed(lambda: ranked(queries[0], "hybrid"))
         out["rss_loaded"] = rss_mb()
-        noop = [timed(lambda: ws.sync(embed=False)) for _ in range(3)]
+        noop = [timed(lambda: ws.index.update(embed=False)) for _ in range(3)]
         out["noop"] = statistics.median(noop)
         full: dict[tuple[str, str], list[tuple[str, int]]] = {}
         for mode in ("hybrid", "keyword"):

@@ -195,7 +195,7 @@ def sync_table(sizes: list[int]) -> None:
             handle.write('\n[embedding]\nmodel = ""\n')
         ws = Workspace.open(root)
         ws.remember("Deploys go to Fly.io staging")
-        ws.sync()
+        ws.index.update()
         (root / "notes").mkdir()
         text = ordinary(int(mb * 1_000_000), random.Random(SEED))
         (root / "notes" / "big.md").write_text(text, encoding="utf-8")
@@ -203,9 +203,9 @@ def sync_table(sizes: list[int]) -> None:
         results = ws.search("deploys staging", k=3)
         search_s = time.perf_counter() - started
         started = time.perf_counter()
-        ws.sync()
+        ws.index.update()
         sync_s = time.perf_counter() - started
-        chunks = ws.status().chunks
+        chunks = ws.index.status().chunks
         print(
             f"| {len(text.encode()) / 1e6:.1f} MB | {search_s:.2f} s | "
             f"{'yes' if results.stale else 'no'} | {sync_s:.2f} s | {chunks:,} |",

@@ -41,7 +41,7 @@ INCREMENTER = textwrap.dedent(
     """
     import sys
     from mdmem import VersionConflict, Workspace
-    pool = Workspace(sys.argv[1]).pool()
+    pool = Workspace(sys.argv[1]).sharing.pool()
     conflicts = 0
     for _ in range(int(sys.argv[2])):
         while True:
@@ -86,7 +86,7 @@ def main() -> None:
 
     shutil.rmtree(OUT, ignore_errors=True)
     ws = Workspace.init(OUT / "ws", mode="full", agent="bench")
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     keys = [f"bench/key-{n:04d}" for n in range(args.keys)]
     for n, key in enumerate(keys):
         pool.write(key, _value(n))
@@ -99,7 +99,7 @@ def main() -> None:
         assert entry is not None
         pool.write(key, entry.content, expected_version=entry.version)
 
-    other = Workspace.open(ws.root).pool()  # another writer: its own view of the file
+    other = Workspace.open(ws.root).sharing.pool()  # another writer: its own view of the file
 
     def changed_read() -> float:
         other.write(rng.choice(keys), _value(rng.randrange(99)))
@@ -139,7 +139,7 @@ def main() -> None:
     ]
     conflicts = sum(int(p.communicate()[0]) for p in procs)
     elapsed = time.monotonic() - started
-    final = Workspace.open(ws.root).pool().read("counter")
+    final = Workspace.open(ws.root).sharing.pool().read("counter")
     total = args.procs * args.increments
     contention = Table(title=f"{args.procs} processes x {args.increments} optimistic increments")
     for column in ("wall s", "increments/s", "conflicts retried", "final value", "final version"):

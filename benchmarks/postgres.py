@@ -95,11 +95,11 @@ def run_locomo(url: str, rendering: str, convs: Sequence[int], console: Console)
     for conv in convs:
         root, turns = locomo.build(samples[conv], rendering, False)
         lite = Workspace.open(root, embedder=cached)
-        lite.sync()
+        lite.index.update()
         index = IndexConfig(backend="postgres", url=url, workspace=f"locomo_{rendering}_{conv}")
         pg = Workspace(root, replace(load_config(root), index=index), embedder=cached)
-        copied = pg.copy_index_to_postgres()
-        pg.sync()
+        copied = pg.index.copy_to_postgres()
+        pg.index.update()
         console.log(f"conversation {conv}: {copied.chunks} chunks copied in {copied.seconds:.1f} s")
         for q in (q for q in qs if q.conv == conv):
             hits = {}

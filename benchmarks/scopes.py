@@ -96,7 +96,7 @@ def main() -> None:
     for name in [*levels, "merged"]:
         started = time.perf_counter()
         with Workspace.open(OUT / name, embedder=model) as ws:
-            ws.sync()
+            ws.index.update()
         indexing[name] = time.perf_counter() - started
     asked = [rng.choice(facts[levels[i % 3]]) for i in range(args.queries)]
     queries = [q for _, q in asked]

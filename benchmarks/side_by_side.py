@@ -114,7 +114,7 @@ def main() -> None:
 
         def run(query: str) -> None:
             ranking.search(
-                ws.index,
+                ws.index.backend,
                 embedder,
                 query,
                 k=10,

@@ -114,9 +114,9 @@ def main() -> None:
     embedder = SentenceTransformerEmbedder()
     ws = Workspace(root, embedder=embedder)
     started = time.perf_counter()
-    ws.sync()
+    ws.index.update()
     console.log(f"indexed {args.files} files in {time.perf_counter() - started:.1f} s")
-    db = ws.state_dir / "index.db"
+    db = ws.files.state_dir / "index.db"
     rows: list[tuple[str, str]] = []
 
     # 1. edit → searchable with a watcher running

@@ -21,7 +21,7 @@ from mdmem.index.embed import Embedder
 def team_at_work(team: Workspace) -> None:
     """The researcher finds, the writer drafts: both through the team's shared pool."""
     print(f"== the team: {team.root}")
-    pool = team.pool("plan")
+    pool = team.sharing.pool("plan")
     pool.on_write(lambda e: print(f"   pool: {e.key} v{e.version} by {e.updated_by}"))
     with team.session("Size the EU market", agent="researcher") as s:
         s.event("finding", "EU demand for invoice tooling grows 12% a year")
@@ -42,26 +42,28 @@ def team_at_work(team: Workspace) -> None:
         fresh = pool.read("market")
         assert fresh is not None
         pool.write("market", {**fresh.content, "note": "cited"}, "writer", expected_version=fresh)
-    team.sync()
+    team.index.update()
 
 
 def child_agent(child: Workspace, team: Workspace) -> None:
     """A child agent reads the team's memory (INHERITED), pulls its plan, hands a result up."""
     print(f"== the child agent: {child.root} (parent: {team.root})")
-    child.pool("plan").write("draft", "Start with the growth figure.", writer="summariser")
+    child.sharing.pool("plan").write("draft", "Start with the growth figure.", writer="summariser")
     for hit in child.search("how fast does EU demand grow", k=2):
         print(f"   {hit.scope:<9} {Path(hit.workspace or '').name}/{hit.citation}  {hit.text[:60]}")
-    report = child.sync_from_parent()
+    report = child.sharing.sync_from_parent()
     for pulled in report.pulled:
         print(f"   sync_from_parent: {pulled.pool}/{pulled.key} {pulled.action}")
-    draft = child.pool("plan").read("draft")
+    draft = child.sharing.pool("plan").read("draft")
     assert draft is not None
     print(f"   merged draft: {draft.content!r}, parent's kept as a note: "
           f"{draft.metadata.get('parent_note')!r}")  # fmt: skip
-    entry: PoolEntry = child.publish("summary", "EU demand: +14% a year (4 sources)", pool="plan")
+    entry: PoolEntry = child.sharing.publish(
+        "summary", "EU demand: +14% a year (4 sources)", pool="plan"
+    )
     print(f"   published to the parent: plan/{entry.key} v{entry.version} by {entry.updated_by}")
     try:
-        child.publish("summary", "unchecked guess", pool="plan", writer="intern")
+        child.sharing.publish("summary", "unchecked guess", pool="plan", writer="intern")
     except ScopeError as exc:
         print(f"   refused: {exc}")
 
@@ -71,7 +73,7 @@ def global_preferences(child: Workspace, model: Embedder | None) -> None:
     home = Workspace.open_global(embedder=model)
     print(f"== GLOBAL: {home.root}")
     home.remember("The user wants British spelling in everything written", type="preference")
-    home.sync()
+    home.index.update()
     hit = child.search("which spelling should the summary use", k=1)[0]
     print(f"   {hit.scope:<9} {hit.text}")
     context = child.build_context("write the EU summary", budget_tokens=400)
@@ -85,8 +87,8 @@ def main(path: Path, model: Embedder | None = None) -> None:
     path.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MDMEM_GLOBAL", str(path / "global"))
     team = Workspace.init(path / "team", agent="researcher")
-    team = Workspace.open(team.root, embedder=model or team.embedder())
-    model = team.embedder()
+    team = Workspace.open(team.root, embedder=model or team.index.embedder())
+    model = team.index.embedder()
     child_root = path / "child"
     Workspace.init(child_root, agent="summariser")
     config = child_root / "mdmem.toml"

@@ -26,6 +26,7 @@ _EXPORTS = {
     "Problem": "mdmem.markdown.parse",
     "Hit": "mdmem.index.search",
     "SearchResults": "mdmem.index.search",
+    "SearchRequest": "mdmem.index.request",
     "Context": "mdmem.context.pack",
     "SourceUsage": "mdmem.context.pack",
     "Event": "mdmem.memory.sessions",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export (mypy's no_implicit_reexpor
     from mdmem.errors import VersionConflict as VersionConflict
     from mdmem.errors import WorkspaceNotFoundError as WorkspaceNotFoundError
     from mdmem.index.postgres.remote import RemoteIndex as RemoteIndex
+    from mdmem.index.request import SearchRequest as SearchRequest
     from mdmem.index.search import Hit as Hit
     from mdmem.index.search import SearchResults as SearchResults
     from mdmem.markdown.entries import MEMORY_TYPES as MEMORY_TYPES

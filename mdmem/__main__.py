@@ -4,7 +4,7 @@ git runs the merge driver as ``<interpreter> -m mdmem merge-driver ...`` (what `
 records per clone), so it works whether or not ``mdmem`` is on git's PATH.
 """
 
-from mdmem.entry import main
+from mdmem.console import main
 
 if __name__ == "__main__":
     main()

@@ -117,7 +117,7 @@ def init(
         state = "kept" if name in existed else "created"
         typer.echo(f"  {state:8} {name}")
     _init_git(ws.root)
-    typer.echo(f"Workspace ready at {ws.root} (mode={ws.mode}, agent={ws.agent}).")
+    typer.echo(f"Workspace ready at {ws.root} (mode={ws.config.mode}, agent={ws.config.agent}).")
 
 
 def _init_local_agent(root: Path, agent: str) -> None:
@@ -148,7 +148,7 @@ def _init_git(root: Path) -> None:
 
 
 @app.command()
-def add(
+def remember(
     ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="The memory, in plain words.")],
     type_: Annotated[
@@ -176,8 +176,13 @@ def add(
     typer.echo(f"{entry.path}:{entry.start_line}  [{entry.type}] {entry.text}  ({entry.id})")
 
 
+# `add` and `show` were these commands' names before the one vocabulary (docs/cli.md): scripts
+# and agents' instructions written then keep working, unlisted.
+app.command("add", hidden=True, help="Old name of `remember`.")(remember)
+
+
 @app.command()
-def show(
+def entries(
     ctx: typer.Context,
     file: Annotated[str | None, typer.Argument(help="One file (default: all).")] = None,
     archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
@@ -189,26 +194,29 @@ def show(
     ws = _open(ctx)
     problems: list[Problem]
     if file is not None:
-        entries = ws.entries(file, include_archived=archived)
-        problems = list(ws.read(file).problems)
+        found = ws.entries(file, include_archived=archived)
+        problems = list(ws.files.read(file).problems)
     else:
-        snap = ws.all_documents()
-        entries = list(snap.entries(include_archived=archived))
+        snap = ws.files.all()
+        found = list(snap.entries(include_archived=archived))
         problems = list(snap.problems)
     if as_json:
         _print_json(
             {
                 "workspace": str(ws.root),
-                "entries": [e.to_dict() for e in entries],
+                "entries": [e.to_dict() for e in found],
                 "problems": [
                     {"path": p.path, "line": p.line, "message": p.message} for p in problems
                 ],
             }
         )
     else:
-        _print_entries(entries)
+        _print_entries(found)
     for problem in problems:
         _warn(str(problem))
+
+
+app.command("show", hidden=True, help="Old name of `entries`.")(entries)
 
 
 @app.command()
@@ -247,7 +255,7 @@ def search(
     server.auto), else works in-process.
     """
     from mdmem.index.filters import SEARCH_PARAMS
-    from mdmem.live.output import print_results
+    from mdmem.live.search_output import print_results
 
     if mode is not None and mode not in ("hybrid", "keyword", "vector"):
         _fail(f"--mode must be hybrid, keyword or vector, got {mode!r}", 2)
@@ -328,7 +336,7 @@ def index(
                 tasks[stage] = bar.add_task(label, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        report = ws.sync(full=full, progress=progress)
+        report = ws.index.update(full=full, progress=progress)
     data = {
         "added": report.added,
         "updated": report.updated,
@@ -481,10 +489,10 @@ def status(
         _remote_status(remote, as_json)
         return
     ws = _open(ctx)
-    st = ws.status()
+    st = ws.index.status()
     unembedded = st.chunks - st.embedded if st.model else 0
     if as_json:
-        data = {"workspace": str(ws.root), "mode": ws.mode, **st.to_dict()}
+        data = {"workspace": str(ws.root), "mode": ws.config.mode, **st.to_dict()}
         _print_json({**data, "unembedded": unembedded})
         return
     stale = [
@@ -497,7 +505,7 @@ def status(
     ]
     fresh = f"{'; '.join(stale)} (`mdmem index` brings it up to date)" if stale else "fresh"
     rows = [
-        ("workspace", f"{ws.root} (mode {ws.mode}, agent {ws.agent})"),
+        ("workspace", f"{ws.root} (mode {ws.config.mode}, agent {ws.config.agent})"),
         ("files", str(st.files)),
         ("chunks", f"{st.chunks} ({st.embedded} embedded)"),
         ("model", st.model or "none (keyword search only)"),
@@ -528,16 +536,16 @@ def mode(
         _fail(f"mode must be 'minimal' or 'full', got {new_mode!r}", 2)
     ws = _open(ctx)
     created: list[str] = []
-    before = ws.mode
+    before = ws.config.mode
     if new_mode is not None:
         created = ws.set_mode(new_mode)  # type: ignore[arg-type]
     if as_json:
-        _print_json({"mode": ws.mode, "previous": before, "created": created})
+        _print_json({"mode": ws.config.mode, "previous": before, "created": created})
         return
     if new_mode is None or new_mode == before:
-        typer.echo(f"{ws.mode}")
+        typer.echo(f"{ws.config.mode}")
     else:
-        typer.echo(f"mode: {before} -> {ws.mode}")
+        typer.echo(f"mode: {before} -> {ws.config.mode}")
     for name in created:
         typer.echo(f"  created  {name}")
 
@@ -562,7 +570,7 @@ def sessions_list(
     if since is not None:
         _check_date(since, "--since")
     ws = _open(ctx)
-    records = ws.sessions(agent=agent, since=since, limit=limit)
+    records = ws.sessions.list(agent=agent, since=since, limit=limit)
     if as_json:
         _print_json([r.to_dict(events=False) for r in records])
         return
@@ -585,7 +593,7 @@ def sessions_show(
 ) -> None:
     """Print one session: request, events with importance, response."""
     ws = _open(ctx)
-    r = ws.session_record(session_id)
+    r = ws.sessions.record(session_id)
     if as_json:
         _print_json(r.to_dict())
         return
@@ -904,7 +912,7 @@ def recover(
     `--show` prints it, `--restore` puts it back."""
     ws = _open(ctx)
     if file is None:
-        files = ws.writer.journal.files()
+        files = ws.files.journal.files()
         if as_json:
             _print_json(files)
         else:
@@ -915,13 +923,13 @@ def recover(
             _fail("--show and --restore need a VERSION (see `mdmem recover FILE`)", 2)
         _list_versions(ws, file, as_json)
         return
-    rel, absolute = ws.resolve(file)
+    rel, absolute = ws.files.resolve(file)
     try:
-        entry = ws.writer.journal.find(rel, version)
+        entry = ws.files.journal.find(rel, version)
     except KeyError as exc:
         _fail(str(exc.args[0]))
     if restore:
-        ws.restore(rel, entry.id)
+        ws.files.recover(rel, entry.id)
         if as_json:
             _print_json({"restored": entry.to_dict()})
         else:
@@ -944,8 +952,8 @@ def recover(
 def _list_versions(ws: Any, file: str, as_json: bool) -> None:
     import difflib
 
-    rel, absolute = ws.resolve(file)
-    entries = ws.versions(rel)
+    rel, absolute = ws.files.resolve(file)
+    entries = ws.files.versions(rel)
     if as_json:
         _print_json([e.to_dict() for e in entries])
         return
@@ -1256,7 +1264,7 @@ def hooks_install(
 
     _hooks_target(target)
     ws = _open(ctx)
-    if ws.mode != "full":
+    if ws.config.mode != "full":
         raise ModeError("the hooks import sessions, which only full mode keeps (`mdmem mode full`)")
     path = _hooks_settings(scope, settings, project)
     wanted = hooks.commands(ws.root, extract=extract_, budget=budget)
@@ -1448,7 +1456,7 @@ def pool_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List a pool's entries, newest first."""
-    entries = _open(ctx).pool(pool).list(prefix=prefix, limit=limit)
+    entries = _open(ctx).sharing.pool(pool).list(prefix=prefix, limit=limit)
     if as_json:
         _print_json([e.to_dict() for e in entries])
         return
@@ -1463,7 +1471,7 @@ def pool_get(
     ctx: typer.Context, key: KeyArg, pool: PoolOpt = "default", as_json: JsonOpt = False
 ) -> None:
     """Print KEY's value (text as it is, structured values as JSON); exit 4 if absent."""
-    entry = _open(ctx).pool(pool).read(key)
+    entry = _open(ctx).sharing.pool(pool).read(key)
     if entry is None:
         _fail(f"no key {key!r} in shared/{pool}.md", EXIT_NO_KEY)
     if as_json:
@@ -1493,7 +1501,7 @@ def pool_set(
             content = json.loads(text)
         except ValueError as exc:
             _fail(f"--json-value: VALUE is not JSON: {exc}", 2)
-    target = _open(ctx).pool(pool)
+    target = _open(ctx).sharing.pool(pool)
     entry = _pool_call(lambda: target.write(key, content, writer, expect_version))
     if as_json:
         _print_json(entry.to_dict())
@@ -1511,7 +1519,7 @@ def pool_rm(
     as_json: JsonOpt = False,
 ) -> None:
     """Move KEY to the pool file's ## Archive (nothing is lost); exit 4 if absent."""
-    target = _open(ctx).pool(pool)
+    target = _open(ctx).sharing.pool(pool)
     entry = _pool_call(lambda: target.delete(key, writer, expect_version))
     if as_json:
         _print_json(entry.to_dict())
@@ -1539,7 +1547,7 @@ def consolidate(
     """
     _log_to_stderr()
     ws = _open(ctx)
-    report = ws.consolidate(offline=offline, dry_run=dry_run, by_importance=by_importance)
+    report = ws.lifecycle.consolidate(offline=offline, dry_run=dry_run, by_importance=by_importance)
     if as_json:
         _print_json(report.to_dict())
         return
@@ -1594,7 +1602,7 @@ def restore_cmd(
     """Undo a consolidation: a merged memory's originals come back (it goes to the archive), or
     one archived original comes back alone."""
     ws = _open(ctx)
-    report = ws.restore_archived(entry_id)
+    report = ws.lifecycle.restore(entry_id)
     if as_json:
         _print_json(report.to_dict())
         return
@@ -1608,7 +1616,7 @@ def restore_cmd(
 
 def _contradicted(ctx: typer.Context) -> dict[str, list[str]]:
     """Open contradictions across the workspace: id → the active memories contradicting it."""
-    return _open(ctx).contradicted()
+    return _open(ctx).lifecycle.contradicted()
 
 
 @app.command()
@@ -1622,9 +1630,9 @@ def related(
     from mdmem.errors import EntryNotFoundError
 
     ws = _open(ctx)
-    found = ws.related(entry_id)
+    found = ws.lifecycle.related(entry_id)
     try:
-        ws.documents.get(entry_id)  # an unknown id is an error, not an empty list ...
+        ws._w.documents.get(entry_id)  # an unknown id is an error, not an empty list ...
     except EntryNotFoundError:
         if not found:
             raise
@@ -1646,7 +1654,7 @@ def related(
 def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """What the memory holds and how it is used: memories by type and file, archived counts,
     most and least returned memories, search latency, the last consolidation."""
-    report = _open(ctx).stats()
+    report = _open(ctx).lifecycle.stats()
     if as_json:
         _print_json(report.to_dict())
         return
@@ -1680,7 +1688,7 @@ def _copy_index(ws: Any, backend: str | None, url: str | None, as_json: bool) ->
         _fail("--url goes with --backend postgres (it names the server to copy the index to)")
     if backend != "postgres":
         _fail(f"--backend takes postgres (SQLite is the default index), got {backend!r}")
-    copied = ws.copy_index_to_postgres(url)
+    copied = ws.index.copy_to_postgres(url)
     if as_json:
         _print_json({name: getattr(copied, name) for name in copied.__dataclass_fields__})
         return
@@ -1751,7 +1759,7 @@ def git_sync(
     _log_to_stderr()
     ws = _open(ctx)
     try:
-        report = ws.git_sync(dry_run=dry_run, rebase=rebase, message=message)
+        report = ws.sharing.sync(dry_run=dry_run, rebase=rebase, message=message)
     except SyncError as exc:
         if as_json:
             _print_json({"error": str(exc), "code": exc.code})
@@ -1831,7 +1839,7 @@ def _remote_mcp(remote: Any) -> Any:
 @app.command()
 def tiers(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The memory tiers L1-L4: tokens, budget, items, and what the next promotion would do."""
-    found = _open(ctx).tiers()
+    found = _open(ctx).lifecycle.tiers()
     if as_json:
         _print_json([t.to_dict() for t in found])
         return
@@ -1844,7 +1852,7 @@ def promote(ctx: typer.Context, dry_run: DryRunOpt = False, as_json: JsonOpt = F
     summaries' facts into memory.md / learnings.md, consolidation past its threshold, and old
     compacted sessions into .sessions/archive/."""
     _log_to_stderr()
-    report = _open(ctx).promote(dry_run=dry_run)
+    report = _open(ctx).lifecycle.promote(dry_run=dry_run)
     if as_json:
         _print_json(report.to_dict())
         return

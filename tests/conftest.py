@@ -126,7 +126,7 @@ def indexed_template(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path
     target = tmp_path_factory.mktemp("template") / "indexed"
     shutil.copytree(EXAMPLE, target)
     with Workspace.open(target, embedder=embedder) as ws:
-        ws.sync()
+        ws.index.update()
     return target
 
 
@@ -148,7 +148,7 @@ def indexed(
     url = request.getfixturevalue("postgres").url
     config = replace(load_config(target), index=IndexConfig(backend="postgres", url=url))
     ws = Workspace(target, config, embedder=embedder)
-    ws.copy_index_to_postgres()
+    ws.index.copy_to_postgres()
     request.addfinalizer(ws.close)
     return ws
 

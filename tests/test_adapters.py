@@ -118,7 +118,7 @@ def test_agents_sdk_runner_keeps_history_in_a_session_file(ws: Workspace) -> Non
     # a native session file a person can read
     path = session.path
     assert path is not None and path.startswith(".sessions/") and path.endswith("_weather-chat.md")
-    record = ws.session_record(Path(path).stem)
+    record = ws.sessions.record(Path(path).stem)
     assert [(e.action, e.text) for e in record.events] == [
         ("user", "Weather in Paris?"),
         ("thinking", "The user asks for weather: call the tool."),
@@ -128,7 +128,7 @@ def test_agents_sdk_runner_keeps_history_in_a_session_file(ws: Workspace) -> Non
         ("user", "Which city did I ask about? My token is [REDACTED:github]"),
         ("assistant", "You asked about Paris."),
     ]
-    front = ws.read(path).frontmatter
+    front = ws.files.read(path).frontmatter
     assert front["source"] == "openai-agents" and front["conversation"] == "user-42"
     assert SECRET not in (ws.root / path).read_text()
 
@@ -167,7 +167,7 @@ def test_agents_session_items_round_trip_exactly(ws: Workspace) -> None:
     session = MdmemSession("exact", ws)
     asyncio.run(session.add_items(items))
     assert asyncio.run(MdmemSession("exact", ws).get_items()) == items
-    record = ws.session_record(Path(session.path).stem)
+    record = ws.sessions.record(Path(session.path).stem)
     assert [e.action for e in record.events] == ["user", "thinking", "assistant", "tool_result"]
     assert record.events[0].text.endswith("[image]")  # the file shows what it is, not the data
     assert "characters omitted" in record.events[3].text  # the readable text is cut; the item not

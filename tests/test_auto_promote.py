@@ -59,16 +59,16 @@ def _promoted(ws: Workspace) -> list[str]:
 
 def test_l3_past_its_trigger_goes_to_l4_when_a_session_ends(tmp_path: Path) -> None:
     ws = _ws(tmp_path, l3=600)
-    auto = ws.session_files and ws.auto_promote
+    auto = ws.sessions and ws._w.auto_promote
     assert auto is not None
-    trigger = next(t for t in ws.tiers() if t.name == "L3").trigger
+    trigger = next(t for t in ws.lifecycle.tiers() if t.name == "L3").trigger
     memory = (ws.root / "memory.md").read_bytes()
     crossed = None
     for n in range(8):
         _session(ws, n)
         assert auto.wait(30)
         l3_before_pass = sum(
-            i.tokens for i in ws.promoter.plan().view.l3 if i.path not in _promoted(ws)
+            i.tokens for i in ws._w.promoter.plan().view.l3 if i.path not in _promoted(ws)
         )
         if not _promoted(ws):  # below the trigger: nothing happened
             assert l3_before_pass < trigger
@@ -84,7 +84,7 @@ def test_l3_past_its_trigger_goes_to_l4_when_a_session_ends(tmp_path: Path) -> N
     assert _promoted(ws)[0] == oldest  # the oldest summary went first
     memory_text = (ws.root / "memory.md").read_text()
     assert f"source={oldest.removesuffix('.md')}" in memory_text
-    assert next(t for t in ws.tiers() if t.name == "L3").tokens < trigger
+    assert next(t for t in ws.lifecycle.tiers() if t.name == "L3").tokens < trigger
     ws.close()
 
 
@@ -92,7 +92,7 @@ def test_consolidation_runs_past_the_threshold_and_again_only_after_growth(
     tmp_path: Path,
 ) -> None:
     ws = _ws(tmp_path, threshold=3)
-    auto = ws.session_files and ws.auto_promote
+    auto = ws.sessions and ws._w.auto_promote
     assert auto is not None
     for fact in FACTS[:3]:
         ws.remember(fact)
@@ -135,7 +135,7 @@ def test_a_process_that_ends_its_session_and_exits_archives_old_sessions(tmp_pat
         ws = Workspace.open({str(ws.root)!r})
         s = ws.session("today's work")
         s.event("execute", "one step")
-        assert ws.auto_promote.wait(5) and not ws.auto_promote.reports  # still running
+        assert ws._w.auto_promote.wait(5) and not ws._w.auto_promote.reports  # still running
         assert ws.root.joinpath(".sessions/20260105_100000_old.md").exists()
         s.close()  # the process exits right after, without ws.close()
         """
@@ -152,7 +152,7 @@ def test_l2_stays_within_its_budget_after_every_write(tmp_path: Path) -> None:
     with ws.session("a long run of important steps") as s:
         for i in range(40):
             s.event("execute", f"step {i}: {FACTS[i % len(FACTS)]}", 0.9)
-            l2 = next(t for t in ws.tiers() if t.name == "L2")
+            l2 = next(t for t in ws.lifecycle.tiers() if t.name == "L2")
             assert l2.tokens <= l2.budget, f"after event {i}: {l2.tokens} > {l2.budget}"
     ws.close()
 
@@ -169,12 +169,12 @@ def test_a_session_end_past_the_threshold_merges_near_duplicates(tmp_path: Path,
     ids = [ws.remember(t).id for t in [*deploy, "The database is PostgreSQL 16 on port 5432"]]
     with ws.session("below the threshold") as s:
         s.event("execute", "nothing much")
-    assert ws.auto_promote is not None and ws.auto_promote.wait(60)
+    assert ws._w.auto_promote is not None and ws._w.auto_promote.wait(60)
     assert "refines=" not in (ws.root / "memory.md").read_text()
     ws.remember("User prefers short answers")
     with ws.session("past it") as s:
         s.event("execute", "nothing much")
-    assert ws.auto_promote.wait(120)
+    assert ws._w.auto_promote.wait(120)
     merged = [e for e in ws.entries("memory.md") if "refines" in e.meta]
     assert len(merged) == 1 and set(merged[0].meta["refines"].split(",")) == set(ids[:3])
     archive = (ws.root / "memory.md").read_text().split("## Archive")[1]
@@ -205,11 +205,11 @@ def test_a_dry_run_shows_every_change_the_real_run_makes(tmp_path: Path, embedde
         ws.remember(text)
     path = ws.root / "memory.md"
     before = path.read_text()
-    dry = ws.promote(dry_run=True)
+    dry = ws.lifecycle.promote(dry_run=True)
     assert path.read_text() == before and "consolidated_into=" in dry.diff
     shown = CliRunner().invoke(app, ["-w", str(ws.root), "promote", "--dry-run"]).output
     assert "(no change)" not in shown and "consolidated_into=" in shown
-    ws.promote()
+    ws.lifecycle.promote()
     real = "".join(difflib.unified_diff(before.splitlines(True), path.read_text().splitlines(True)))
 
     def changed(diff: str) -> list[str]:  # the new merged memory's id differs between runs

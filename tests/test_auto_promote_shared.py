@@ -66,16 +66,16 @@ def test_minimal_mode_promotes_the_compact_memory_when_l3_passes_its_trigger(
     tmp_path: Path,
 ) -> None:
     ws = _minimal(tmp_path, l3=90)
-    auto = ws.session_files and ws.auto_promote
+    auto = ws.sessions and ws._w.auto_promote
     assert auto is not None
-    trigger = next(t for t in ws.tiers() if t.name == "L3").trigger
+    trigger = next(t for t in ws.lifecycle.tiers() if t.name == "L3").trigger
     for n in range(8):
         ws.compact(_chat(n), offline=True, flush=False)
         assert auto.wait(30)
         if auto.reports:
             break
         # below the trigger: the pass found nothing due and wrote nothing
-        assert next(t for t in ws.tiers() if t.name == "L3").tokens < trigger
+        assert next(t for t in ws.lifecycle.tiers() if t.name == "L3").tokens < trigger
         assert "source=" not in (ws.root / "memory.md").read_text()
     else:
         raise AssertionError("L3 never reached its trigger")
@@ -85,13 +85,13 @@ def test_minimal_mode_promotes_the_compact_memory_when_l3_passes_its_trigger(
     assert "source=compact_memory" in (ws.root / "memory.md").read_text()
     archive = (ws.root / ".compact_memory.md").read_text().split("## Archive")[1]
     assert "Step 0:" in archive  # the oldest key event moved to the archive
-    assert next(t for t in ws.tiers() if t.name == "L3").tokens < trigger
+    assert next(t for t in ws.lifecycle.tiers() if t.name == "L3").tokens < trigger
     ws.close()
 
 
 def test_minimal_mode_consolidates_past_the_threshold_after_a_compaction(tmp_path: Path) -> None:
     ws = _minimal(tmp_path, threshold=3)
-    auto = ws.session_files and ws.auto_promote
+    auto = ws.sessions and ws._w.auto_promote
     assert auto is not None
     for fact in FACTS[:4]:
         ws.remember(fact)
@@ -147,12 +147,12 @@ def test_the_watcher_promotes_a_session_another_process_wrote_and_ended(tmp_path
         compact = "ws.compact(rel, offline=True, flush=False)"
         script = f"FACTS = {FACTS!r}\n{AUTO_OFF}" + SESSION.format(after=compact)
         rel = _other_process(ws.root, script).strip()
-        assert ws.auto_promote is not None
+        assert ws._w.auto_promote is not None
         assert _until(lambda: "mdmem promoted:" in (ws.root / rel).read_text())
-        assert watcher.wait_idle(30) and ws.auto_promote.wait(30)
+        assert watcher.wait_idle(30) and ws._w.auto_promote.wait(30)
     memory = (ws.root / "memory.md").read_text()
     assert f"source={Path(rel).stem}" in memory
-    assert rel in SharedPasses(ws.state_dir).handled()
+    assert rel in SharedPasses(ws.files.state_dir).handled()
     ws.close()
 
 
@@ -164,15 +164,15 @@ def test_a_session_end_is_handled_once_whichever_process_sees_it_first(tmp_path:
     ws = Workspace.open(ws.root)
     with ws.watch() as watcher:
         assert watcher.wait_idle(30)
-        after = "ws.close()\nprint(ws.auto_promote.passes)"
+        after = "ws.close()\nprint(ws._w.auto_promote.passes)"
         out = _other_process(ws.root, f"FACTS = {FACTS!r}\n" + SESSION.format(after=after))
         theirs, rel = (int(out.split()[0]), out.split()[1])
         assert watcher.wait_idle(30)
-        assert ws.auto_promote is not None and ws.auto_promote.wait(30)
-        assert _until(lambda: rel in ws.auto_promote.ended)  # the watcher saw the end
-        assert ws.auto_promote.wait(30)
-        assert theirs + ws.auto_promote.passes == 1
-    assert SharedPasses(ws.state_dir).handled() == [rel]
+        assert ws._w.auto_promote is not None and ws._w.auto_promote.wait(30)
+        assert _until(lambda: rel in ws._w.auto_promote.ended)  # the watcher saw the end
+        assert ws._w.auto_promote.wait(30)
+        assert theirs + ws._w.auto_promote.passes == 1
+    assert SharedPasses(ws.files.state_dir).handled() == [rel]
     ws.close()
 
 
@@ -218,10 +218,10 @@ def test_the_same_end_queued_by_another_process_during_the_pass_runs_no_second_p
     ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
     (ws.root / "mdmem.toml").write_text(FULL.format(l3=100_000))
     ws = Workspace.open(ws.root)
-    assert ws.session_files is not None and ws.auto_promote is not None
-    auto = ws.auto_promote
+    assert ws.sessions is not None and ws._w.auto_promote is not None
+    auto = ws._w.auto_promote
     real = auto.promoter
-    other = SharedPasses(ws.state_dir)  # the watcher's process, seeing the same end
+    other = SharedPasses(ws.files.state_dir)  # the watcher's process, seeing the same end
     rels: list[str] = []
     asked: list[object] = []
 
@@ -251,15 +251,15 @@ def test_a_pass_another_process_holds_leaves_the_request_queued_without_a_warnin
     ws = Workspace.init(tmp_path / "w", mode="full", agent="coder")
     (ws.root / "mdmem.toml").write_text(FULL.format(l3=100_000))
     ws = Workspace.open(ws.root)
-    assert ws.session_files is not None and ws.auto_promote is not None
-    holder = SharedPasses(ws.state_dir)  # another process, running a pass
+    assert ws.sessions is not None and ws._w.auto_promote is not None
+    holder = SharedPasses(ws.files.state_dir)  # another process, running a pass
     held = holder.claim(set(), forced=False)
     assert held is not None
     with caplog.at_level(logging.WARNING, "mdmem"):
         with ws.session("invoices") as s:
             s.event("decision", FACTS[0], 0.9)
-        assert ws.auto_promote.wait(30)
-    assert ws.auto_promote.passes == 0
+        assert ws._w.auto_promote.wait(30)
+    assert ws._w.auto_promote.passes == 0
     assert "automatic promotion skipped" not in caplog.text
     assert holder.release(held, handled=False, consolidate_above=held.consolidate_above)
     ws.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mdmem.entry import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_search
+from mdmem.console import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_search
 from mdmem.index.filters import SEARCH_PARAMS
 from mdmem.layout import running_watcher, socket_path
 
@@ -161,7 +161,7 @@ def test_anything_else_goes_to_typer(argv: list[str]) -> None:
 def test_a_search_through_the_server_imports_nothing_heavy(indexed, tmp_path: Path) -> None:
     code = (
         "import sys, atexit\n"
-        "from mdmem.entry import main\n"
+        "from mdmem.console import main\n"
         "heavy = {'typer', 'click', 'pydantic', 'torch', 'sentence_transformers', 'litellm',\n"
         "         'numpy', 'sqlite3', 'rich', 'typing', 'dataclasses'}\n"
         "atexit.register(lambda: print('loaded', sorted(heavy & set(sys.modules)),"
@@ -345,7 +345,7 @@ def test_opting_out_starts_nothing(
     config: str,
 ) -> None:
     """`mdmem search` run in this process (the console entry point itself)."""
-    from mdmem.entry import main
+    from mdmem.console import main
 
     root = workspace(tmp_path, KEYWORD_ONLY + config)
     for name, value in {**AUTO, **env}.items():

@@ -17,11 +17,11 @@ from mdmem.index.search import MAX_QUERY_CHARS
 
 
 def _problems(ws: Workspace) -> dict[str, str]:
-    return {p.path: str(p) for p in ws.all_documents().problems}
+    return {p.path: str(p) for p in ws.files.all().problems}
 
 
 def _paths(ws: Workspace) -> set[str]:
-    return {d.path for d in ws.all_documents().documents}
+    return {d.path for d in ws.files.all().documents}
 
 
 def test_malformed_frontmatter_names_file_and_line(ws: Workspace) -> None:
@@ -37,7 +37,7 @@ def test_malformed_frontmatter_names_file_and_line(ws: Workspace) -> None:
 def test_non_utf8_bytes_name_the_line(ws: Workspace) -> None:
     (ws.root / "latin1.md").write_bytes(b"# Notes\n- ok\n- caf\xe9 au lait\n")
     with pytest.raises(FileProblem) as info:
-        ws.read("latin1.md")
+        ws.files.read("latin1.md")
     assert info.value.line == 3 and "latin1.md:3: not valid UTF-8" in str(info.value)
     assert "latin1.md" in _problems(ws)
     assert "memory.md" in _paths(ws)  # the rest of the workspace still reads
@@ -62,8 +62,8 @@ def read_so_far() -> int:  # every byte this process got from read(2), whatever 
 
 ws = Workspace.open(sys.argv[1])
 before = read_so_far()
-problems = {p.path: str(p) for p in ws.all_documents().problems}
-report = ws.sync(embed=False)
+problems = {p.path: str(p) for p in ws.files.all().problems}
+report = ws.index.update(embed=False)
 print(json.dumps({"read": read_so_far() - before, "problems": problems, "paths": report.paths,
                   "sync_problems": [str(p) for p in report.problems]}))
 """
@@ -104,7 +104,7 @@ def test_symlink_out_of_the_workspace_is_neither_read_nor_written(
     assert "outside the workspace" in problems["linkdir"]
     assert all("secret" not in e.text for e in ws.entries())
     with pytest.raises(UnsafePathError):
-        ws.read("link.md")
+        ws.files.read("link.md")
     with pytest.raises(UnsafePathError):
         ws.remember("leak", file="linkdir/secret.md")
     assert secret.read_text() == "- a secret outside the workspace\n"
@@ -122,7 +122,7 @@ def test_paths_outside_are_refused(ws: Workspace, tmp_path: Path, name: str) -> 
     with pytest.raises(UnsafePathError, match="inside the workspace"):
         ws.remember("x", file=name)
     with pytest.raises(UnsafePathError):
-        ws.read(name)
+        ws.files.read(name)
     assert not (tmp_path / "escape.md").exists()
 
 
@@ -164,7 +164,13 @@ def test_a_state_folder_that_is_not_a_folder_is_one_clear_line(ws: Workspace, ki
         state.symlink_to(ws.root / "gone")
     with pytest.raises(StateDirError, match=rf"^\.mdmem in {ws.root} is a {kind}, not a folder"):
         Workspace.open(ws.root)
-    commands = [["index"], ["status"], ["search", "Fly.io"], ["context", "deploy"], ["add", "x"]]
+    commands = [
+        ["index"],
+        ["status"],
+        ["search", "Fly.io"],
+        ["context", "deploy"],
+        ["remember", "x"],
+    ]
     env = {k: v for k, v in os.environ.items() if k != "MDMEM_WORKSPACE"}
     runs = [  # at once: each is a process start and nothing else
         subprocess.Popen([str(BIN), "-w", str(ws.root), *command], env=env, text=True,
@@ -187,7 +193,7 @@ def test_a_state_folder_that_is_not_a_folder_is_one_clear_line(ws: Workspace, ki
 def test_a_huge_query_is_refused_before_any_work(ws: Workspace) -> None:
     keyword_only = Workspace.open(_keyword_only(ws.root))
     keyword_only.remember("Deploys go to Fly.io staging")
-    keyword_only.sync(embed=False)
+    keyword_only.index.update(embed=False)
     (ws.root / "learnings.md").write_text("- a hand edit no search has indexed yet\n")
     huge = "deploy " * 150_000  # about 1 MB
     for mode in ("hybrid", "keyword"):
@@ -195,7 +201,7 @@ def test_a_huge_query_is_refused_before_any_work(ws: Workspace) -> None:
             keyword_only.search(huge, mode=mode)
     context = keyword_only.build_context(huge)  # built from the files; the search part says why
     assert any("the query is 1,050,000 characters" in p for p in context.problems)
-    assert keyword_only.status().stale == ["learnings.md"]  # refused before any sync
+    assert keyword_only.index.status().stale == ["learnings.md"]  # refused before any sync
     longest = ("where do deploys go " * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS]
     assert keyword_only.search(longest, mode="keyword")[0].path == "memory.md"
     with pytest.raises(QueryTooLongError):

@@ -1,4 +1,5 @@
-"""The CLI as a user runs it: a real `mdmem` process, real files, exit codes, --json."""
+"""The CLI as a user runs it: real files, exit codes, --json. In this process through typer's
+CliRunner (`tests/in_process.py`); the round trip below also as a real `mdmem` process."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from in_process import mdmem as run
+
 BIN = Path(sys.executable).parent / "mdmem"
 
 
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
+def real(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
+    """The console script itself, in a process of its own."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("MDMEM_WORKSPACE", None) if env is None else None
     return subprocess.run(
@@ -33,14 +38,15 @@ def test_help_imports_nothing_heavy() -> None:
     assert result.stderr.strip() == "[]"
 
 
-def test_init_add_show_round_trip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", [run, real], ids=["in-process", "real-process"])
+def test_init_remember_entries_round_trip(tmp_path: Path, run) -> None:
     ws = tmp_path / "agent"
     result = run("init", str(ws), "--mode", "full", "--agent", "coder")
     assert result.returncode == 0, result.stderr
     assert "created  memory.md" in result.stdout
     assert "kept" in run("init", str(ws)).stdout  # twice is safe
 
-    added = run("-w", str(ws), "add", "User prefers dark mode", "--type", "preference",
+    added = run("-w", str(ws), "remember", "User prefers dark mode", "--type", "preference",
                 "--importance", "0.8", "--json")  # fmt: skip
     assert added.returncode == 0, added.stderr
     entry = json.loads(added.stdout)
@@ -50,20 +56,20 @@ def test_init_add_show_round_trip(tmp_path: Path) -> None:
     # A person edits the file by hand; `show` sees both.
     memory = ws / "memory.md"
     memory.write_text(memory.read_text() + "- Hand-written: the CI runs on GitHub Actions\n")
-    shown = run("show", "--json", cwd=ws)  # discovered from the current folder
+    shown = run("entries", "--json", cwd=ws)  # discovered from the current folder
     assert shown.returncode == 0, shown.stderr
     texts = {e["text"] for e in json.loads(shown.stdout)["entries"]}
     assert {"User prefers dark mode", "Hand-written: the CI runs on GitHub Actions"} <= texts
-    human = run("show", "memory.md", cwd=ws)
+    human = run("entries", "memory.md", cwd=ws)
     assert "User prefers dark mode" in human.stdout and "preference" in human.stdout
 
 
 def test_add_to_a_named_file_and_skill_routing(tmp_path: Path) -> None:
     ws = tmp_path / "w"
     run("init", str(ws))
-    out = run("-w", str(ws), "add", "Use uv for installs", "-t", "skill")
+    out = run("-w", str(ws), "remember", "Use uv for installs", "-t", "skill")
     assert out.returncode == 0 and out.stdout.startswith("learnings.md:")
-    out = run("-w", str(ws), "add", "Meeting moved to Friday", "--file", "notes/team.md")
+    out = run("-w", str(ws), "remember", "Meeting moved to Friday", "--file", "notes/team.md")
     assert out.returncode == 0, out.stderr
     assert "Meeting moved to Friday" in (ws / "notes" / "team.md").read_text()
 
@@ -71,16 +77,16 @@ def test_add_to_a_named_file_and_skill_routing(tmp_path: Path) -> None:
 def test_exit_codes_and_clear_errors(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()
-    out = run("show", cwd=bare)
+    out = run("entries", cwd=bare)
     assert out.returncode == 1 and "no mdmem workspace" in out.stderr
     assert "Traceback" not in out.stderr
     ws = tmp_path / "w"
     run("init", str(ws))
-    out = run("-w", str(ws), "add", "x", "--type", "opinion")
+    out = run("-w", str(ws), "remember", "x", "--type", "opinion")
     assert out.returncode == 2 and "--type must be one of" in out.stderr
-    out = run("-w", str(ws), "add", "x", "--file", "../escape.md")
+    out = run("-w", str(ws), "remember", "x", "--file", "../escape.md")
     assert out.returncode == 1 and "inside the workspace" in out.stderr
-    out = run("-w", str(ws), "show", "--nope")
+    out = run("-w", str(ws), "entries", "--nope")
     assert out.returncode == 2
 
 
@@ -93,16 +99,16 @@ def test_bad_files_warn_and_the_rest_still_shows(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert "still works" in out.stdout
     assert "broken.md:3: not valid UTF-8" in out.stderr
-    single = run("-w", str(ws), "show", "broken.md")
+    single = run("-w", str(ws), "entries", "broken.md")
     assert single.returncode == 1 and "broken.md:3" in single.stderr
-    data = json.loads(run("-w", str(ws), "show", "--json").stdout)
+    data = json.loads(run("-w", str(ws), "entries", "--json").stdout)
     assert data["problems"][0]["path"] == "broken.md" and data["problems"][0]["line"] == 3
 
 
 def test_workspace_from_environment(tmp_path: Path) -> None:
     ws = tmp_path / "envws"
     run("init", str(ws))
-    out = run("add", "From the env var", env={"MDMEM_WORKSPACE": str(ws)}, cwd=tmp_path)
+    out = run("remember", "From the env var", env={"MDMEM_WORKSPACE": str(ws)}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "From the env var" in (ws / "memory.md").read_text()
 

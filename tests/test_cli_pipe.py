@@ -43,7 +43,7 @@ def test_a_search_whose_reader_stops_ends_quietly(tmp_path: Path, server: bool) 
                 [str(BIN), *search, "-v"], capture_output=True, text=True, env=env
             )
             assert "answered by the warm server" in first.stderr, first.stderr
-        for argv in (search, [*search, "--json"], ["-w", str(root), "show", "--json"]):
+        for argv in (search, [*search, "--json"], ["-w", str(root), "entries", "--json"]):
             done = _cut_short(argv, env)
             assert "Traceback" not in done.stderr, done.stderr
             assert done.returncode == 1, (argv, done.returncode, done.stderr)

@@ -42,7 +42,7 @@ LLM_MEMORIES = json.dumps(
 
 def _keyword_only(ws: Workspace, extra: str = "") -> Workspace:
     """Same workspace, no embedding model: dedupe by exact text only (fast tests)."""
-    mode = ws.mode
+    mode = ws.config.mode
     (ws.root / "mdmem.toml").write_text(
         f'mode = "{mode}"\nagent = "coder"\n[embedding]\nmodel = ""\n{extra}'
     )
@@ -89,7 +89,7 @@ def test_full_mode_writes_a_summary_section_in_the_session(example: Workspace) -
     report = ws.compact("enum-ci", offline=True, flush=False)
     assert report.path == ".sessions/20261119_142210_invoice-status-enum-ci.md"
     assert report.extraction is None
-    record = ws.session_record("enum-ci")
+    record = ws.sessions.record("enum-ci")
     assert len(record.events) == 20 and record.status == "failed"  # the session is intact
     assert "<!--" not in record.summary  # the stamp is not part of the summary
     summary = read_memory(record.summary, level=None)
@@ -159,7 +159,7 @@ def test_llm_engine_through_litellm(example: Workspace, scripted) -> None:
     report = ws.compact("enum-ci")
     assert report.engine == "llm" and report.extraction.engine == "llm"
     assert len(calls) == 2 and all(c[0]["role"] == "system" for c in calls)
-    record = ws.session_record("enum-ci")
+    record = ws.sessions.record("enum-ci")
     assert "no PGPASSWORD" in record.summary
     skills = [e.text for e in ws.entries("learnings.md")]
     assert "CI steps that run psql need PGPASSWORD in env" in skills
@@ -394,8 +394,8 @@ def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> 
         from mdmem.memory.store import KnowledgeStore
         from mdmem.memory.writers import DryRunWriter
 
-        run = DryRunWriter(ws.documents, ws.redactor)  # a dry run is a writer, not a mode
-        KnowledgeStore(ws.documents, run, ws.redactor).remember("only in the dry run")
+        run = DryRunWriter(ws._w.documents, ws.files.redactor)  # a dry run is a writer, not a mode
+        KnowledgeStore(ws._w.documents, run, ws.files.redactor).remember("only in the dry run")
         inside.set()
         release.wait(10)
         return run.diff()

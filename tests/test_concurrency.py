@@ -124,6 +124,4 @@ def test_sigkill_at_random_moments_of_a_remember_loop(ws: Workspace) -> None:
         previous = count
     # the workspace keeps working after the kills, and temp files are never indexed
     assert Workspace(ws.root).remember("process after memory 0", type="fact")
-    assert all(
-        not d.path.endswith(".mdmem-tmp") for d in Workspace(ws.root).all_documents().documents
-    )
+    assert all(not d.path.endswith(".mdmem-tmp") for d in Workspace(ws.root).files.all().documents)

@@ -16,7 +16,7 @@ from mdmem.integrations.importers import import_path, read_conversations
 
 
 def _events(ws: Workspace, path: str) -> list[tuple[str, str]]:
-    return [(e.action, e.text) for e in ws.session_record(Path(path).stem).events]
+    return [(e.action, e.text) for e in ws.sessions.record(Path(path).stem).events]
 
 
 def _all_text(root: Path) -> str:

@@ -38,7 +38,7 @@ def _aged(ws: Workspace, texts: list[str], *, accessed: int | None = 1) -> list[
     path = ws.root / "memory.md"
     path.write_text(re.sub(r"created=\S+", f"created={OLD}", path.read_text()), encoding="utf-8")
     for _ in range(accessed or 0):
-        ws.index.bump_access(ids)
+        ws.index.backend.bump_access(ids)
     return ids
 
 
@@ -53,7 +53,7 @@ def _active(ws: Workspace) -> dict[str, str]:
 
 def test_merges_an_old_rarely_used_cluster_and_archives_the_originals(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY + OTHER)
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.count("merged") == 1 and report.merged == 3 and report.written == 1
     assert report.entries_after == 3 and report.tokens_after < report.tokens_before
     merged = [e for e in mem.entries("memory.md") if "refines" in e.meta]
@@ -65,19 +65,19 @@ def test_merges_an_old_rarely_used_cluster_and_archives_the_originals(mem: Works
     archived = [e for e in mem.entries("memory.md", include_archived=True) if e.archived]
     assert {e.id for e in archived} == set(ids[:3])
     assert {e.meta["consolidated_into"] for e in archived} == {merged[0].id}
-    refines = {(r.kind, r.target) for r in mem.related(merged[0].id)}
+    refines = {(r.kind, r.target) for r in mem.lifecycle.related(merged[0].id)}
     assert refines == {("refines", i) for i in ids[:3]}  # a relation, as ws.related reads it
     saved = json.loads((mem.root / report.report_path).read_text())  # the full report
     assert saved["clusters"][0]["merges"][0]["fidelity"]["lost_facts"] == []
     # a re-run finds nothing more to do: the merged memory is new, the originals archived
-    again = mem.consolidate(offline=True)
+    again = mem.lifecycle.consolidate(offline=True)
     assert again.merged == 0 and again.diff == ""
 
 
 def test_dry_run_writes_nothing_and_shows_the_diff(mem: Workspace) -> None:
     _aged(mem, DEPLOY)
     before = (mem.root / "memory.md").read_bytes()
-    report = mem.consolidate(offline=True, dry_run=True)
+    report = mem.lifecycle.consolidate(offline=True, dry_run=True)
     assert (mem.root / "memory.md").read_bytes() == before
     assert "+## Archive" in report.diff and "consolidated_into=" in report.diff
     assert report.report_path is None
@@ -86,14 +86,14 @@ def test_dry_run_writes_nothing_and_shows_the_diff(mem: Workspace) -> None:
 def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
     """A fresh index (or another machine) has no counts: nothing old is a candidate by age."""
     _aged(mem, DEPLOY, accessed=None)
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.candidates == 0 and report.merged == 0
 
 
 def _history_since(ws: Workspace, days: int) -> None:
     """As if the index had been counting accesses for ``days`` days."""
     since = (dt.datetime.now() - dt.timedelta(days=days)).isoformat(timespec="seconds")
-    ws.index.conn.execute(  # type: ignore[attr-defined]
+    ws.index.backend.conn.execute(  # type: ignore[attr-defined]
         "UPDATE meta SET value = ? WHERE key = 'access_since'", (since,)
     )
 
@@ -104,11 +104,11 @@ def test_an_index_counting_for_min_age_days_reads_no_count_as_never_returned(
     """A memory no search returned in the index's whole history (at least min_age_days) is
     old and unused: a candidate. A shorter history still reads it as recently used."""
     _aged(mem, DEPLOY, accessed=None)
-    assert mem.index.access_since() is not None  # set when the index was made
+    assert mem.index.backend.access_since() is not None  # set when the index was made
     _history_since(mem, 89)
-    assert mem.consolidate(offline=True, dry_run=True).candidates == 0
+    assert mem.lifecycle.consolidate(offline=True, dry_run=True).candidates == 0
     _history_since(mem, 90)
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.candidates == 3 and report.merged == 3
     assert "no_count" not in dict(report.passed_over)
 
@@ -119,21 +119,21 @@ def test_access_history_starts_with_the_index_and_again_when_it_is_rebuilt(
     """An index of before the key gets it at its first open (its history starts then); a
     deleted index starts its history anew, so its missing counts are recently used again."""
     _aged(mem, DEPLOY, accessed=None)
-    conn = mem.index.conn  # type: ignore[attr-defined]
+    conn = mem.index.backend.conn  # type: ignore[attr-defined]
     conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # an index made before it
     mem.close()
-    again = Workspace(mem.root, embedder=mem.embedder())
+    again = Workspace(mem.root, embedder=mem.index.embedder())
     recent = dt.datetime.now() - dt.timedelta(minutes=5)
-    since = again.index.access_since()
+    since = again.index.backend.access_since()
     assert since is not None and dt.datetime.fromisoformat(since) > recent
     _history_since(again, 400)
-    assert again.consolidate(offline=True, dry_run=True).candidates == 3
+    assert again.lifecycle.consolidate(offline=True, dry_run=True).candidates == 3
     again.close()
     for suffix in ("", "-wal", "-shm"):
-        (again.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
-    rebuilt = Workspace(mem.root, embedder=mem.embedder())
-    assert dt.datetime.fromisoformat(rebuilt.index.access_since() or "") > recent
-    assert rebuilt.consolidate(offline=True, dry_run=True).candidates == 0
+        (again.files.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+    rebuilt = Workspace(mem.root, embedder=mem.index.embedder())
+    assert dt.datetime.fromisoformat(rebuilt.index.backend.access_since() or "") > recent
+    assert rebuilt.lifecycle.consolidate(offline=True, dry_run=True).candidates == 0
 
 
 def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
@@ -141,13 +141,13 @@ def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
     passed over is counted under its reason."""
     ids = _aged(mem, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
     for _ in range(5):
-        mem.index.bump_access([ids[0]])  # returned often
-    mem.index.bump_access([ids[3]])
+        mem.index.backend.bump_access([ids[0]])  # returned often
+    mem.index.backend.bump_access([ids[3]])
     path = mem.root / "memory.md"
     text = path.read_text().replace("is in Lyon", "is in Lyon, France")  # edited by hand
     path.write_text(text + "- The printer is on floor 2\n", encoding="utf-8")  # no date
     mem.remember("The CI runs on Python 3.12", type="fact")  # young
-    report = mem.consolidate(offline=True, dry_run=True)
+    report = mem.lifecycle.consolidate(offline=True, dry_run=True)
     assert dict(report.passed_over) == {
         "by_hand": 1,
         "often_used": 1,
@@ -163,10 +163,10 @@ def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
 
 def test_often_returned_memories_are_kept(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY)
-    mem.index.bump_access([ids[0]] * 1)
+    mem.index.backend.bump_access([ids[0]] * 1)
     for _ in range(4):
-        mem.index.bump_access([ids[0]])  # 5 returns: max_access
-    report = mem.consolidate(offline=True)
+        mem.index.backend.bump_access([ids[0]])  # 5 returns: max_access
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.merged == 0 and ids[0] in _active(mem)
     assert report.clusters[0].outcome == "kept"
 
@@ -178,7 +178,7 @@ def test_hand_written_and_hand_edited_memories_are_only_suggested(mem: Workspace
         "Deploys go to Fly.io, region ams", "Deploys go to Fly.io (ams)"
     )
     path.write_text(text + "- Our deploys go to Fly.io, region ams, always\n", encoding="utf-8")
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.merged == 0
     assert set(_active(mem)) >= {ids[0], ids[1], ids[2]}
     assert any(ids[1] in s for s in report.suggestions)
@@ -203,7 +203,7 @@ def test_threshold_makes_every_memory_a_candidate(mem: Workspace) -> None:
     mem.config = load_config(mem.root)
     for text in DEPLOY + OTHER:  # new, never returned: only the threshold makes them candidates
         mem.remember(text)
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.rule == "threshold" and report.merged == 3
 
 
@@ -213,7 +213,7 @@ def test_a_newer_conflicting_memory_supersedes_the_older(mem: Workspace) -> None
     path = mem.root / "memory.md"  # the old value dated earlier (was: both dated alike)
     path.write_text(path.read_text().replace(f"created={OLD}", "created=2020-01-01", 1))
     # both alone: a pair, not a cluster of 3, but the conflict still resolves to the newest
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     old = mem.get(ids[0])
     assert old.archived and old.meta["superseded_by"] == newer, report.clusters
     assert mem.get(newer).meta["supersedes"] == ids[0]
@@ -226,12 +226,12 @@ def test_a_recent_memory_that_changes_an_old_one_supersedes_it(mem: Workspace) -
     newer = mem.remember("The staging database port is 6543", type="fact").id
     path = mem.root / "memory.md"
     path.write_text(path.read_text() + "- The staging cache port is 6380\n", encoding="utf-8")
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert mem.get(old).archived and mem.get(old).meta["superseded_by"] == newer
     assert mem.get(newer).meta["supersedes"] == old and not mem.get(newer).archived
     assert report.superseded == 1 and "1 superseded by a newer value" in report.summary()
     assert not mem.get(cache).archived  # a person's newer line changes nothing by itself
-    assert mem.consolidate(offline=True).diff == ""  # settled
+    assert mem.lifecycle.consolidate(offline=True).diff == ""  # settled
 
 
 def test_every_pair_that_conflicts_shares_a_lookup_key() -> None:
@@ -276,9 +276,9 @@ def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> No
     ws = Workspace(ws.root)
     for n, text in enumerate(DEPLOY):
         ws.remember(text, importance=0.3 + n / 10)
-    report = ws.consolidate()
+    report = ws.lifecycle.consolidate()
     assert report.engine == "none" and len(_active(ws)) == 3
-    report = ws.consolidate(by_importance=True)
+    report = ws.lifecycle.consolidate(by_importance=True)
     assert report.engine == "importance" and len(report.archived) == 1
     assert DEPLOY[0] not in _active(ws).values()  # the least important went to the archive
     archived = ws.get(report.archived[0])
@@ -287,28 +287,28 @@ def test_no_embeddings_archive_nothing_unless_by_importance(ws: Workspace) -> No
 
 def test_restore_brings_the_originals_back_and_archives_the_merge(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY)
-    mem.consolidate(offline=True)
+    mem.lifecycle.consolidate(offline=True)
     merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
-    report = mem.restore_archived(merged.id)
+    report = mem.lifecycle.restore(merged.id)
     assert set(report.restored) == set(ids) and report.archived == (merged.id,)
     assert set(_active(mem)) == set(ids)
     assert mem.get(merged.id).archived
     # restored memories are never merged again on their own
-    assert mem.consolidate(offline=True).merged == 0
+    assert mem.lifecycle.consolidate(offline=True).merged == 0
     with pytest.raises(EditNotApplicable):
-        mem.restore_archived(ids[0])
+        mem.lifecycle.restore(ids[0])
 
 
 def test_restore_brings_the_originals_back_when_a_person_deleted_the_merge(
     mem: Workspace,
 ) -> None:
     ids = _aged(mem, DEPLOY)
-    mem.consolidate(offline=True)
+    mem.lifecycle.consolidate(offline=True)
     merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
     path = mem.root / "memory.md"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(ln for ln in lines if f"id={merged.id} " not in ln), encoding="utf-8")
-    report = mem.restore_archived(merged.id)  # was: "no entry with id ..."
+    report = mem.lifecycle.restore(merged.id)  # was: "no entry with id ..."
     assert set(report.restored) == set(ids) and report.archived == ()
     assert set(_active(mem)) == set(ids)
 
@@ -317,25 +317,25 @@ def test_restore_with_a_hand_edited_archive(mem: Workspace) -> None:
     """A person deleted one archived original and edited another: the rest comes back, the
     missing one is reported, nothing crashes."""
     ids = _aged(mem, DEPLOY)
-    mem.consolidate(offline=True)
+    mem.lifecycle.consolidate(offline=True)
     merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
     path = mem.root / "memory.md"
     lines = [ln for ln in path.read_text().splitlines(keepends=True) if f"id={ids[0]}" not in ln]
     text = "".join(lines).replace("Deploys go to Fly.io, region ams", "Deploys: Fly.io, ams")
     path.write_text(text, encoding="utf-8")
-    report = mem.restore_archived(merged.id)
+    report = mem.lifecycle.restore(merged.id)
     assert set(report.restored) == {ids[1], ids[2]} and report.missing == (ids[0],)
     assert "Deploys: Fly.io, ams" in _active(mem).values()
 
 
 def test_a_hand_edited_merged_memory_is_left_alone(mem: Workspace) -> None:
     _aged(mem, DEPLOY)
-    mem.consolidate(offline=True)
+    mem.lifecycle.consolidate(offline=True)
     merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
     path = mem.root / "memory.md"
     path.write_text(path.read_text().replace(merged.text, "Deploys: Fly.io, region ams (checked)"))
     assert edited_by_hand(mem.get(merged.id))
-    report = mem.restore_archived(merged.id)  # still restorable; the edit is archived, not lost
+    report = mem.lifecycle.restore(merged.id)  # still restorable; the edit is archived, not lost
     assert mem.get(merged.id).text == "Deploys: Fly.io, region ams (checked)"
     assert len(report.restored) == 3
 
@@ -348,7 +348,7 @@ def test_entries_without_dates_or_ids_are_never_candidates(mem: Workspace) -> No
         + "".join(f"- {t} <!-- mdmem type=fact importance=0.5 -->\n" for t in OTHER),
         encoding="utf-8",
     )
-    report = mem.consolidate(offline=True)
+    report = mem.lifecycle.consolidate(offline=True)
     assert report.candidates == 0 and report.merged == 0 and report.diff == ""
 
 
@@ -384,12 +384,12 @@ def test_a_persons_edit_during_consolidation_survives(mem: Workspace, embedder) 
     writer = PersonEditsFirst(mem.files, person)
     report = Consolidator(
         mem.config,
-        mem.documents,
+        mem._w.documents,
         writer,
-        mem.redactor,
+        mem.files.redactor,
         lambda: embedder.embed,
-        mem.index.access_counts,
-        mem.state_dir,
+        mem.index.backend.access_counts,
+        mem.files.state_dir,
         token_counter(None),
     ).run(offline=True)
     outcomes = {c.members[0]: c.outcome for c in report.clusters}
@@ -458,7 +458,7 @@ def test_llm_merge_is_checked_and_written(mem: Workspace, scripted) -> None:
         ]
     }
     script = scripted(json.dumps(reply))
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     assert report.engine == "llm" and report.merged == 3
     assert script[0][1]["content"].count("- [m-") == 3  # one call, the cluster listed
     merged = next(e for e in mem.entries("memory.md") if "refines" in e.meta)
@@ -479,7 +479,7 @@ def test_llm_merge_losing_a_number_is_refused(mem: Workspace, scripted) -> None:
         {"content": "Backups run nightly at 02:00 UTC", "importance": 0.6, "source_memory_ids": ids}
     ]
     scripted(json.dumps(reply))  # a bare list is accepted too
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     assert report.count("refused") == 1 and report.merged == 0
     assert "number 14" in report.refused[0].fidelity.lost_facts
     assert set(ids) <= set(_active(mem))
@@ -488,7 +488,7 @@ def test_llm_merge_losing_a_number_is_refused(mem: Workspace, scripted) -> None:
 def test_llm_bad_reply_gets_one_repair_then_changes_nothing(mem: Workspace, scripted) -> None:
     ids = _aged(_with_model(mem), DEPLOY)
     script = scripted("not json", '{"memories": [{"content": "x", "source_memory_ids": ["m-0"]}]}')
-    report = mem.consolidate()
+    report = mem.lifecycle.consolidate()
     assert len(script) == 2 and "not usable" in script[1][-1]["content"]
     assert report.count("failed") == 1 and len(report.problems) == 2
     assert set(ids) <= set(_active(mem))
@@ -519,7 +519,7 @@ import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_consolidate import ByService
 from mdmem import Workspace
-Workspace(sys.argv[1], embedder=ByService()).consolidate(offline=True)
+Workspace(sys.argv[1], embedder=ByService()).lifecycle.consolidate(offline=True)
 """
 
 
@@ -593,10 +593,10 @@ def test_sigkill_mid_consolidation_leaves_old_or_new_files_and_a_rerun_converges
             now = (root / name).read_bytes()
             assert now == old or b"consolidated_into=" in now, f"seed {seed}: {name}"
         _consistent(root)  # each file is the old or the new bytes: never half a consolidation
-        Workspace(root, embedder=ByService()).consolidate(offline=True)  # the re-run
+        Workspace(root, embedder=ByService()).lifecycle.consolidate(offline=True)  # the re-run
         assert _consistent(root) == 2 * services, f"seed {seed}"
         settled = {p: (root / p).read_bytes() for p in before}
-        Workspace(root, embedder=ByService()).consolidate(offline=True)
+        Workspace(root, embedder=ByService()).lifecycle.consolidate(offline=True)
         assert {p: (root / p).read_bytes() for p in before} == settled, f"seed {seed}"
 
 
@@ -653,7 +653,7 @@ def test_issue31_three_jobs_and_six_modules_stay_distinct(tmp_path: Path, embedd
     ]
     ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 3\n")
     ws = Workspace(ws.root, embedder=embedder)
-    report = ws.consolidate(offline=True)
+    report = ws.lifecycle.consolidate(offline=True)
     assert hidden_facts(ws.root) == []
     assert report.superseded == 0 and report.changes == ()
     live = _live_texts(ws)
@@ -679,7 +679,7 @@ def test_a_superseded_memory_is_listed_and_restored(tmp_path: Path, embedder) ->
     ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 2\n")
     ws = Workspace(ws.root, embedder=embedder)
     old, new, job7, job27 = (e.id for e in ws.entries("memory.md"))
-    report = ws.consolidate(offline=True)
+    report = ws.lifecycle.consolidate(offline=True)
     assert [(c.old, c.new) for c in report.changes] == [(old, new)]
     assert report.to_dict()["changes"][0]["old_text"] == "The staging database port is 5432"
     assert not ws.get(job7).archived and not ws.get(job27).archived
@@ -689,7 +689,7 @@ def test_a_superseded_memory_is_listed_and_restored(tmp_path: Path, embedder) ->
     back = ws.get(old)
     assert not back.archived and "superseded_by" not in back.meta and "restored" in back.meta
     assert "supersedes" not in ws.get(new).meta
-    assert ws.consolidate(offline=True).changes == ()  # a restored memory stays
+    assert ws.lifecycle.consolidate(offline=True).changes == ()  # a restored memory stays
 
 
 def test_restore_by_the_newer_memory_brings_back_what_it_superseded(
@@ -702,8 +702,8 @@ def test_restore_by_the_newer_memory_brings_back_what_it_superseded(
     ws = _written(tmp_path / "w", memories, "[consolidate]\nthreshold = 1\n")
     ws = Workspace(ws.root, embedder=embedder)
     old, new = (e.id for e in ws.entries("memory.md"))
-    assert ws.consolidate(offline=True).superseded == 1
-    report = ws.restore_archived(new)
+    assert ws.lifecycle.consolidate(offline=True).superseded == 1
+    report = ws.lifecycle.restore(new)
     assert report.restored == (old,) and report.archived == ()
     assert {e.id for e in ws.entries("memory.md")} == {old, new}
 
@@ -814,7 +814,7 @@ def test_consolidation_hides_no_distinct_fact(
     with tempfile.TemporaryDirectory() as folder:
         ws = _written(Path(folder) / "w", [m[:3] for m in memories], toml)
         ws = Workspace(ws.root, embedder=embedder)
-        ws.consolidate(offline=True)
+        ws.lifecycle.consolidate(offline=True)
         assert hidden_facts(ws.root) == []
         every = {e.id: e for e in ws.entries("memory.md", include_archived=True)}
         for entry in every.values():

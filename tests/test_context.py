@@ -223,7 +223,7 @@ def test_agent_loop_full_mode_with_a_person_editing_mid_run(tmp_path: Path) -> N
     assert "rate limiter: redis token bucket" in prompts[-1]
     last = ws.build_context(budget_tokens=2000).text
     assert "Add rate limiting to the API [completed]" in last
-    record = ws.sessions(agent="coder", limit=1)[0]
+    record = ws.sessions.list(agent="coder", limit=1)[0]
     assert record.rounds == 4 and record.tools == {"shell": 4}
 
 
@@ -256,7 +256,7 @@ def test_context_is_built_from_the_files_when_the_index_server_is_down(tmp_path:
     ws.remember("The staging database listens on port 5433", type="fact")
     ws.task.new("Move staging to the new cluster")
     ws.world.set("region", "eu-west-1")
-    ws.pool().write("plan", "drain, then switch")
+    ws.sharing.pool().write("plan", "drain, then switch")
     down = f"postgresql://mdmem:pw-never-shown@/memory?host={tmp_path}/no-server-here"
     config = ws.root / "mdmem.toml"
     text = config.read_text().replace('model = "all-MiniLM-L6-v2"', 'model = ""')

@@ -130,10 +130,16 @@ def _parsed(path: Path) -> _Links:
     return parser
 
 
+MCP_CONTRACT = {"recent", "session_event", "pool_get", "pool_set"}
+"""MCP tool names clients have configured, kept though they are not the library's names."""
+
+
 def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
     """docs/cli.md's table of each command, its library call and its MCP tool names every
-    command the program has, and only names that exist: the commands, `Workspace`'s members
-    and modules, and the MCP server's tools."""
+    command the program has, and only names that exist: the commands, `Workspace`'s members,
+    parts and modules, and the MCP server's tools. Each operation has one name: a command is
+    named as its method, or as the part of the workspace its method is on; so is an MCP tool,
+    but for the names clients already use."""
     import asyncio
     import importlib
 
@@ -153,22 +159,42 @@ def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
     listed = [n for row in rows for n in names(row[1])]
     shown = {n for n, c in commands.commands.items() if not c.hidden}
     assert sorted(listed) == sorted(shown)  # each command once, none missing
-
-    for name in (n for row in rows for n in names(row[2])):
-        if name.startswith("ws."):
-            assert hasattr(Workspace, name.removeprefix("ws.")), name
-        elif name.startswith("Workspace."):
-            assert hasattr(Workspace, name.removeprefix("Workspace.")), name
-        else:  # a module, or a module's function
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                module, _, attr = name.rpartition(".")
-                assert hasattr(importlib.import_module(module), attr), name
+    for old, new in (("add", "remember"), ("show", "entries")):  # the names scripts still use
+        assert commands.commands[old].hidden
+        was, now = commands.commands[old], commands.commands[new]
+        assert was.callback.__name__ == now.callback.__name__ == new
+        assert [p.name for p in was.params] == [p.name for p in now.params]
 
     root = Workspace.init(tmp_path / "ws").root
     (root / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
     with Workspace.open(root) as ws:
+        for name in (n for row in rows for n in names(row[2])):
+            if name.startswith(("ws.", "Workspace.")):
+                found: Any = ws
+                for part in name.split(".")[1:]:
+                    assert hasattr(found, part), name
+                    found = getattr(found, part)
+            else:  # a module, or a module's function
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    module, _, attr = name.rpartition(".")
+                    assert hasattr(importlib.import_module(module), attr), name
         server = build_server(ws, warm_up=False)
         tools = {tool.name for tool in asyncio.run(server.list_tools())}
     assert sorted(n for row in rows for n in names(row[3])) == sorted(tools)
+
+    def words(row: list[str]) -> set[str]:
+        """The names a row's library calls are reached by: parts, methods, and a method's
+        last word (`build_context` → `context`, `set_mode` → `mode`)."""
+        calls = [n.split(".")[1:] for n in names(row[2]) if n.startswith(("ws.", "Workspace."))]
+        return {w for call in calls for w in call} | {c[-1].rsplit("_", 1)[-1] for c in calls}
+
+    for row in rows:
+        known = words(row)
+        if not known:
+            continue  # a command with no Workspace call (server, hooks, mcp, import …)
+        for command in names(row[1]):
+            assert command.replace("-", "_") in known, (command, row)
+        for tool in names(row[3]):
+            assert tool in known or tool in MCP_CONTRACT, (tool, row)

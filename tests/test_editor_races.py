@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _settle(ws: Workspace) -> None:
     """Wait until every late-save window of the workspace's writes has closed."""
-    assert ws.writer.guard.wait(timeout=10)
+    assert ws._w.writer.guard.wait(timeout=10)
 
 
 # ---- the line merge ---------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def test_an_in_place_save_into_the_replaced_file_is_merged(ws: Workspace) -> Non
     _settle(ws)
     text = path.read_text()
     assert "- PERSON typed this" in text and "Agent fact written mid-save" in text
-    assert ws.writer.guard.merged >= 1
+    assert ws._w.writer.guard.merged >= 1
     assert text.startswith("# Memory")  # the title and headings are still there
 
 
@@ -235,7 +235,7 @@ def _in_place(path: Path, data: bytes) -> None:
 
 
 def _journal_holds(ws: Workspace, needle: str) -> bool:
-    return any(needle.encode() in v.read_bytes() for v in ws.versions("memory.md"))
+    return any(needle.encode() in v.read_bytes() for v in ws.files.versions("memory.md"))
 
 
 def test_a_stale_copy_saved_in_place_keeps_an_update_of_the_next_line(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_a_save_inside_the_window_copied_after_it_while_the_process_stalls_keeps
     was last seen as expected, not from the save the program happens to read)."""
     ws = _quiet_ws(tmp_path / "ws")
     mem = ws.root / "memory.md"
-    window = ws.writer.guard.window_s
+    window = ws._w.writer.guard.window_s
     ws.remember("Alpha fact about the build", type="fact")
     beta = ws.remember("Beta fact about deploys", type="fact")
     ws.remember("Gamma fact about the office", type="fact")
@@ -297,7 +297,7 @@ def test_a_save_inside_the_window_copied_after_it_while_the_process_stalls_keeps
     copy = mem.read_bytes().replace(b"about the build", b"about the build (typo fixed)")
     ws.update(beta, "Beta fact, corrected by the program")
     written = time.monotonic()
-    with ws.writer.guard._cond:  # the late-save thread cannot run: a stalled process
+    with ws._w.writer.guard._cond:  # the late-save thread cannot run: a stalled process
         time.sleep(0.05)
         _in_place(mem, copy)  # inside the window, lacks the update
         time.sleep(max(0.0, written + window + 0.1 - time.monotonic()))
@@ -415,7 +415,7 @@ def test_a_save_paused_longer_than_the_wait_is_merged_when_it_lands(tmp_path: Pa
     ours = [line for line in text.splitlines(keepends=True) if entry.id.encode() in line]
     assert len(ours) == 1 and text.replace(ours[0], b"") == full
     assert any(v.reason == "written" and entry.id.encode() in v.read_bytes()
-               for v in ws.versions("memory.md"))  # fmt: skip
+               for v in ws.files.versions("memory.md"))  # fmt: skip
     ws.close()
 
 
@@ -429,13 +429,13 @@ def test_a_read_only_file_is_refused(ws: Workspace) -> None:
         ws.remember("must not be written", type="fact")
     mdmem = str(Path(sys.executable).parent / "mdmem")
     out = subprocess.run(
-        [mdmem, "-w", str(ws.root), "add", "must not be written either"],
+        [mdmem, "-w", str(ws.root), "remember", "must not be written either"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "memory.md" in out.stderr and "read-only" in out.stderr
     assert path.read_bytes() == before and stat.S_IMODE(path.stat().st_mode) == 0o444
-    assert not ws.versions("memory.md")  # nothing was written, nothing replaced
+    assert not ws.files.versions("memory.md")  # nothing was written, nothing replaced
 
 
 # ---- what a write will not do -----------------------------------------------------------------
@@ -449,7 +449,7 @@ def test_a_fifo_is_refused_not_waited_on(ws: Workspace) -> None:
 
     def write_and_read() -> None:  # opening the pipe would wait for a writer for ever
         for call in (lambda: ws.remember("into a pipe", file="notes/fifo.md"),
-                     lambda: ws.read("notes/fifo.md")):  # fmt: skip
+                     lambda: ws.files.read("notes/fifo.md")):  # fmt: skip
             with pytest.raises(FileProblem, match="FIFO"):
                 call()
             refused.append("refused")
@@ -480,17 +480,17 @@ def test_every_write_keeps_what_it_replaced_and_what_it_wrote(ws: Workspace) -> 
     original = path.read_text()
     ws.remember("first", type="fact")
     ws.remember("second", type="fact")
-    versions = ws.versions("memory.md")
+    versions = ws.files.versions("memory.md")
     assert [v.reason for v in versions] == ["written", "replaced", "written", "replaced"]
     assert versions[0].read_bytes() == path.read_bytes()  # a copy: its own inode
     assert versions[0].path.stat().st_ino != path.stat().st_ino
     assert versions[-1].read_bytes().decode() == original  # the oldest: before any write
-    journal = ws.state_dir / "journal"
+    journal = ws.files.state_dir / "journal"
     assert stat.S_IMODE(journal.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(v.path.stat().st_mode) == 0o600 for v in versions)
-    ws.restore("memory.md", "4")
+    ws.files.recover("memory.md", "4")
     assert path.read_text() == original
-    assert "second" in ws.versions("memory.md")[2].read_bytes().decode()  # kept too
+    assert "second" in ws.files.versions("memory.md")[2].read_bytes().decode()  # kept too
 
 
 def test_the_journal_is_bounded(tmp_path: Path) -> None:
@@ -500,10 +500,10 @@ def test_the_journal_is_bounded(tmp_path: Path) -> None:
     for n in range(40):
         ws.remember(f"fact {n}", type="fact")
     ws.remember("one more", type="fact")
-    reasons = [v.reason for v in ws.versions("memory.md")]
+    reasons = [v.reason for v in ws.files.versions("memory.md")]
     assert reasons.count("written") == 5 and reasons.count("replaced") == 5
     # the last five writes, byte for byte, however many versions of other kinds came between
-    written = [v.read_bytes() for v in ws.versions("memory.md") if v.reason == "written"]
+    written = [v.read_bytes() for v in ws.files.versions("memory.md") if v.reason == "written"]
     assert b"one more" in written[0] and b"fact 39" in written[1] and b"fact 36" in written[4]
 
 

@@ -33,7 +33,7 @@ def test_embedding_threads_reach_torch(tmp_path: Path) -> None:
     handle = register_module_forward_pre_hook(note)
     try:
         with Workspace.open(root) as ws:
-            report = ws.sync()
+            report = ws.index.update()
             handle.remove()
             assert report.embedded >= 1
             assert seen and {count for _, count in seen} == {target}, seen

@@ -75,7 +75,7 @@ def _full_disk_calls(ws: Workspace, session: Session) -> dict[str, Callable[[], 
         "close": lambda: session.close(),
         "task": lambda: ws.task.add(f"a todo {big}"),
         "world": lambda: ws.world.set("region", big),
-        "pool": lambda: ws.pool().write("findings/x", big),
+        "pool": lambda: ws.sharing.pool().write("findings/x", big),
     }
 
 
@@ -106,7 +106,7 @@ def test_a_full_disk_is_one_clear_line_naming_the_file_and_heals(tmp_path: Path)
         ws = Workspace(root)
         ws.remember("written before the disk filled", type="fact")
         session = ws.session("begun before the disk filled")
-        ws.sync(embed=False)
+        ws.index.update(embed=False)
         with open(root / "memory.md", "a", encoding="utf-8") as handle:
             handle.write("- The zebra crossing is on Elm Street\n")  # a hand edit, not indexed
         filler = _fill(mnt)

@@ -62,7 +62,7 @@ def clones(tmp_path: Path, embedder) -> tuple[Workspace, Workspace, dict[str, st
     }
     seed.task.new("Launch", ["migrate the db", "write the docs", "tag the release"])
     seed.world.set("db", "postgres 15")
-    seed.pool("team").write("plan", "draft", writer="lead")
+    seed.sharing.pool("team").write("plan", "draft", writer="lead")
     git(a, "add", "--all")
     git(a, "commit", "--quiet", "-m", "seed")
     git(a, "push", "--quiet", "-u", "origin", "main")
@@ -71,7 +71,7 @@ def clones(tmp_path: Path, embedder) -> tuple[Workspace, Workspace, dict[str, st
 
 
 def index_rows(ws: Workspace) -> list[tuple]:
-    with sqlite3.connect(ws.status().db_path) as conn:
+    with sqlite3.connect(ws.index.status().db_path) as conn:
         return conn.execute(
             "SELECT path, start_line, end_line, heading, text, type, entry_id, archived "
             "FROM chunks ORDER BY path, start_line, text"
@@ -81,7 +81,7 @@ def index_rows(ws: Workspace) -> list[tuple]:
 def full_reindex_rows(ws: Workspace, embedder, where: Path) -> list[tuple]:
     shutil.copytree(ws.root, where, ignore=shutil.ignore_patterns(".mdmem", ".git"))
     with Workspace.open(where, embedder=embedder) as fresh:
-        fresh.sync(full=True)
+        fresh.index.update(full=True)
         return index_rows(fresh)
 
 
@@ -102,30 +102,30 @@ def test_two_clones_write_at_once_and_sync_both_ways(clones, embedder, tmp_path:
     alice.supersede(ids["deploy"], "Deploys go to Fly.io")
     alice.world.set("db", "postgres 16")
     alice.task.complete(1)
-    alice.pool("team").write("findings/alice", {"latency_ms": 12}, writer="alice")
-    alice.pool("team").write("plan", "alice's plan", writer="alice")
+    alice.sharing.pool("team").write("findings/alice", {"latency_ms": 12}, writer="alice")
+    alice.sharing.pool("team").write("plan", "alice's plan", writer="alice")
     bob.remember("Bob: the cache is Redis 7")
     bob.supersede(ids["ci"], "CI runs on GitHub Actions")
     bob.world.set("queue", "sqs")
     bob.task.complete(3)
-    bob.pool("team").write("findings/bob", "p95 is 40 ms", writer="bob")
-    bob.pool("team").write("plan", "bob's plan", writer="bob")  # the newer write
+    bob.sharing.pool("team").write("findings/bob", "p95 is 40 ms", writer="bob")
+    bob.sharing.pool("team").write("plan", "bob's plan", writer="bob")  # the newer write
 
-    first = alice.git_sync()
+    first = alice.sharing.sync()
     assert first.commit and first.ahead == 1 and first.behind == 0
-    second = bob.git_sync()  # pulls alice's commit: every file merged by the driver
+    second = bob.sharing.sync()  # pulls alice's commit: every file merged by the driver
     assert second.behind == 1 and second.ahead == 1
-    third = alice.git_sync()
+    third = alice.sharing.sync()
     assert third.behind == 1 and third.committed == ()
 
     # round two, the other way: bob pushes first, alice merges
     bob.remember("Bob: staging is eu-west-1")
-    bob.git_sync()
+    bob.sharing.sync()
     # a write, then at once a sync whose rebase rewrites that file: within the write's
     # late-save window, so git's rewrite must not look like a person's old-copy save
     alice.remember("Alice: prod is us-east-1")
-    alice.git_sync()
-    bob.git_sync()
+    alice.sharing.sync()
+    bob.sharing.sync()
 
     assert git(alice.root, "rev-parse", "HEAD") == git(bob.root, "rev-parse", "HEAD")
     assert git(alice.root, "status", "--porcelain") == ""
@@ -145,12 +145,12 @@ def test_two_clones_write_at_once_and_sync_both_ways(clones, embedder, tmp_path:
         assert ws.world.as_dict() == {"db": "postgres 16", "queue": "sqs"}
         state = ws.task.state()
         assert [i.done for i in state.items] == [True, False, True] and state.pointer == 2
-        pool = ws.pool("team")
+        pool = ws.sharing.pool("team")
         assert pool.read("plan").content == "bob's plan"
         assert [e.content for e in pool.history("plan")] == ["alice's plan"]
         assert pool.read("findings/alice").content == {"latency_ms": 12}
         assert pool.read("findings/bob").content == "p95 is 40 ms"
-        assert not ws.status().problems
+        assert not ws.index.status().problems
         assert index_rows(ws) == full_reindex_rows(ws, embedder, tmp_path / f"fresh-{ws.root.name}")
 
 
@@ -158,9 +158,9 @@ def test_a_true_conflict_stops_the_sync_and_the_file_is_never_written(clones) ->
     alice, bob, _ = clones
     alice.world.set("db", "postgres 16")
     bob.world.set("db", "mysql 8")
-    alice.git_sync()
+    alice.sharing.sync()
     with pytest.raises(SyncError) as caught:
-        bob.git_sync()
+        bob.sharing.sync()
     assert caught.value.code == CONFLICTS and "world_state.md" in str(caught.value)
     text = (bob.root / "world_state.md").read_text()
     assert "<<<<<<< ours" in text and "mysql 8" in text and "postgres 16" in text
@@ -169,7 +169,7 @@ def test_a_true_conflict_stops_the_sync_and_the_file_is_never_written(clones) ->
     assert (bob.root / "world_state.md").read_text() == text
     assert any("world_state.md:" in p and "conflict" in p for p in bob.search("db").problems)
     with pytest.raises(SyncError) as again:  # a rebase in progress: refused, not guessed
-        bob.git_sync()
+        bob.sharing.sync()
     assert again.value.code == REFUSED
 
 
@@ -287,23 +287,23 @@ def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(
     assert "mdmem.local.toml" in mdmem(env, b, "init", str(b), "--agent", "bob")
 
     with Workspace.open(a) as alice:
-        assert alice.agent == "alice"
+        assert alice.config.agent == "alice"
         alice.remember("Alice: the API uses JWT")
         alice.remember("Both: staging is eu-west-1")
         alice.supersede(seed, "Deploys go to Fly.io")
     with Workspace.open(b) as bob:
-        assert bob.agent == "bob"  # mdmem.local.toml, this clone only
+        assert bob.config.agent == "bob"  # mdmem.local.toml, this clone only
         bob.remember("Bob: the cache is Redis 7")
         twin = bob.remember("Both: staging is eu-west-1").id
         render = bob.supersede(seed, "Deploys go to Render").id
-        bob.relate(render, twin, "supports")
+        bob.lifecycle.relate(render, twin, "supports")
 
     with Workspace.open(a) as alice:
-        alice.git_sync()
+        alice.sharing.sync()
     said = mdmem(env, b, "sync")
     assert "to settle:" in said and "contradicts" in said and "conflict markers" not in said
     with Workspace.open(a) as alice:
-        assert alice.git_sync().behind == 1
+        assert alice.sharing.sync().behind == 1
 
     assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
     for root in (a, b):
@@ -325,7 +325,9 @@ def test_two_clones_with_mdmem_off_gits_path_lose_and_duplicate_nothing(
         contradiction = [e for e in found if "contradicts" in e.meta]
         assert len(contradiction) == 1 and by_id[contradiction[0].meta["contradicts"]]
     with Workspace.open(a) as alice:  # what `mdmem related` prints
-        assert [(r.source, r.kind) for r in alice.related(kept.id)] == [(render, "supports")]
+        assert [(r.source, r.kind) for r in alice.lifecycle.related(kept.id)] == [
+            (render, "supports")
+        ]
 
 
 @pytest.fixture
@@ -348,21 +350,21 @@ def pair(tmp_path: Path) -> tuple[Workspace, Workspace, Path]:
 def test_sync_refuses_a_driver_git_cannot_run_and_migrates_the_bare_name(pair) -> None:
     alice, bob, _ = pair
     alice.remember("Alice's fact")
-    alice.git_sync()
+    alice.sharing.sync()
     bob.remember("Bob's fact")
     before = git(bob.root, "rev-parse", "HEAD")
     git(bob.root, "config", "--unset", "merge.mdmem.driver")  # a clone that never ran init
     with pytest.raises(SyncError, match=r"no merge\.mdmem\.driver.*mdmem init") as caught:
-        bob.git_sync()
+        bob.sharing.sync()
     assert caught.value.code == REFUSED
     stale = f"/gone/venv/bin/python -m mdmem {DRIVER}"  # a virtual environment rebuilt
     git(bob.root, "config", "merge.mdmem.driver", stale)
     with pytest.raises(SyncError, match=r"does not exist any more.*mdmem init") as caught:
-        bob.git_sync()
+        bob.sharing.sync()
     assert caught.value.code == REFUSED
     assert git(bob.root, "rev-parse", "HEAD") == before  # nothing committed or pulled
     git(bob.root, "config", "merge.mdmem.driver", LEGACY_DRIVER)  # what older versions set
-    report = bob.git_sync()
+    report = bob.sharing.sync()
     assert report.migrated == driver_command() and report.behind == 1
     assert git(bob.root, "config", "merge.mdmem.driver").strip() == driver_command()
     assert sorted(e.text for e in entries(bob.root)) == ["Alice's fact", "Bob's fact"]
@@ -371,12 +373,12 @@ def test_sync_refuses_a_driver_git_cannot_run_and_migrates_the_bare_name(pair) -
 def test_a_failed_or_lossy_merge_is_undone_and_never_pushed(pair) -> None:
     alice, bob, remote = pair
     alice.remember("Alice's fact")
-    alice.git_sync()
+    alice.sharing.sync()
     bob.remember("Bob's fact")
     # a driver that fails: git leaves the file unmerged with no markers in it
     git(bob.root, "config", "merge.mdmem.driver", f"false {DRIVER}")
     with pytest.raises(SyncError) as caught:
-        bob.git_sync()
+        bob.sharing.sync()
     assert caught.value.code == CONFLICTS
     assert "no conflict markers" in str(caught.value) and "undone" in str(caught.value)
     assert not (bob.root / ".git" / "rebase-merge").exists()
@@ -386,12 +388,12 @@ def test_a_failed_or_lossy_merge_is_undone_and_never_pushed(pair) -> None:
     git(bob.root, "config", "merge.mdmem.driver", f"true {DRIVER}")
     remote_head = git(remote, "rev-parse", "main")
     with pytest.raises(SyncError, match=r"would have lost 1 entry.*Bob's fact") as caught:
-        bob.git_sync()
+        bob.sharing.sync()
     assert caught.value.code == LOST
     assert git(bob.root, "rev-parse", "HEAD") == mine  # back at its own work
     assert git(remote, "rev-parse", "main") == remote_head  # nothing pushed
     configure_driver(bob.root)
-    bob.git_sync()
+    bob.sharing.sync()
     assert sorted(e.text for e in entries(bob.root)) == ["Alice's fact", "Bob's fact"]
 
 

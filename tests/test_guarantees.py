@@ -53,7 +53,7 @@ def test_node_modules_and_internal_folders_are_never_read(tmp_path: Path) -> Non
     for folder in ("node_modules/pkg", "web/node_modules/lib", ".git", ".mdmem", "notes"):
         (ws.root / folder).mkdir(parents=True, exist_ok=True)
         (ws.root / folder / "README.md").write_text(f"- zebracorn lives in {folder}\n")
-    report = ws.sync()
+    report = ws.index.update()
     skipped = {"node_modules", ".git", ".mdmem"}
     assert report.paths and not [p for p in report.paths if skipped & set(p.split("/"))]
     hits = ws.search("zebracorn", k=10)
@@ -70,7 +70,7 @@ def test_files_include_decides_what_is_memory(tmp_path: Path) -> None:
     )
     ws = Workspace.open(ws.root)
     assert {h.path for h in ws.search("quokkafish", k=10)} == {"notes/a.md", "notes/deep/b.md"}
-    assert ws.status().files == 3  # the two notes and memory.md, nothing else
+    assert ws.index.status().files == 3  # the two notes and memory.md, nothing else
     (ws.root / "mdmem.toml").write_text(KEYWORD_ONLY)  # back to the default: every *.md
     ws = Workspace.open(ws.root)
     assert {h.path for h in ws.search("quokkafish", k=10)} == {
@@ -111,7 +111,7 @@ def test_unknown_metadata_keys_are_kept_on_every_rewrite(ws: Workspace) -> None:
 def test_search_warns_on_stderr_about_a_file_it_could_not_reindex(tmp_path: Path) -> None:
     ws = _keyword_workspace(tmp_path / "ws")
     (ws.root / "notes.md").write_text("- The VPN config lives in 1Password\n")
-    ws.sync()
+    ws.index.update()
     (ws.root / "notes.md").write_bytes(b"- The VPN config lives in caf\xe9 now\n")  # mid-edit
     run = _cli("search", "vpn config", "--no-server", cwd=ws.root)
     assert run.returncode == 0, run.stderr
@@ -198,7 +198,7 @@ def test_event_text_is_cut_at_20000_characters(ws: Workspace) -> None:
         s.event("execute", text)
         s.tool("shell", {"cmd": "make"}, text)
         s.event("execute", exact)  # 20,000 exactly: kept whole
-    events = ws.session_record(s.id).events
+    events = ws.sessions.record(s.id).events
     assert events[0].text == text[:20_000] + "\n[... 9,999 characters omitted]"
     result = next(e for e in events if e.action == "tool_result")
     kept = ("shell → " + text)[:20_000].rstrip()  # (trailing whitespace is never kept)
@@ -329,8 +329,8 @@ def test_examples_agent_loop_runs(tmp_path: Path) -> None:
     assert "task phase now: review" in run.stdout
     assert "session written to .sessions/" in run.stdout
     ws = Workspace.open(root)
-    assert ws.mode == "full" and ws.task.current() is None  # every TODO done, mode restored
-    record = ws.sessions(agent="coder", limit=1)[0]
+    assert ws.config.mode == "full" and ws.task.current() is None  # every TODO done, mode restored
+    record = ws.sessions.list(agent="coder", limit=1)[0]
     assert record.status == "completed" and record.title == "Finish gap-free invoice numbering"
     assert ws.world.get("tests").startswith("28 passed locally")
 
@@ -471,12 +471,12 @@ def test_a_deleted_workspace_is_not_made_again(tmp_path: Path) -> None:
     root.mkdir()
     (root / "memory.md").write_text("# Memory\n\n## Facts\n- The vault opens at nine\n")
     ws = Workspace(root)
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
     shutil.rmtree(root / ".mdmem")
     assert [h.path for h in ws.search("vault", mode="keyword", track_access=False)] == ["memory.md"]
     shutil.rmtree(root)
     for attempt in (
-        lambda: ws.sync(embed=False),
+        lambda: ws.index.update(embed=False),
         lambda: ws.search("vault", mode="keyword", track_access=False),
     ):
         with pytest.raises(FileNotFoundError, match="workspace folder was deleted") as caught:

@@ -128,7 +128,7 @@ def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -
     assert "1 conversation (1 created), 12 messages" in first.stdout
     assert f"{transcript}:12: not JSON" in first.stderr  # the bad line is named, and skipped
     (path,) = (ws.root / ".sessions").glob("*.md")
-    assert ws.session_record(path.stem).agent == "claude-code"
+    assert ws.sessions.record(path.stem).agent == "claude-code"
     # Claude Code goes on; at stop only the new messages are added
     with transcript.open("a") as handle:
         handle.write(json.dumps({
@@ -137,7 +137,7 @@ def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -
             "message": {"role": "user", "content": "Now push the fix."}}) + "\n")  # fmt: skip
     stop = hook(commands["Stop"], {**payload, "hook_event_name": "Stop"})
     assert stop.returncode == 0 and "(1 appended), 1 messages" in stop.stdout
-    assert ws.session_record(path.stem).events[-1].text == "Now push the fix."
+    assert ws.sessions.record(path.stem).events[-1].text == "Now push the fix."
     assert (
         "0 messages" in hook(commands["SessionEnd"], {**payload, "hook_event_name": "End"}).stdout
     )

@@ -62,24 +62,24 @@ def test_symlink_loops_are_reported_and_skipped(ws: Workspace) -> None:
     _make_loops(ws.root)
     ws.remember("Deploys go to Fly.io staging")
 
-    problems = {p.path: str(p) for p in ws.scan().problems}
+    problems = {p.path: str(p) for p in ws.files.scan().problems}
     for name in ("loop.md", "a.md", "b.md"):
         assert problems[name] == f"{name}: symlink loop; skipped"
     assert "dirloop" not in problems  # not a Markdown name: skipped silently, like a dangling link
 
-    snap = ws.all_documents()
+    snap = ws.files.all()
     assert "memory.md" in {d.path for d in snap.documents}
-    report = ws.sync()
+    report = ws.index.update()
     assert "loop.md: symlink loop; skipped" in {str(p) for p in report.problems}
     results = ws.search("Fly.io staging")
     assert results and results[0].path == "memory.md"
     assert "loop.md: symlink loop; skipped" in results.problems
-    assert "loop.md: symlink loop; skipped" in ws.status().problems
+    assert "loop.md: symlink loop; skipped" in ws.index.status().problems
     assert "Fly.io" in ws.build_context("where do deploys go").text
 
     for name in ("loop.md", "a.md", "dirloop/x.md"):
         with pytest.raises(FileProblem, match="symlink loop"):
-            ws.read(name)
+            ws.files.read(name)
         with pytest.raises(FileProblem, match="symlink loop"):
             ws.remember("never written", file=name)
     assert os.readlink(ws.root / "loop.md") == "loop.md"  # the link itself is left alone
@@ -114,11 +114,11 @@ def test_internal_folders_are_refused_as_write_targets(ws: Workspace, name: str)
 def test_every_always_skipped_folder_is_refused(ws: Workspace) -> None:
     for folder in sorted(ALWAYS_SKIPPED):
         with pytest.raises(UnsafePathError):
-            ws.resolve(f"{folder}/x.md")
+            ws.files.resolve(f"{folder}/x.md")
 
 
 def test_cli_add_into_mdmem_folder_is_one_clear_line(ws: Workspace) -> None:
-    result = cli(ws.root, "add", "hidden", "--file", ".mdmem/x.md")
+    result = cli(ws.root, "remember", "hidden", "--file", ".mdmem/x.md")
     assert result.returncode == 1
     assert result.stderr.startswith("mdmem: error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
@@ -164,7 +164,7 @@ def test_remember_into_a_lone_cr_file_keeps_its_endings(ws: Workspace) -> None:
 def test_invalid_utf8_in_a_lone_cr_file_names_its_line(ws: Workspace) -> None:
     (ws.root / "mac.md").write_bytes(b"# Notes\r- ok\r- caf\xe9 au lait\r")
     with pytest.raises(FileProblem) as info:
-        ws.read("mac.md")
+        ws.files.read("mac.md")
     assert info.value.line == 3 and "column 6" in str(info.value)
 
 
@@ -310,7 +310,7 @@ def test_ordinary_nesting_gives_no_warning() -> None:
 def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) -> None:
     ws = keyword_only(ws)
     ws.remember("Deploys go to Fly.io staging")
-    ws.sync()
+    ws.index.update()
     big = ws.root / "notes" / "big.md"
     big.parent.mkdir()
     lines = [f"- imported note {i} about the quarterly zebra audit\n" for i in range(120_000)]
@@ -325,7 +325,7 @@ def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) ->
     assert any("notes/big.md" in p and "mdmem index" in p for p in results.problems)
     print(f"search with a {big.stat().st_size / 1e6:.1f} MB file pending: {took:.2f} s")
 
-    report = ws.sync()  # what `mdmem index` or the watcher does
+    report = ws.index.update()  # what `mdmem index` or the watcher does
     assert "notes/big.md" in report.paths
     zebra = ws.search("zebra audit 119999", k=1)
     assert zebra.fresh and zebra[0].path == "notes/big.md"
@@ -450,7 +450,7 @@ def test_every_file_name_is_indexed_or_named_and_the_rest_keeps_working(
             words[name] = f"quokka{i}"
             with open(os.path.join(folder, name), "wb") as handle:
                 handle.write(f"- the hostile note {words[name]}\n".encode())
-        report = ws.sync(embed=False)
+        report = ws.index.update(embed=False)
         messages = [str(p) for p in report.problems]
         for name, word in words.items():
             rel = "ex/" + os.fsdecode(name)
@@ -469,12 +469,12 @@ def test_every_file_name_is_indexed_or_named_and_the_rest_keeps_working(
                     ws.remember("never written", file=rel)
         context = ws.build_context("where do deploys go", budget_tokens=400)
         assert "Fly.io" in context.text
-        messages += list(ws.status().problems)
+        messages += list(ws.index.status().problems)
         for message in messages:
             assert len(_utf8_lines(message)) == 1, message
     finally:
         shutil.rmtree(folder)
-        ws.sync(embed=False)
+        ws.index.update(embed=False)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from in_process import Ran, mdmem
 
 from mdmem import Workspace
 from mdmem.errors import EntryNotFoundError, ModeError
@@ -35,12 +36,12 @@ def _line_of(path: Path, needle: str) -> int:
 
 
 def _events(ws: Workspace, path: str) -> list[tuple[str, str]]:
-    record = ws.session_record(Path(path).stem)
+    record = ws.sessions.record(Path(path).stem)
     return [(e.action, e.text) for e in record.events]
 
 
 def _front(ws: Workspace, path: str) -> dict:
-    return ws.read(path).frontmatter
+    return ws.files.read(path).frontmatter
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -74,7 +75,7 @@ def test_chatgpt_keeps_the_active_branch_only(ws: Workspace) -> None:
     assert "OLD BRANCH" not in text and "You are ChatGPT" not in text
     assert "I am a developer" not in text
     # create_time of each message is kept (as local time, like native sessions)
-    record = ws.session_record(Path(first.path).stem)
+    record = ws.sessions.record(Path(first.path).stem)
     start = 1767261600.0
     assert [e.time for e in record.events][:2] == [_local(start + 60), _local(start + 80)]
     assert record.started == dt.datetime.fromtimestamp(start).isoformat()
@@ -115,7 +116,7 @@ def test_claude_code_log(ws: Workspace) -> None:
     (outcome,) = report.outcomes
     assert outcome.conversation == "7a1b2c3d-0000-4000-8000-0000000000cc"
     assert outcome.title == "Fix flaky login test"  # the log's summary line is its title
-    record = ws.session_record(Path(outcome.path).stem)
+    record = ws.sessions.record(Path(outcome.path).stem)
     actions = [e.action for e in record.events]
     assert actions == [
         "user",
@@ -179,12 +180,12 @@ def test_reimport_creates_nothing(ws: Workspace) -> None:
     first = import_path(ws, DATA)
     assert first.count("created") == 6 and first.id is not None
     before = _tree(ws.root)
-    imports = sorted((ws.state_dir / "imports").iterdir())
+    imports = sorted((ws.files.state_dir / "imports").iterdir())
     again = import_path(ws, DATA)
     assert again.count("unchanged") == 6 and again.messages == 0
     assert again.id is None  # nothing written: no import to undo
     assert _tree(ws.root) == before
-    assert sorted((ws.state_dir / "imports").iterdir()) == imports
+    assert sorted((ws.files.state_dir / "imports").iterdir()) == imports
 
 
 def test_a_growing_log_gets_only_its_new_messages(ws: Workspace, tmp_path: Path) -> None:
@@ -192,7 +193,7 @@ def test_a_growing_log_gets_only_its_new_messages(ws: Workspace, tmp_path: Path)
     shutil.copy(CLAUDE_CODE, log)
     first = import_path(ws, log)
     path = first.outcomes[0].path
-    count = len(ws.session_record(Path(path).stem).events)
+    count = len(ws.sessions.record(Path(path).stem).events)
     base = {"sessionId": "7a1b2c3d-0000-4000-8000-0000000000cc", "isSidechain": False}
     more = [
         {**base, "type": "user", "uuid": "u-8", "parentUuid": "u-7",
@@ -207,7 +208,7 @@ def test_a_growing_log_gets_only_its_new_messages(ws: Workspace, tmp_path: Path)
     second = import_path(ws, log)
     (outcome,) = second.outcomes
     assert (outcome.status, outcome.path, outcome.messages) == ("appended", path, 2)
-    record = ws.session_record(Path(path).stem)
+    record = ws.sessions.record(Path(path).stem)
     assert len(record.events) == count + 2 and record.rounds == 2
     assert [(e.time, e.action, e.text) for e in record.events[-2:]] == [
         (dt.datetime.fromisoformat("2026-03-01T08:20:00+00:00").astimezone().strftime("%H:%M:%S"),
@@ -255,7 +256,7 @@ def test_dry_run_writes_nothing(ws: Workspace) -> None:
     assert report.count("created") == 6 and report.id is None and report.dry_run
     assert report.messages == 35
     assert _tree(ws.root) == before
-    assert not (ws.state_dir / "imports").exists()
+    assert not (ws.files.state_dir / "imports").exists()
 
 
 def test_undo_moves_created_files_and_restores_appended_ones(ws: Workspace, tmp_path: Path) -> None:
@@ -367,13 +368,9 @@ def test_json_array_streams_short_reads() -> None:
     ]
 
 
-BIN = Path(sys.executable).parent / "mdmem"
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN), *args], capture_output=True, text=True, input=stdin, timeout=120
-    )
+def run(*args: str, stdin: str | None = None) -> Ran:
+    """`mdmem import …` through typer's CliRunner (tests/in_process.py)."""
+    return mdmem(*args, input=stdin)
 
 
 def test_cli_import_undo_and_bad_input(ws: Workspace) -> None:

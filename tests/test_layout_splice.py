@@ -54,9 +54,9 @@ def test_a_change_is_spliced_in_and_equals_a_full_read(tmp_path: Path, embedder)
     root = tmp_path / "ws"
     _write_notes(root, 30)
     ws = Workspace(root, embedder=embedder)
-    ws.sync()
+    ws.index.update()
     model = embedder.model_id
-    index = ws.index
+    index = ws.index.backend
     _same_as_a_full_read(index, model)
     cache = index._cache
     loads = cache.loads
@@ -65,7 +65,7 @@ def test_a_change_is_spliced_in_and_equals_a_full_read(tmp_path: Path, embedder)
     def step(change) -> None:  # type: ignore[no-untyped-def]
         splices = cache.splices
         change()
-        ws.sync()
+        ws.index.update()
         _same_as_a_full_read(index, model)
         assert cache.splices == splices + 1 and cache.loads == loads  # spliced, not reloaded
         with Workspace(root, embedder=embedder) as fresh:  # a layout loaded from scratch
@@ -82,20 +82,20 @@ def test_a_change_is_spliced_in_and_equals_a_full_read(tmp_path: Path, embedder)
 
     # a vector stored after the chunks were spliced in (a watcher embeds after indexing)
     (notes / "late.md").write_text("# Late\n\n- The ledger export runs nightly\n")
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
     index.layout()
     assert cache.vectors is not None and cache.vectors.missing
-    ws.sync()
+    ws.index.update()
     _same_as_a_full_read(index, model)
     assert not cache.vectors.missing and cache.loads == loads
 
     # the log no longer reaches back to what this reader saw: it reads everything again
     (notes / "n20.md").write_text("# Twenty\n\n- Changed, then pruned from the log\n")
-    ws.sync()
+    ws.index.update()
     with index.conn:
         index.conn.execute("DELETE FROM changes")
     (notes / "n21.md").write_text("# Twenty-one\n\n- Changed after the pruning\n")
-    ws.sync()
+    ws.index.update()
     _same_as_a_full_read(index, model)
     assert cache.loads == loads + 1
     ws.close()
@@ -107,9 +107,9 @@ def test_a_deleted_index_is_rebuilt_and_searched_as_from_scratch(tmp_path: Path,
     ws = Workspace(root, embedder=embedder)
     before = _hits(ws)
     for suffix in ("", "-wal", "-shm"):
-        Path(str(ws.index.db_path) + suffix).unlink(missing_ok=True)
+        Path(str(ws.index.backend.db_path) + suffix).unlink(missing_ok=True)
     assert _hits(ws) == before
-    _same_as_a_full_read(ws.index, embedder.model_id)
+    _same_as_a_full_read(ws.index.backend, embedder.model_id)
     ws.close()
 
 
@@ -119,7 +119,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
     root = tmp_path / "ws"
     _write_notes(root, 20)
     reader = Workspace(root, embedder=embedder)
-    reader.sync()
+    reader.index.update()
     writer = Workspace(root, embedder=embedder)
     errors: list[BaseException] = []
     done = threading.Event()
@@ -127,7 +127,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
     def read_all_the_time() -> None:
         try:
             while not done.is_set():
-                _same_as_a_full_read(reader.index, embedder.model_id)
+                _same_as_a_full_read(reader.index.backend, embedder.model_id)
         except BaseException as exc:
             errors.append(exc)
 
@@ -145,7 +145,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
         done.set()
         thread.join(60)
     assert not errors, errors[0]
-    assert reader.index._cache.splices > 0
-    _same_as_a_full_read(reader.index, embedder.model_id)
+    assert reader.index.backend._cache.splices > 0
+    _same_as_a_full_read(reader.index.backend, embedder.model_id)
     reader.close()
     writer.close()

@@ -1,22 +1,13 @@
-"""ws.stats() and the lifecycle commands as a user runs them: consolidate, restore, related,
-stats, search --explain (real `mdmem` processes; no embedding model, so they start fast)."""
+"""ws.lifecycle.stats() and the lifecycle commands as a user runs them: consolidate, restore, related,
+stats, search --explain (through typer's CliRunner, `tests/in_process.py`; no embedding model)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+
+from in_process import mdmem as run
 
 from mdmem import Workspace
-
-BIN = Path(sys.executable).parent / "mdmem"
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MDMEM_WORKSPACE"}
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
 def _keyword_only(ws: Workspace, extra: str = "") -> Workspace:
@@ -32,7 +23,7 @@ def test_stats_counts_archives_access_and_latency(ws: Workspace) -> None:
     ws.supersede(a.id, "Deploys go to Fly.io, region ams")
     for _ in range(3):
         ws.search("Fly.io deploys")
-    stats = ws.stats()
+    stats = ws.lifecycle.stats()
     assert stats.memories == 2 and stats.by_type["fact"] == 1
     assert stats.by_type["preference"] == 1 and stats.by_file["memory.md"] == 2
     assert stats.archived == {"superseded": 1}
@@ -47,12 +38,12 @@ def test_stats_counts_archives_access_and_latency(ws: Workspace) -> None:
 def test_latency_log_survives_torn_lines_and_is_trimmed(ws: Workspace) -> None:
     from mdmem.index import latency
 
-    log = ws.state_dir / latency.LOG
-    ws.state_dir.mkdir(exist_ok=True)
+    log = ws.files.state_dir / latency.LOG
+    ws.files.state_dir.mkdir(exist_ok=True)
     log.write_text("garbage\n1.0\n" + "1700000000.000 2.5\n" * 4000)
-    latency.record(ws.state_dir, 0.004)
+    latency.record(ws.files.state_dir, 0.004)
     assert len(log.read_text().splitlines()) == latency.KEEP
-    assert latency.recent(ws.state_dir)[-1] == 4.0
+    assert latency.recent(ws.files.state_dir)[-1] == 4.0
 
 
 def test_consolidate_restore_related_stats_from_the_command_line(ws: Workspace) -> None:
@@ -71,7 +62,7 @@ def test_consolidate_restore_related_stats_from_the_command_line(ws: Workspace) 
     assert again.returncode == 1 and "not archived by consolidation" in again.stderr
     assert "Traceback" not in again.stderr
 
-    ws.relate(ids[1], ids[0], "contradicts")
+    ws.lifecycle.relate(ids[1], ids[0], "contradicts")
     related = run("-w", w, "related", ids[0])
     assert f"{ids[1]} contradicts {ids[0]}" in related.stdout
     explained = run("-w", w, "search", "Fly.io deploys", "--explain", "--no-server")
@@ -115,7 +106,7 @@ def test_search_explain_json_names_open_contradictions(ws: Workspace) -> None:
     ws = _keyword_only(ws)
     old = ws.remember("The staging port is 5432")
     new = ws.remember("The staging port is 6543")
-    ws.relate(new, old.id, "contradicts")
+    ws.lifecycle.relate(new, old.id, "contradicts")
     out = run("-w", str(ws.root), "search", "staging port", "--explain", "--json", "--no-server")
     assert out.returncode == 0, out.stderr
     hits = {h["id"]: h for h in json.loads(out.stdout)["hits"]}

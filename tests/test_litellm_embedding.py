@@ -65,7 +65,7 @@ def test_vector_search_through_a_litellm_provider(tmp_path: Path, provider) -> N
     results = ws.search("billing service kubernetes", k=1, mode="vector")
     assert results[0].text == "The billing service runs on Kubernetes"
     assert results[0].scores.vector is not None
-    status = ws.status()
+    status = ws.index.status()
     assert status.model == "litellm/mdmemtest/words-32" and status.embedded == status.chunks
     calls = provider.calls
     ws.search("lunch friday", k=1)  # only the query is embedded now: chunks are cached

@@ -133,7 +133,7 @@ def test_stdio_round_trip_with_the_sdk_client(ws: Workspace, tmp_path: Path) -> 
             return await _round_trip(client)
 
     entry = anyio.run(main)
-    [session] = Workspace.open(ws.root).sessions()
+    [session] = Workspace.open(ws.root).sessions.list()
     assert session.agent == "claude-code" and session.status == "completed"
     assert entry["text"] in (ws.root / "memory.md").read_text()  # archived, with its pointer
 

@@ -191,7 +191,7 @@ def test_writes_are_searchable_at_once_whatever_the_text_extension(tmp_path: Pat
     )
     assert ws.search("quokka", mode="keyword") == []
     assert [h.text for h in ws.search("wombat", mode="keyword")] == ["wombat count is 3"]
-    assert ws.versions("log.txt")  # the safe writes kept what the edit replaced
+    assert ws.files.versions("log.txt")  # the safe writes kept what the edit replaced
 
 
 def test_a_file_the_index_would_skip_is_refused_with_the_way_out(tmp_path: Path) -> None:
@@ -239,7 +239,7 @@ def test_delete_and_clear_archive_to_trash_which_is_never_indexed(tmp_path: Path
     assert len(list((ws.root / ".trash").rglob("b.txt"))) == 1
     assert (ws.root / "memory.md").exists()  # outside the memory folder: untouched
     # .trash/ is mdmem's own: never scanned, and no path into it is accepted
-    assert not [f for f in ws.scan().files if f.path.startswith(".trash/")]
+    assert not [f for f in ws.files.scan().files if f.path.startswith(".trash/")]
     with pytest.raises(ToolError, match="cannot be used"):
         MdmemMemoryTool(ws).call(
             {"command": "view", "path": f"/memories/.trash/{kept.parent.parent.parent.name}"}

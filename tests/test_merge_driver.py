@@ -204,18 +204,18 @@ def test_pool_keys_merge_and_the_newest_write_wins(tmp_path: Path) -> None:
         tmp_path,
         "shared/team.md",
         lambda ws: (
-            ws.pool("team").write("plan", "v1", writer="lead"),
-            ws.pool("team").write("old", 1),
+            ws.sharing.pool("team").write("plan", "v1", writer="lead"),
+            ws.sharing.pool("team").write("old", 1),
         ),
         lambda ws: (
-            ws.pool("team").write("plan", "ours", writer="a"),
-            ws.pool("team").write("ours/key", {"n": 1}, writer="a"),
-            ws.pool("team").delete("old", writer="a"),
+            ws.sharing.pool("team").write("plan", "ours", writer="a"),
+            ws.sharing.pool("team").write("ours/key", {"n": 1}, writer="a"),
+            ws.sharing.pool("team").delete("old", writer="a"),
         ),
         lambda ws: (
-            ws.pool("team").write("plan", "theirs", writer="b"),
-            ws.pool("team").write("theirs/key", [1, 2], writer="b"),
-            ws.pool("team").write("old", 2, writer="b"),
+            ws.sharing.pool("team").write("plan", "theirs", writer="b"),
+            ws.sharing.pool("team").write("theirs/key", [1, 2], writer="b"),
+            ws.sharing.pool("team").write("old", 2, writer="b"),
         ),
     )
     result = merge_file("shared/team.md", o, a, b)
@@ -223,7 +223,7 @@ def test_pool_keys_merge_and_the_newest_write_wins(tmp_path: Path) -> None:
     root = tmp_path / "check"
     shutil.copytree(tmp_path / "base", root, ignore=shutil.ignore_patterns(".mdmem"))
     (root / "shared" / "team.md").write_text(result.text, encoding="utf-8")
-    pool = Workspace.open(root).pool("team")
+    pool = Workspace.open(root).sharing.pool("team")
     plan = pool.read("plan")
     assert plan is not None and plan.content == "theirs" and plan.version == 3
     assert [e.content for e in pool.history("plan")] == ["ours"]
@@ -238,9 +238,9 @@ def test_pool_write_clock_skew_is_a_conflict(tmp_path: Path) -> None:
     o, a, b = three(
         tmp_path,
         "shared/default.md",
-        lambda ws: ws.pool().write("k", "base"),
-        lambda ws: ws.pool().write("k", "ours"),
-        lambda ws: ws.pool().write("k", "theirs"),
+        lambda ws: ws.sharing.pool().write("k", "base"),
+        lambda ws: ws.sharing.pool().write("k", "ours"),
+        lambda ws: ws.sharing.pool().write("k", "theirs"),
     )
     b = re.sub(r"updated_at=\S+", "updated_at=2999-01-01T00:00:00Z", b)
     result = merge_file("shared/default.md", o, a, b)
@@ -301,7 +301,7 @@ def test_the_same_fact_added_on_both_sides_is_kept_once_and_links_follow(tmp_pat
     def theirs(ws: Workspace) -> None:
         ids["theirs"] = ws.remember("The staging db is on port 5433").id
         ids["support"] = ws.supersede(ids["old"], "Staging runs Postgres 16").id
-        ws.relate(ids["support"], ids["theirs"], "supports")
+        ws.lifecycle.relate(ids["support"], ids["theirs"], "supports")
 
     o, a, b = three(
         tmp_path,
@@ -386,9 +386,9 @@ def test_a_consolidation_run_on_both_sides_merges_to_one_that_restore_undoes(
     root = tmp_path / "ws"
     ws = Workspace.init(root, mode="minimal")
     (root / "memory.md").write_text(result.text)
-    report = ws.restore_archived("m-bbbbbbbbb1")
+    report = ws.lifecycle.restore("m-bbbbbbbbb1")
     assert sorted(report.restored) == ["m-aaaaaaaaa1", "m-aaaaaaaaa2"]
-    assert sorted(e.text for e in ws.documents.entries("memory.md")) == [
+    assert sorted(e.text for e in ws._w.documents.entries("memory.md")) == [
         "Indent with tabs",
         "Tabs, not spaces",
     ]

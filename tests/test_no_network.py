@@ -88,9 +88,9 @@ LOOP = textwrap.dedent(
         s.tool("shell", {"cmd": "pytest -q"}, "12 passed in 0.8s")
         s.response("Deployed; I always run the tests before a deploy.")
         ws.task.complete(1)
-    report = ws.sync()  # the real model: torch, sentence-transformers, the packaged weights
+    report = ws.index.update()  # the real model: torch, sentence-transformers, the packaged weights
     out["embedded"] = report.embedded
-    out["model"] = ws.status().model
+    out["model"] = ws.index.status().model
     hits = ws.search("where do we deploy", k=3)
     out["top_hit"] = hits[0].text
     out["fresh"] = hits.fresh
@@ -104,7 +104,7 @@ LOOP = textwrap.dedent(
         chat.response("5433")
     out["minimal_compacted_into"] = ws.compact(chat.record(), offline=True).path
     ws.set_mode("full")
-    cli("add", "Staging runs on two machines", "--type", "fact")
+    cli("remember", "Staging runs on two machines", "--type", "fact")
     with ws.watch(serve=True) as watcher:  # a Unix socket, and the CLI asking it
         watcher.wait_idle(timeout=120)
         served = cli("search", "staging machines", "-k", "2", "-v")

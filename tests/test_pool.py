@@ -25,7 +25,7 @@ INCREMENTER = textwrap.dedent(
     import sys
     from mdmem import VersionConflict, Workspace
     ws = Workspace(sys.argv[1])
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     name, count = sys.argv[2], int(sys.argv[3])
     conflicts = 0
     for _ in range(count):
@@ -129,7 +129,7 @@ def test_the_line_reader_finds_what_markdown_it_finds_or_steps_aside(
 
 
 def test_values_round_trip_through_the_pool_file_exactly(ws: Workspace) -> None:
-    pool = _no_redaction(ws).pool("roundtrip")
+    pool = _no_redaction(ws).sharing.pool("roundtrip")
     written: dict[str, object] = {}
 
     @given(_json)
@@ -141,13 +141,13 @@ def test_values_round_trip_through_the_pool_file_exactly(ws: Workspace) -> None:
         assert fmt.same(pool.read(key).content, value)  # type: ignore[union-attr]
 
     write()
-    fresh = Workspace.open(ws.root).pool("roundtrip")
+    fresh = Workspace.open(ws.root).sharing.pool("roundtrip")
     for key, value in written.items():
-        assert fmt.same(fresh.read(key).content, value)  # type: ignore[union-attr]
+        assert fmt.same(fresh.files.read(key).content, value)  # type: ignore[union-attr]
 
 
 def test_text_stays_readable_in_the_file(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     pool.write("note", "Paris is the capital of France.")
     pool.write("numbers", {"count": 3, "ok": True})
     pool.write(
@@ -160,14 +160,14 @@ def test_text_stays_readable_in_the_file(ws: Workspace) -> None:
     assert '```json\n{"count": 3, "ok": true}\n```' in text  # short: one line
     assert '```json\n{\n  "sources": [\n    "https://example.org/a/long",' in text  # long: indented
     assert "```text\n## not a heading of the file\n```" in text
-    assert ws.pool().read("shout").content == "## not a heading of the file"  # type: ignore[union-attr]
+    assert ws.sharing.pool().read("shout").content == "## not a heading of the file"  # type: ignore[union-attr]
 
 
 # ---- versions, conflicts, hand edits ---------------------------------------------------------
 
 
 def test_versions_and_a_conflict_carries_expected_and_actual(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     first = pool.write("plan", "draft", writer="researcher", metadata={"topic": "x"})
     assert (first.version, first.created_by, first.updated_by) == (1, "researcher", "researcher")
     second = pool.write("plan", "final", writer="writer", metadata={"stage": 2})
@@ -189,7 +189,7 @@ def test_versions_and_a_conflict_carries_expected_and_actual(ws: Workspace) -> N
 
 
 def test_a_hand_edit_between_read_and_write_is_never_overwritten(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     pool.write("goal", "ship on Friday")
     read = pool.read("goal")
     assert read is not None and not read.edited
@@ -210,7 +210,7 @@ def test_a_hand_edit_between_read_and_write_is_never_overwritten(ws: Workspace) 
 
 
 def test_delete_archives_and_the_key_goes_on_from_its_version(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     pool.write("draft", {"words": 120})
     pool.write("draft", {"words": 300})
     pool.write("keep", "me")
@@ -226,24 +226,24 @@ def test_delete_archives_and_the_key_goes_on_from_its_version(ws: Workspace) -> 
     with pytest.raises(KeyError, match="no key 'draft'"):
         pool.delete("draft")
     with pytest.raises(KeyError):
-        ws.pool("empty").delete("x")
+        ws.sharing.pool("empty").delete("x")
     assert not (ws.root / "shared/empty.md").exists()
 
 
 def test_list_is_newest_first_with_prefix_and_limit(ws: Workspace) -> None:
-    pool = ws.pool("research")
+    pool = ws.sharing.pool("research")
     for key in ("a/1", "b/1", "a/2", "a/3"):
         pool.write(key, key)
     pool.write("a/1", "touched")
     assert [e.key for e in pool.list()] == ["a/1", "a/3", "a/2", "b/1"]
     assert [e.key for e in pool.list(prefix="a/", limit=2)] == ["a/1", "a/3"]
-    assert ws.pools() == ["research"]
+    assert ws.sharing.pools() == ["research"]
 
 
 def test_bad_input_is_a_clear_error_and_nothing_is_lost(
     ws: Workspace, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     for key, why in [
         ("", "1 to 200"),
         (" x", "no space"),
@@ -263,7 +263,7 @@ def test_bad_input_is_a_clear_error_and_nothing_is_lost(
     with pytest.raises(ValueError, match="expected_version"):
         pool.write("k", 1, expected_version=True)
     with pytest.raises(ValueError, match="invalid pool name"):
-        ws.pool("../escape")
+        ws.sharing.pool("../escape")
     pool.write("good", 1)
     pool.write("broken", {"a": 1})
     path = ws.root / "shared/default.md"
@@ -279,14 +279,16 @@ def test_bad_input_is_a_clear_error_and_nothing_is_lost(
 
 def test_secrets_are_masked_before_they_reach_the_file(ws: Workspace) -> None:
     secret = "sk-ant-api03-" + "Qx7vT2mP9kR4wZ8nB3cF6hJ1" * 2
-    entry = ws.pool().write("creds", {"note": f"the key is {secret}"})
+    entry = ws.sharing.pool().write("creds", {"note": f"the key is {secret}"})
     assert entry.redacted == 1 and "[REDACTED:" in entry.content["note"]
     assert secret not in (ws.root / "shared/default.md").read_text()
     # a secret only the JSON shows (a key and its value): masked there, and the entry says so
-    pair = ws.pool().write("db", {"password": "hunter2xyz"}, metadata={"password": "hunter2xyz"})
+    pair = ws.sharing.pool().write(
+        "db", {"password": "hunter2xyz"}, metadata={"password": "hunter2xyz"}
+    )
     assert pair.content == {"password": "[REDACTED:password]"} and pair.redacted == 1
     assert pair.metadata == {"password": "[REDACTED:password]"}
-    assert not pair.edited and ws.pool().read("db") == pair
+    assert not pair.edited and ws.sharing.pool().read("db") == pair
     assert "hunter2xyz" not in (ws.root / "shared/default.md").read_text()
 
 
@@ -294,8 +296,8 @@ def test_secrets_are_masked_before_they_reach_the_file(ws: Workspace) -> None:
 
 
 def test_callbacks_fire_on_write_and_delete(ws: Workspace) -> None:
-    pool = ws.pool()
-    assert ws.pool() is pool  # one object per name: its callbacks see every write
+    pool = ws.sharing.pool()
+    assert ws.sharing.pool() is pool  # one object per name: its callbacks see every write
     seen: list[tuple[str, str, int]] = []
     pool.on_write(lambda e: seen.append(("write", e.key, e.version)))
     pool.on_delete(lambda e: seen.append(("delete", e.key, e.version)))
@@ -308,7 +310,7 @@ def test_callbacks_fire_on_write_and_delete(ws: Workspace) -> None:
 
 @pytest.mark.slow
 def test_a_watch_reports_writes_of_other_processes_and_hand_edits(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     pool.write("mine", "before the watch")
     seen: list[tuple[str, str, object]] = []
     changed = threading.Event()
@@ -319,9 +321,7 @@ def test_a_watch_reports_writes_of_other_processes_and_hand_edits(ws: Workspace)
 
     pool.on_write(lambda e: note("write", e))
     pool.on_delete(lambda e: note("delete", e))
-    script = (
-        "import sys; from mdmem import Workspace; Workspace(sys.argv[1]).pool().write('theirs', 7)"
-    )
+    script = "import sys; from mdmem import Workspace; Workspace(sys.argv[1]).sharing.pool().write('theirs', 7)"
     with pool.watch():
         subprocess.run([sys.executable, "-c", script, str(ws.root)], check=True, timeout=60)
         assert changed.wait(10)
@@ -343,7 +343,7 @@ def test_a_watch_accounts_for_every_version_another_process_writes(ws: Workspace
     """Issue 32 §3: 5 writes by another process came as 2 events, 3 versions unaccounted for.
     Events coalesce (the file holds the latest version only); each names the versions it
     stands for, so every one is reported or named skipped, exactly once."""
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     events: list[PoolEntry] = []
     last = threading.Event()
 
@@ -354,7 +354,7 @@ def test_a_watch_accounts_for_every_version_another_process_writes(ws: Workspace
 
     pool.on_write(note)
     script = (
-        "import sys; from mdmem import Workspace; pool = Workspace(sys.argv[1]).pool()\n"
+        "import sys; from mdmem import Workspace; pool = Workspace(sys.argv[1]).sharing.pool()\n"
         "for n in range(5): pool.write('theirs', n)"
     )
     with pool.watch():
@@ -369,7 +369,7 @@ def test_a_watch_accounts_for_every_version_another_process_writes(ws: Workspace
 
 
 def test_async_twins(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
 
     async def main() -> tuple[PoolEntry | None, list[PoolEntry], PoolEntry]:
         await pool.awrite("a", {"n": 1}, writer="bot")
@@ -400,7 +400,7 @@ def test_eight_processes_times_one_hundred_optimistic_increments(ws: Workspace) 
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     elapsed = time.monotonic() - started
     assert [p.returncode for p in procs] == [0] * 8
-    final = Workspace.open(ws.root).pool().read("counter")
+    final = Workspace.open(ws.root).sharing.pool().read("counter")
     assert final is not None
     assert (final.content, final.version) == (800, 800)
     conflicts = sum(int(out) for out in outputs)
@@ -414,7 +414,7 @@ def test_eight_processes_times_one_hundred_optimistic_increments(ws: Workspace) 
 
 def test_pool_files_are_indexed_and_searchable(ws: Workspace, embedder) -> None:
     ws = Workspace.open(ws.root, embedder=embedder)
-    pool = ws.pool("research")
+    pool = ws.sharing.pool("research")
     pool.write("findings/volcano", "Mount Etna erupted twice in March")
     pool.write("findings/stats", {"eruptions": 2, "volcano": "Etna"})
     hits = ws.search("which volcano erupted", k=5)
@@ -430,10 +430,10 @@ def test_pool_files_are_indexed_and_searchable(ws: Workspace, embedder) -> None:
 def test_build_context_injects_shared_entries_newest_first_within_the_budget(
     example: Workspace,
 ) -> None:
-    pool = example.pool()
+    pool = example.sharing.pool()
     pool.write("plan", "outline first, then draft")
     pool.write("stats", {"sources": 12, "verified": True})
-    example.pool("research").write("paris", "Paris is the capital of France")
+    example.sharing.pool("research").write("paris", "Paris is the capital of France")
     pool.write("plan", "draft, then review")  # updated last: newest
     pool.write("huge", "word " * 2000)
     ctx = example.build_context(budget_tokens=4000)
@@ -570,7 +570,7 @@ def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
 
 
 def test_an_open_fence_left_by_hand_never_swallows_a_write(ws: Workspace) -> None:
-    pool = ws.pool()
+    pool = ws.sharing.pool()
     pool.write("first", "one")
     path = ws.root / "shared/default.md"
     broken = path.read_text() + "\n```\nnotes a person never closed\n"
@@ -587,7 +587,7 @@ def test_two_writers_in_each_others_late_save_windows_duplicate_nothing(ws: Work
     late-save guard of one took the other's write for an editor's save of an old copy, and its
     line merge (blank lines and fences repeat in a pool file) put back sections that were
     there: duplicated keys. A program write is no late save."""
-    researcher, writer = ws.pool(), Workspace.open(ws.root).pool()
+    researcher, writer = ws.sharing.pool(), Workspace.open(ws.root).sharing.pool()
     keys = [f"k{n:02d}" for n in range(12)]
     for key in keys:
         researcher.write(key, f"value {key}")

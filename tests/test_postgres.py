@@ -56,7 +56,7 @@ def pair(tmp_path: Path, indexed_template: Path, embedder, postgres: Cluster):
     shutil.copytree(indexed_template, root)
     lite = Workspace.open(root, embedder=embedder)
     pg = on_postgres(root, postgres.url, embedder)
-    pg.copy_index_to_postgres()
+    pg.index.copy_to_postgres()
     yield lite, pg
     lite.close()
     pg.close()
@@ -89,12 +89,12 @@ def test_bm25_scores_equal_fts5s_and_searches_agree(pair) -> None:
     (lite.root / "notes" / "extra.md").write_text(
         "- 生产数据库每天凌晨三点备份\n- Café naïve O'Brien's review of deploys\n"
     )
-    lite.sync()
-    pg.sync()
+    lite.index.update()
+    pg.index.update()
     for query in QUERIES:
-        with lite.index.reading(), pg.index.reading():
-            want = _by_place(lite.index, lite.index.keyword_candidates(query, 1000))
-            got = _by_place(pg.index, pg.index.keyword_candidates(query, 1000))
+        with lite.index.backend.reading(), pg.index.backend.reading():
+            want = _by_place(lite.index.backend, lite.index.backend.keyword_candidates(query, 1000))
+            got = _by_place(pg.index.backend, pg.index.backend.keyword_candidates(query, 1000))
         assert want, query
         assert got.keys() == want.keys(), query
         for place, score in want.items():
@@ -125,12 +125,12 @@ def test_text_copy_keeps_backslashes_tabs_and_null_markers(pair) -> None:
         "- regedit path C:\\new\\table, then \\N and \\\\N\tand a tab\n"
         "- regedit keeps o'brien's \\t literally\r\n"
     )
-    lite.sync()
-    pg.sync()
+    lite.index.update()
+    pg.index.update()
     want = [(h.heading, h.text) for h in lite.search("regedit", k=5, mode="keyword")]
     assert len(want) == 2 and any("\\N" in text and "\t" in text for _, text in want)
     assert [(h.heading, h.text) for h in pg.search("regedit", k=5, mode="keyword")] == want
-    pg.copy_index_to_postgres()
+    pg.index.copy_to_postgres()
     assert [(h.heading, h.text) for h in pg.search("regedit", k=5, mode="keyword")] == want
 
 
@@ -148,9 +148,9 @@ def test_copy_from_sqlite_through_the_cli_embeds_nothing(
     assert toml["index"]["backend"] == "postgres"
     assert toml["index"]["workspace"].startswith("ws_") and PASSWORD not in out.stdout
     pg = on_postgres(root, postgres.url, embedder)
-    status = pg.status()
+    status = pg.index.status()
     assert status.files == 10 and status.embedded == status.chunks > 100
-    report = pg.sync()
+    report = pg.index.update()
     assert (report.changed, report.embedded) == (0, 0)  # fresh, and nothing to embed
     assert "schema mdmem_" in status.db_path and "password" not in status.db_path
     pg.close()
@@ -160,11 +160,11 @@ def test_the_indexer_lock_makes_a_second_writer_wait_then_answer_stale(
     pair, postgres: Cluster
 ) -> None:
     _, pg = pair
-    key = db.lock_key("indexer", pg.index.schema)
+    key = db.lock_key("indexer", pg.index.backend.schema)
     with psycopg.connect(postgres.url, autocommit=True) as other:  # another machine's indexer
         other.execute("SELECT pg_advisory_lock(%s)", (key,))
         (pg.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
-        report = pg.index.sync(lock_timeout=0.2)
+        report = pg.index.backend.sync(lock_timeout=0.2)
         assert report.busy and report.stale == ["notes/late.md"]
         other.execute("SELECT pg_advisory_unlock(%s)", (key,))
     results = pg.search("quarterly audit", k=3)
@@ -184,7 +184,7 @@ for version in range(1, int(sys.argv[3]) + 1):
     for n in range(0, 30, 3):  # ten files per sync batch, every line with the same version
         lines = [f"- alpha item {n} {i} v{version}" for i in range(version % 7 + 3)]
         (root / f"f{n}.md").write_text("# F\\n" + "\\n".join(lines) + "\\n")
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
 print(version)
 """
 
@@ -198,7 +198,7 @@ def test_a_reader_never_sees_half_a_sync(tmp_path: Path, postgres: Cluster) -> N
     for n in range(30):
         (root / f"f{n}.md").write_text("# F\n- alpha item v0\n")
     ws = on_postgres(root, postgres.url, None)
-    ws.sync()
+    ws.index.update()
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(root), postgres.url, "6"],
         stdout=subprocess.PIPE,
@@ -206,8 +206,8 @@ def test_a_reader_never_sees_half_a_sync(tmp_path: Path, postgres: Cluster) -> N
     )
     seen: set[int] = set()
     while writer.poll() is None:  # (the writer stops by itself)
-        with ws.index.searching(), ws.index.reading():
-            rows = ws.index.chunk_rows([int(r) for r in ws.index.layout().rowids])
+        with ws.index.backend.searching(), ws.index.backend.reading():
+            rows = ws.index.backend.chunk_rows([int(r) for r in ws.index.backend.layout().rowids])
         versions = {
             int(r.text.rsplit("v", 1)[1]) for r in rows.values() if r.path[1:-3].isdigit()
             and int(r.path[1:-3]) % 3 == 0 and "alpha" in r.text
@@ -229,7 +229,7 @@ def test_a_reader_on_another_machine_searches_and_never_writes(
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
     (elsewhere / "notes" / "only-here.md").write_text("- Zanzibar is the codename\n")
-    reader = on_postgres(elsewhere, pg.index.url, embedder, name=pg.index.name)
+    reader = on_postgres(elsewhere, pg.index.backend.url, embedder, name=pg.index.backend.name)
     results = reader.search("which port does the compose postgres use", k=3)
     mine = pg.search("which port does the compose postgres use", k=3)
     assert [h.citation for h in results] == [h.citation for h in mine]
@@ -242,28 +242,32 @@ def test_a_reader_with_another_model_gets_one_clear_line(pair, tmp_path: Path) -
     _, pg = pair
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
-    reader = on_postgres(elsewhere, pg.index.url, HashEmbedder(), name=pg.index.name)
+    reader = on_postgres(
+        elsewhere, pg.index.backend.url, HashEmbedder(), name=pg.index.backend.name
+    )
     with pytest.raises(IndexServerError, match=r"holds vectors of sentence-transformers/.*set"):
         reader.search("alembic", k=3)
     assert reader.search("alembic", k=3, mode="keyword")  # keyword search needs no vectors
 
     class SameNameOtherSize(HashEmbedder):
-        model_id = pg.embedder().model_id
+        model_id = pg.index.embedder().model_id
 
-    reader = on_postgres(elsewhere, pg.index.url, SameNameOtherSize(), name=pg.index.name)
+    reader = on_postgres(
+        elsewhere, pg.index.backend.url, SameNameOtherSize(), name=pg.index.backend.name
+    )
     with pytest.raises(IndexServerError, match=r"holds 384-d vectors .* gives 64-d ones: run"):
         reader.search("alembic", k=3)
 
 
 def test_a_model_change_re_embeds_into_a_table_of_its_own(pair) -> None:
     _, pg = pair
-    ws = on_postgres(pg.root, pg.index.url, HashEmbedder())
-    report = ws.sync()
-    assert report.embedded == ws.status().chunks  # everything, with the new model
-    tables = dict(ws.index.conn.execute("SELECT model, dim FROM vector_tables").fetchall())
-    assert tables == {"test/hash-64": 64, pg.embedder().model_id: 384}
+    ws = on_postgres(pg.root, pg.index.backend.url, HashEmbedder())
+    report = ws.index.update()
+    assert report.embedded == ws.index.status().chunks  # everything, with the new model
+    tables = dict(ws.index.backend.conn.execute("SELECT model, dim FROM vector_tables").fetchall())
+    assert tables == {"test/hash-64": 64, pg.index.embedder().model_id: 384}
     assert ws.search("alembic enum type", k=3, mode="vector")
-    assert pg.sync().embedded == 0  # switching back costs nothing: both are kept
+    assert pg.index.update().embedded == 0  # switching back costs nothing: both are kept
     ws.close()
 
 
@@ -274,13 +278,13 @@ def test_filters_fill_the_vector_candidates_by_iterative_scan(pair) -> None:
     from mdmem.index.postgres import read
 
     _, pg = pair
-    index = pg.index
+    index = pg.index.backend
     conn = index.conn
     conn.execute("SET enable_seqscan = off")  # the HNSW index, even on a small table
     conn.execute("SET enable_sort = off")
     conn.execute("SET hnsw.ef_search = 5")
-    table = db.vector_table(conn, pg.embedder().model_id, 384)
-    query = pg.embedder().embed(["database migrations"])[0]
+    table = db.vector_table(conn, pg.index.embedder().model_id, 384)
+    query = pg.index.embedder().embed(["database migrations"])[0]
     reviewer = Filters(agent="reviewer")
     plan = "\n".join(
         r[0]
@@ -311,7 +315,7 @@ def test_each_fault_is_one_line_that_says_what_to_do(pair, postgres: Cluster, tm
         conn.execute("CREATE DATABASE bare")  # no vector extension, and reader may not add it
     cases.append((postgres.url_for(user="reader", password="pw", db="bare"), "CREATE EXTENSION"))
     for url, what in cases:
-        ws = on_postgres(pg.root, url, pg.embedder())
+        ws = on_postgres(pg.root, url, pg.index.embedder())
         with pytest.raises(IndexServerError, match=what) as caught:
             ws.search("alembic", k=1)
         assert "\n" not in str(caught.value) and "wrong" not in str(caught.value)
@@ -325,7 +329,7 @@ def test_each_fault_is_one_line_that_says_what_to_do(pair, postgres: Cluster, tm
 
 def test_a_schema_from_a_newer_mdmem_is_refused(pair) -> None:
     _, pg = pair
-    pg.index.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    pg.index.backend.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     pg.close()
     with pytest.raises(IndexServerError, match="newer mdmem"):
         pg.search("alembic", k=1)
@@ -350,26 +354,26 @@ def test_the_relations_table_follows_the_files_in_the_syncs_transaction(
     ws = _keyword_only(tmp_path, postgres)
     old = ws.remember("The staging port is 5432")
     new = ws.remember("The staging port is 6543")
-    ws.index.sync(embed=False)
-    assert _rels(ws.index.relations(old.id)) == []  # type: ignore[attr-defined]
+    ws.index.backend.sync(embed=False)
+    assert _rels(ws.index.backend.relations(old.id)) == []  # type: ignore[attr-defined]
     path = ws.root / "memory.md"
     text = path.read_text()
     path.write_text(text.replace(f"id={new.id}", f"id={new.id} contradicts={old.id}"))  # by hand
-    assert ws.index.relations(old.id) is None  # type: ignore[attr-defined]  # a file changed
-    ws.index.sync(embed=False)
+    assert ws.index.backend.relations(old.id) is None  # type: ignore[attr-defined]  # a file changed
+    ws.index.backend.sync(embed=False)
     expected = [(new.id, "contradicts", old.id, True)]
-    assert _rels(ws.index.relations(old.id)) == expected  # type: ignore[attr-defined]
-    monkeypatch.setattr(ws.documents, "all", lambda: pytest.fail("parsed the files"))
-    monkeypatch.setattr(ws.documents, "entries", lambda *a: pytest.fail("parsed the files"))
-    assert _rels(ws.related(old.id)) == expected
-    assert ws.contradicted() == {old.id: [new.id]}
+    assert _rels(ws.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
+    monkeypatch.setattr(ws._w.documents, "all", lambda: pytest.fail("parsed the files"))
+    monkeypatch.setattr(ws._w.documents, "entries", lambda *a: pytest.fail("parsed the files"))
+    assert _rels(ws.lifecycle.related(old.id)) == expected
+    assert ws.lifecycle.contradicted() == {old.id: [new.id]}
     monkeypatch.undo()
     (ws.root / "notes.md").write_text(f"- A note <!-- mdmem id=m-0000000001 refines={old.id} -->\n")
-    ws.index.sync(embed=False)
-    assert len(ws.index.relations(old.id)) == 2  # type: ignore[arg-type, attr-defined]
+    ws.index.backend.sync(embed=False)
+    assert len(ws.index.backend.relations(old.id)) == 2  # type: ignore[arg-type, attr-defined]
     (ws.root / "notes.md").unlink()  # removed with its file
-    ws.index.sync(embed=False)
-    assert _rels(ws.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    ws.index.backend.sync(embed=False)
+    assert _rels(ws.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     ws.close()
 
 
@@ -379,23 +383,23 @@ def test_a_schema_3_index_fills_its_relations_at_the_next_sync_and_a_copy_brings
     ws = _keyword_only(tmp_path, postgres)
     old = ws.remember("Deploys go to Heroku")
     new = ws.remember("Deploys go to Fly.io")
-    ws.relate(new, old.id, "contradicts")
-    ws.index.sync(embed=False)
-    conn = ws.index.conn  # type: ignore[attr-defined]
+    ws.lifecycle.relate(new, old.id, "contradicts")
+    ws.index.backend.sync(embed=False)
+    conn = ws.index.backend.conn  # type: ignore[attr-defined]
     conn.execute("DROP TABLE relations")  # as an index of schema 3 has it
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     ws.close()
     again = on_postgres(ws.root, postgres.url, None)
-    assert again.index.relations(old.id) is None  # type: ignore[attr-defined]
-    assert again.index.sync(embed=False).updated >= 1  # every file read once
+    assert again.index.backend.relations(old.id) is None  # type: ignore[attr-defined]
+    assert again.index.backend.sync(embed=False).updated >= 1  # every file read once
     expected = [(new.id, "contradicts", old.id, True)]
-    assert _rels(again.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    assert _rels(again.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     again.close()
     lite = Workspace(ws.root)  # the SQLite index of the same files
-    lite.index.sync(embed=False)
+    lite.index.backend.sync(embed=False)
     lite.close()
     copied = on_postgres(ws.root, postgres.url, None, name="copied")
-    copied.copy_index_to_postgres()
+    copied.index.copy_to_postgres()
     assert _rels(copied.index.relations(old.id)) == expected  # type: ignore[attr-defined]
     copied.close()
 
@@ -407,16 +411,16 @@ def test_reads_count_and_the_access_history_is_kept_on_postgres(
     began counting (set when its schema is made, or at the first connection of an older one)."""
     ws = _keyword_only(tmp_path, postgres)
     a = ws.remember("The office is in Lyon")
-    ws.index.sync(embed=False)
-    since = ws.index.access_since()
+    ws.index.backend.sync(embed=False)
+    since = ws.index.backend.access_since()
     assert since is not None
     ws.get(a.id)
     ws.get(a.id)
-    assert ws.index.access_counts([a.id]) == {a.id: 2}
-    ws.index.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
+    assert ws.index.backend.access_counts([a.id]) == {a.id: 2}
+    ws.index.backend.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
     ws.close()
     again = on_postgres(ws.root, postgres.url, None)
-    assert again.index.access_since() is not None  # its history starts now
+    assert again.index.backend.access_since() is not None  # its history starts now
     again.close()
 
 
@@ -426,13 +430,15 @@ def test_a_connection_never_waits_long_to_start_the_access_history(
     """Another connection writing the same meta row holds it: a new connection leaves the key
     for later instead of waiting for that transaction (here it would wait forever)."""
     ws = _keyword_only(tmp_path, postgres)
-    holder = ws.index.conn  # type: ignore[attr-defined]
+    holder = ws.index.backend.conn  # type: ignore[attr-defined]
     holder.execute("DELETE FROM meta WHERE key = 'access_since'")
     opened: list[str | None] = []
     with holder.transaction():
         holder.execute("INSERT INTO meta(key, value) VALUES ('access_since', 'held')")
         other = on_postgres(ws.root, postgres.url, None)
-        connecting = threading.Thread(target=lambda: opened.append(other.index.access_since()))
+        connecting = threading.Thread(
+            target=lambda: opened.append(other.index.backend.access_since())
+        )
         connecting.start()
         connecting.join(timeout=20)
         finished = not connecting.is_alive()
@@ -488,18 +494,18 @@ def test_a_workspace_on_postgres_never_moves_back_and_says_when_it_is_not_embedd
     lines = first.stdout.split("\n\n", 1)[1]
     (root / "mdmem.toml").write_text((root / "mdmem.toml").read_text() + "\n" + lines)
     ws = Workspace.open(root, embedder=embedder)
-    assert ws.index.__class__.__name__ == "PostgresIndex"
+    assert ws.index.backend.__class__.__name__ == "PostgresIndex"
     for n in range(3):
         ws.remember(f"The canary deploy of release {n} goes to the Lisbon region first")
-    ws.sync()
-    before = ws.status()
+    ws.index.update()
+    before = ws.index.status()
     assert before.embedded == before.chunks and "fresh" in _status(root)
     again = runner.invoke(app, ["-w", str(root), "index", "--backend", "postgres"])
     assert again.exit_code == 0, again.output
     assert "already holds this workspace's index" in again.stdout
     assert "mdmem.toml has these lines already" in again.stdout
     after = Workspace.open(root, embedder=embedder)
-    status = after.status()
+    status = after.index.status()
     assert status.generation is not None and before.generation is not None
     assert status.generation >= before.generation  # never back to 1
     assert (status.chunks, status.embedded) == (before.chunks, before.chunks)
@@ -512,9 +518,9 @@ def test_a_workspace_on_postgres_never_moves_back_and_says_when_it_is_not_embedd
         ws.remember(f"Runbook step {n}: rotate the credentials of service s{n} after paging")
     dying = Workspace.open(root, embedder=DyingServer(embedder, postgres.url_for(db="postgres")))
     with pytest.raises((IndexServerError, psycopg.Error)):
-        dying.sync()
+        dying.index.update()
     dying.close()
-    half = Workspace.open(root, embedder=embedder).status()
+    half = Workspace.open(root, embedder=embedder).index.status()
     assert half.chunks - half.embedded > 0
     shown = _status(root)
     assert f"{half.chunks - half.embedded} chunk(s) not embedded yet" in shown
@@ -533,13 +539,13 @@ def test_a_copy_of_an_index_not_all_embedded_is_embedded_by_the_next_sync(
     for n in range(3):
         ws.remember(f"Backups of shard {n} run at 0{n}:30 UTC")
     with Workspace.open(ws.root, embedder=embedder) as lite:
-        lite.sync(embed=False)  # chunks, and no vector yet
+        lite.index.update(embed=False)  # chunks, and no vector yet
     pg = on_postgres(ws.root, postgres.url, embedder)
-    copied = pg.copy_index_to_postgres()
+    copied = pg.index.copy_to_postgres()
     assert (copied.vectors, copied.synced) == (0, False) and copied.generation >= 1
-    before = pg.status()
+    before = pg.index.status()
     assert before.embedded == 0 < before.chunks
-    assert pg.sync().embedded > 0
-    after = pg.status()
+    assert pg.index.update().embedded > 0
+    after = pg.index.status()
     assert after.embedded == after.chunks and after.generation > before.generation
     pg.close()

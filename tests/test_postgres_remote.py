@@ -35,7 +35,7 @@ def shared(tmp_path_factory, indexed_template: Path, embedder, postgres: Cluster
     shutil.copytree(indexed_template, root)
     config = replace(load_config(root), index=IndexConfig("postgres", postgres.url, "shared"))
     ws = Workspace(root, config, embedder=embedder)
-    ws.copy_index_to_postgres()
+    ws.index.copy_to_postgres()
     yield ws
     ws.close()
 
@@ -56,17 +56,17 @@ def test_a_remote_reader_searches_as_the_workspace_does_and_says_how_fresh(
     assert [h.score for h in theirs] == pytest.approx([h.score for h in mine])
     status = remote.status()
     assert status.chunks > 100 and status.embedded == status.chunks
-    assert status.model == shared.embedder().model_id and status.indexed_from
+    assert status.model == shared.index.embedder().model_id and status.indexed_from
     for hit in (*theirs, *mine):  # the writer's own hits carry them too
         assert (hit.generation, hit.synced) == (status.generation, status.last_sync)
         assert hit.to_dict()["index"] == {"generation": hit.generation, "synced": hit.synced}
-    assert shared.status().generation == status.generation
+    assert shared.index.status().generation == status.generation
     assert {h.scope for h in theirs} == {h.scope for h in mine} and theirs[0].workspace == "shared"
     local = remote.search("session", k=5, scopes="local", track_access=False)
     assert local and all(h.path.startswith(".sessions/") for h in local)
     assert remote.search(QUERY, k=5, scopes=["inherited"], track_access=False) == []
     (shared.root / "notes" / "zanzibar.md").write_text("- Zanzibar is the codename\n")
-    shared.sync()
+    shared.index.update()
     after = remote.search("Zanzibar codename", k=1)
     assert after[0].path == "notes/zanzibar.md" and after[0].generation > status.generation
     assert remote.status().last_sync >= status.last_sync

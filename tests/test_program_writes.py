@@ -17,9 +17,9 @@ def test_another_writer_removing_a_fresh_entry_is_not_undone(ws: Workspace) -> N
     other = Workspace(ws.root)  # a second agent (another process behaves the same)
     ws.remember("The build runs on two cores", type="fact")  # the heading exists already
     ws.remember("The staging database moved to port 6543", type="fact")
-    other.edit_file("memory.md", _without("staging database moved"))  # well within 250 ms
+    other.files.edit("memory.md", _without("staging database moved"))  # well within 250 ms
     for w in (ws, other):  # the windows close: the two guards do not fight over the line
-        assert w.writer.guard.wait(timeout=5.0)
+        assert w._w.writer.guard.wait(timeout=5.0)
         w.close()
     text = (ws.root / "memory.md").read_text(encoding="utf-8")
     assert "staging database moved" not in text
@@ -30,9 +30,9 @@ def test_a_chain_of_program_writes_after_ours_is_respected(ws: Workspace) -> Non
     ws.remember("The build runs on two cores", type="fact")
     ws.remember("First agent's fact about the release train", type="fact")
     second.remember("Second agent's fact about the build cache", type="fact")
-    third.edit_file("memory.md", _without("release train"))
+    third.files.edit("memory.md", _without("release train"))
     for w in (ws, second, third):
-        assert w.writer.guard.wait(timeout=5.0)
+        assert w._w.writer.guard.wait(timeout=5.0)
         w.close()
     text = (ws.root / "memory.md").read_text(encoding="utf-8")
     assert "release train" not in text and "build cache" in text
@@ -65,7 +65,7 @@ def test_every_program_version_is_in_the_lineage_before_it_reaches_the_path(
 
     path = ws.root / "memory.md"
     ws.remember("The first fact", type="fact")
-    lineage = ws.writer.lineage("memory.md")
+    lineage = ws._w.writer.lineage("memory.md")
     done = threading.Event()
 
     def write() -> None:

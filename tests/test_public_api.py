@@ -60,3 +60,18 @@ def test_search_returns_the_exported_types(ws: Workspace) -> None:
     assert isinstance(results, SearchResults) and results
     assert all(isinstance(hit, Hit) for hit in results)
     ws.close()
+
+
+def test_the_workspace_shows_the_daily_calls_and_its_parts() -> None:
+    """`Workspace` keeps what an agent calls every day and groups the rest in named parts: at
+    most 30 public names, async twins included (a new one is a decision, made here)."""
+    public = {name for name in dir(Workspace) if not name.startswith("_")}
+    daily = {
+        "open", "init", "open_global", "config", "remember", "update", "supersede", "forget",
+        "get", "entries", "search", "asearch", "build_context", "abuild_context", "session",
+        "should_compact", "compact", "acompact", "extract", "aextract", "watch", "close",
+        "set_mode",
+    }  # fmt: skip
+    parts = {"index", "files", "sessions", "sharing", "lifecycle", "task", "world"}
+    assert public == daily | parts
+    assert len(public) <= 30

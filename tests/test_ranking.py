@@ -180,7 +180,7 @@ def _all_hits(ws: Workspace):
         "10:00:05 [tool_result] release v42 is live, deploy done",
         "10:00:09 [thinking] The smoke tests need a fresh database first",
     }
-    assert len(results) >= ws.status().chunks - len(FILLER)
+    assert len(results) >= ws.index.status().chunks - len(FILLER)
     return list(results)
 
 

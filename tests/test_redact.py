@@ -166,7 +166,7 @@ def test_session_text_round_trips_but_for_masked_spans(tmp_path: Path) -> None:
         assert s.event("note", f"password: {PASSWORD}").redacted == 1
         assert s.set_metadata("api_key", "Zx81-Qw2Lm9Po3Nb7Vc5") == 1
         assert s.response("done, nothing secret") == 0
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.request == request.replace(AWS, "[REDACTED:aws_access_key]")
     assert record.events[-1].text == "password: [REDACTED:password]"
     assert record.metadata == {"api_key": "[REDACTED:secret]"}
@@ -263,7 +263,7 @@ def test_upgrade_rebuild_leaves_no_old_text(tmp_path: Path, embedder: object) ->
     (root / "mdmem.toml").write_text('mode = "full"\n[redact]\nenabled = false\n')
     old = Workspace.open(root, embedder=embedder)  # type: ignore[arg-type]
     old.remember(LEAKY)
-    old.sync()
+    old.index.update()
     old.close()
     raw = sqlite3.connect(root / ".mdmem" / "index.db")
     raw.execute("PRAGMA secure_delete=OFF")  # what an older mdmem did
@@ -278,12 +278,14 @@ def test_upgrade_rebuild_leaves_no_old_text(tmp_path: Path, embedder: object) ->
     hits = ws.search("deploy creds")
     assert hits and "[REDACTED:" in hits[0].text
     assert _leaks(_db_bytes(root)) == []
-    vectors = ws.index.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-    chunks = ws.index.conn.execute("SELECT count(DISTINCT text_hash) FROM chunks").fetchone()[0]
+    vectors = ws.index.backend.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    chunks = ws.index.backend.conn.execute(
+        "SELECT count(DISTINCT text_hash) FROM chunks"
+    ).fetchone()[0]
     assert vectors == chunks  # the vectors of the unmasked text are gone
-    generation = ws.index.generation()
+    generation = ws.index.backend.generation()
     ws.search("deploy creds")
-    assert ws.index.generation() == generation  # rebuilt once, not on every search
+    assert ws.index.backend.generation() == generation  # rebuilt once, not on every search
     ws.close()
 
 
@@ -304,10 +306,10 @@ def test_forget_removes_every_copy(tmp_path: Path, embedder: object) -> None:
     trash = root / ".trash" / "memory.md"
     trash.parent.mkdir()
     trash.write_text(f"- {leaked.text}\n")
-    ws.sync()
+    ws.index.update()
     assert PASSWORD.encode() in _db_bytes(root)
     query = "SELECT text_hash FROM chunks WHERE entry_id = ?"
-    hashes = [r[0] for r in ws.index.conn.execute(query, (leaked.id,))]
+    hashes = [r[0] for r in ws.index.backend.conn.execute(query, (leaked.id,))]
 
     report = ws.forget(leaked.id)
 
@@ -320,7 +322,7 @@ def test_forget_removes_every_copy(tmp_path: Path, embedder: object) -> None:
     assert report.trash == (".trash/memory.md",) and unrelated.exists()
     assert any("git history" in w for w in report.warnings)
     assert PASSWORD.encode() not in _db_bytes(root)  # db file, free pages and WAL
-    left = ws.index.conn.execute(
+    left = ws.index.backend.conn.execute(
         f"SELECT count(*) FROM embeddings WHERE text_hash IN ({','.join('?' * len(hashes))})",
         hashes,
     ).fetchone()[0]
@@ -356,7 +358,7 @@ def test_state_folder_is_owner_only(tmp_path: Path) -> None:
         (root / ".mdmem").mkdir(mode=0o755)  # as an older mdmem left it
         ws = _keyword_only(root)
         ws.remember("a fact")
-        ws.sync()
+        ws.index.update()
         with ws.watch():
             heartbeat = root / ".mdmem" / "watcher.json"
             for _ in range(100):
@@ -576,7 +578,7 @@ def test_a_key_body_cut_off_by_a_blank_line_stays_out_of_the_index(tmp_path: Pat
     ws = _keyword_only(tmp_path)
     pem = GOT_THROUGH[3][1]
     (ws.root / "notes.md").write_text(f"# Notes\n\nthe deploy key:\n\n{pem}\n")
-    ws.sync()
+    ws.index.update()
     pieces = tuple(line[i : i + 12] for line in _PEM_BODY.split("\n") for i in range(0, 50, 7))
     hits = ws.search(_PEM_BODY[:40], k=10) + ws.search("deploy key END RSA PRIVATE", k=10)
     assert hits and all(_leaks(h.text, pieces) == [] for h in hits)

@@ -244,14 +244,14 @@ def test_two_secretish_world_and_pool_keys_stay_two(tmp_path: Path) -> None:
     keys = ["password=Tr0ub4dor&3xq", "password=Corr3ct-Horse!"]
     for n, key in enumerate(keys):
         ws.world.set(key, f"v{n}")
-        assert ws.pool("default").write(key, f"v{n}").key == key
+        assert ws.sharing.pool("default").write(key, f"v{n}").key == key
     assert [f.key for f in ws.world.facts()] == keys
-    assert sorted(e.key for e in ws.pool("default").list()) == sorted(keys)
+    assert sorted(e.key for e in ws.sharing.pool("default").list()) == sorted(keys)
 
 
 def test_a_world_or_pool_key_holding_a_provider_secret_is_refused(tmp_path: Path) -> None:
     ws = _workspace(tmp_path / "ws")
-    for write in (ws.world.set, ws.pool("default").write):
+    for write in (ws.world.set, ws.sharing.pool("default").write):
         with pytest.raises(SecretInField) as raised:
             write(f"token {GITHUB_TOKEN}", "value")
         message = str(raised.value)
@@ -288,7 +288,7 @@ def test_world_and_pool_keys_round_trip(tmp_path: Path, key: str) -> None:
     """Whatever a key looks like, it is written, found and listed as given; one holding a
     provider-format secret is refused with nothing written."""
     ws = _workspace(tmp_path / uuid.uuid4().hex)
-    pool = ws.pool("default")
+    pool = ws.sharing.pool("default")
     if _refused(key):
         with pytest.raises(SecretInField):
             ws.world.set(key, "value")
@@ -304,6 +304,6 @@ def test_frontmatter_of_other_files_is_content(tmp_path: Path) -> None:
     """Only the frontmatter mdmem writes (sessions, LangGraph items) is structure: an agent's
     own note with ``source: postgres://user:pass@…`` gets the password masked."""
     ws = _workspace(tmp_path / "ws")
-    ws.edit_file("notes/db.md", lambda _: "---\nsource: postgres://app:Hunter2pw@db/x\n---\nhi\n")
+    ws.files.edit("notes/db.md", lambda _: "---\nsource: postgres://app:Hunter2pw@db/x\n---\nhi\n")
     text = (ws.root / "notes" / "db.md").read_text()
     assert "Hunter2pw" not in text and "postgres://app:[REDACTED:url_credentials]@db/x" in text

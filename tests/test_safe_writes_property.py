@@ -196,7 +196,7 @@ HAND = (
 def save_round(draw):  # type: ignore[no-untyped-def]
     ops = draw(
         st.lists(
-            st.one_of(st.just(("remember", 0)), st.tuples(st.just("update"), st.integers(0, 1))),
+            st.one_of(st.just(("add", 0)), st.tuples(st.just("update"), st.integers(0, 1))),
             min_size=1,
             max_size=2,
         )
@@ -231,9 +231,11 @@ def _shows(path: Path, line: str, timeout: float = 5.0) -> bool:
 def _acknowledged_in_journal(ws: Workspace) -> bool:
     """Right after a write returns (the guard held off by the file's lock): the bytes at the
     path, a program write's, are in the journal byte for byte."""
-    with ws.writer.locked("memory.md", "memory.md"):
+    with ws.files.locked("memory.md", "memory.md"):
         now = (ws.root / "memory.md").read_bytes()
-        return any(v.read_bytes() == now for v in ws.versions("memory.md") if v.reason == "written")
+        return any(
+            v.read_bytes() == now for v in ws.files.versions("memory.md") if v.reason == "written"
+        )
 
 
 @settings(
@@ -249,13 +251,13 @@ def _acknowledged_in_journal(ws: Workspace) -> bool:
 @example(
     script=[
         ([("update", 1), ("update", 1)], "inplace", ("edit", 2), 20),
-        ([("update", 1), ("remember", 0)], "inplace", ("add", 0), 0),
+        ([("update", 1), ("add", 0)], "inplace", ("add", 0), 0),
     ]
 )
 @example(  # the next copy was read before the save into the replaced file was merged
     script=[
-        ([("remember", 0)], "old_inode", ("edit", 2), 0),
-        ([("remember", 0)], "inplace", ("edit", 2), 0),
+        ([("add", 0)], "old_inode", ("edit", 2), 0),
+        ([("add", 0)], "inplace", ("edit", 2), 0),
     ]
 )
 def test_saves_that_change_other_lines_never_remove_a_program_write(
@@ -304,7 +306,7 @@ def test_saves_that_change_other_lines_never_remove_a_program_write(
             assume(time.monotonic() - acknowledged < WINDOW_MS / 1000 - 0.1)
             if way == "old_inode":  # the person's next copy is read once their save is merged
                 assert _shows(path, keep[i] if kind == "edit" else added[-1]), path.read_text()
-        assert ws.writer.guard.wait(timeout=30)
+        assert ws._w.writer.guard.wait(timeout=30)
     finally:
         ws.close()
     lines = [line.split(" <!--")[0] for line in path.read_text().splitlines()]

@@ -57,7 +57,7 @@ def chain(tmp_path: Path, embedder) -> tuple[Workspace, Workspace, Workspace]:
     child.remember("The writer drafts the weekly customer newsletter", type="fact")
     for ws in (team, project):
         with Workspace.open(ws.root, embedder=embedder) as own:
-            own.sync()
+            own.index.update()
     return (
         Workspace.open(team.root, embedder=embedder),
         Workspace.open(project.root, embedder=embedder),
@@ -204,30 +204,30 @@ def test_the_scope_policy_refuses_and_allows_publishing(
     )
     child = Workspace.open(child.root, embedder=embedder)
     with pytest.raises(ScopeError, match=r"agent 'writer' may not write INHERITED knowledge: .*"):
-        child.publish("draft", "a first draft")
+        child.sharing.publish("draft", "a first draft")
     assert "scopes.accept = ['researcher']" in str(_refusal(child, "draft", writer="writer"))
     with pytest.raises(ScopeError, match=r"may not write INHERITED.*scopes.publish is"):
-        child.publish("x", "y", writer="intern")
+        child.sharing.publish("x", "y", writer="intern")
     with pytest.raises(ScopeError, match=r"may not write GLOBAL knowledge.*global_writers = \[\]"):
-        child.publish("pref", "tabs", to="global")
+        child.sharing.publish("pref", "tabs", to="global")
     assert not (team.root / "shared").exists()  # nothing written anywhere
     assert not Path(os.environ["MDMEM_GLOBAL"]).exists()  # a refused publish creates nothing
-    entry = child.publish("finding", {"market": "EU", "size": 3}, writer="researcher")
+    entry = child.sharing.publish("finding", {"market": "EU", "size": 3}, writer="researcher")
     assert (entry.version, entry.created_by, entry.metadata["from"]) == (
         1,
         "researcher",
         str(child.root),
     )
-    assert team.pool().read("finding").content == {"market": "EU", "size": 3}
+    assert team.sharing.pool().read("finding").content == {"market": "EU", "size": 3}
     hit = child.search("finding market EU", k=1)[0]  # the parent's index took it in
     assert (hit.scope, hit.path) == ("INHERITED", "shared/default.md")
     with pytest.raises(ValueError, match='publish to "parent" or "global"'):
-        child.publish("x", "y", to="sibling", writer="researcher")
+        child.sharing.publish("x", "y", to="sibling", writer="researcher")
 
 
 def _refusal(ws: Workspace, key: str, writer: str) -> ScopeError:
     try:
-        ws.publish(key, "text", writer=writer)
+        ws.sharing.publish(key, "text", writer=writer)
     except ScopeError as exc:
         return exc
     raise AssertionError("not refused")
@@ -242,7 +242,7 @@ def test_an_agent_may_not_write_another_agents_private_notes(tmp_path: Path) -> 
     with pytest.raises(ScopeError, match=r"'researcher' may not write \.notes/writer/habits\.md"):
         other.remember("Drafts need no review", file=".notes/writer/habits.md")
     with pytest.raises(ScopeError, match="LOCAL memory of agent 'writer'"):
-        other.edit_file(".notes/writer/new.md", "- a note")
+        other.files.edit(".notes/writer/new.md", "- a note")
     assert (tmp_path / "w" / ".notes" / "writer" / "habits.md").read_bytes() == before
     assert not (tmp_path / "w" / ".notes" / "writer" / "new.md").exists()
     other.remember("Sources go in the footnotes", file=".notes/researcher/habits.md")
@@ -259,11 +259,11 @@ def test_global_preferences_are_seen_from_two_workspaces(
     assert one.search("spelling", mode="keyword") == []  # no GLOBAL yet: nothing, no error
     assert not home.exists()
     one = Workspace.open(one.root, embedder=embedder)
-    one.publish("spelling", "Always write British English (colour, organise)", to="global")
+    one.sharing.publish("spelling", "Always write British English (colour, organise)", to="global")
     assert (home / "mdmem.toml").exists()  # created on first use
     g = Workspace.open_global(embedder=embedder)
     g.remember("The user prefers metric units in every answer", type="preference")
-    g.sync()
+    g.index.update()
     for ws in (one, Workspace.open(two.root, embedder=embedder)):
         hit = ws.search("which units should answers use", k=1)[0]
         assert (hit.scope, hit.workspace) == ("GLOBAL", str(home.resolve()))
@@ -282,7 +282,7 @@ GRANDPARENT_WRITES = textwrap.dedent(
     """
     import sys
     from mdmem import Workspace
-    pool = Workspace(sys.argv[1]).pool("plan")
+    pool = Workspace(sys.argv[1]).sharing.pool("plan")
     for key, value in [
         ("budget", {"currency": "EUR", "limits": {"travel": 100, "food": 30}}),
         ("tone", "Formal, short sentences"),
@@ -308,26 +308,26 @@ def test_resolvers_down_a_three_level_chain(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-c", GRANDPARENT_WRITES, str(team.root)], check=True, timeout=60
     )
-    project.pool("plan").write("deadline", "2026-11-15", writer="pm")  # to be overruled
-    first = project.sync_from_parent()
+    project.sharing.pool("plan").write("deadline", "2026-11-15", writer="pm")  # to be overruled
+    first = project.sharing.sync_from_parent()
     assert {(p.key, p.action) for p in first.pulled} == {
         ("budget", "added"),
         ("tone", "added"),
         ("deadline", "replaced"),
     }
-    assert project.pool("plan").read("deadline").content == "2026-12-01"
-    assert project.sync_from_parent().changed == []  # nothing newer: nothing written
+    assert project.sharing.pool("plan").read("deadline").content == "2026-12-01"
+    assert project.sharing.sync_from_parent().changed == []  # nothing newer: nothing written
 
-    child.pool("plan").write("budget", {"limits": {"food": 45}, "owner": "writer"})
-    child.pool("plan").write("tone", "Friendly")
-    child.pool("notes").write("n1", "the child's own")
-    report = child.sync_from_parent()
+    child.sharing.pool("plan").write("budget", {"limits": {"food": 45}, "owner": "writer"})
+    child.sharing.pool("plan").write("tone", "Friendly")
+    child.sharing.pool("notes").write("n1", "the child's own")
+    report = child.sharing.sync_from_parent()
     assert {(p.key, p.action) for p in report.changed} == {
         ("budget", "merged"),
         ("tone", "merged"),
         ("deadline", "added"),
     }
-    plan = child.pool("plan")
+    plan = child.sharing.pool("plan")
     assert plan.read("budget").content == {
         "currency": "EUR",
         "limits": {"travel": 100, "food": 45},
@@ -337,17 +337,19 @@ def test_resolvers_down_a_three_level_chain(tmp_path: Path) -> None:
     assert tone.content == "Friendly"  # text: the child's value wins …
     assert tone.metadata["parent_note"] == "Formal, short sentences"  # … the parent's is kept
     assert tone.metadata["parent_version"] == 1
-    assert child.sync_from_parent().changed == []
+    assert child.sharing.sync_from_parent().changed == []
 
     # the team changes its tone: it reaches the project (parent wins), then the child (merge)
-    Workspace.open(team.root).pool("plan").write("tone", "Formal, no jargon", writer="lead")
-    assert [(p.key, p.action) for p in project.sync_from_parent().changed] == [("tone", "replaced")]
-    again = child.sync_from_parent()
+    Workspace.open(team.root).sharing.pool("plan").write("tone", "Formal, no jargon", writer="lead")
+    assert [(p.key, p.action) for p in project.sharing.sync_from_parent().changed] == [
+        ("tone", "replaced")
+    ]
+    again = child.sharing.sync_from_parent()
     assert [(p.key, p.action, p.parent_version) for p in again.changed] == [("tone", "merged", 2)]
     assert plan.read("tone").metadata["parent_note"] == "Formal, no jargon"
     assert json.loads(json.dumps(again.to_dict()))["parent"] == str(project.root)
     with pytest.raises(ConfigError, match="no parent to sync from"):
-        team.sync_from_parent()
+        team.sharing.sync_from_parent()
 
 
 def test_a_bad_resolver_name_is_a_config_error(tmp_path: Path) -> None:
@@ -395,7 +397,7 @@ def test_the_team_example_runs(
     assert "published to the parent: plan/summary v1 by summariser" in out
     assert "refused: agent 'intern' may not write INHERITED knowledge" in out
     assert "GLOBAL    The user wants British spelling" in out
-    summary = Workspace.open(tmp_path / "demo" / "team").pool("plan").read("summary")
+    summary = Workspace.open(tmp_path / "demo" / "team").sharing.pool("plan").read("summary")
     assert summary is not None and summary.updated_by == "summariser"
 
 
@@ -408,35 +410,40 @@ def test_merge_takes_the_parents_second_change_too(tmp_path: Path) -> None:
     child = _make(
         tmp_path / "child", parent="../team", extra='\n[scopes.resolvers]\nplan = "merge"\n'
     )
-    plan = team.pool("plan")
+    plan = team.sharing.pool("plan")
     plan.write("budget", {"currency": "EUR", "limits": {"travel": 100}}, writer="lead")
-    child.pool("plan").write("budget", {"limits": {"food": 30}})
-    first = child.sync_from_parent()
+    child.sharing.pool("plan").write("budget", {"limits": {"food": 30}})
+    first = child.sharing.sync_from_parent()
     assert [(p.key, p.action) for p in first.changed] == [("budget", "merged")]
     want = {"currency": "EUR", "limits": {"travel": 100, "food": 30}}
-    assert child.pool("plan").read("budget").content == want
+    assert child.sharing.pool("plan").read("budget").content == want
     plan.write("budget", {"currency": "USD", "limits": {"travel": 200}}, writer="lead")
-    second = child.sync_from_parent()
+    second = child.sharing.sync_from_parent()
     assert [(p.key, p.action, p.parent_version) for p in second.pulled] == [("budget", "merged", 2)]
-    budget = child.pool("plan").read("budget")
+    budget = child.sharing.pool("plan").read("budget")
     assert budget.content == {"currency": "USD", "limits": {"travel": 200, "food": 30}}
     # the child changes a leaf the parent also changes next: the child's own change wins
-    child.pool("plan").write("budget", {**budget.content, "currency": "GBP"})
+    child.sharing.pool("plan").write("budget", {**budget.content, "currency": "GBP"})
     plan.write("budget", {"currency": "CHF", "limits": {"travel": 250}}, writer="lead")
-    child.sync_from_parent()
-    assert child.pool("plan").read("budget").content == {
+    child.sharing.sync_from_parent()
+    assert child.sharing.pool("plan").read("budget").content == {
         "currency": "GBP",
         "limits": {"travel": 250, "food": 30},
     }
     # a parent change the child already made itself is taken (`kept`), and the next one too
-    child.pool("plan").write("budget", {"currency": "GBP", "limits": {"travel": 300, "food": 30}})
+    child.sharing.pool("plan").write(
+        "budget", {"currency": "GBP", "limits": {"travel": 300, "food": 30}}
+    )
     plan.write("budget", {"currency": "CHF", "limits": {"travel": 300}}, writer="lead")
-    kept = child.sync_from_parent()
+    kept = child.sharing.sync_from_parent()
     assert [(p.key, p.action) for p in kept.pulled] == [("budget", "kept")]
     plan.write("budget", {"currency": "CHF", "limits": {"travel": 350}}, writer="lead")
-    child.sync_from_parent()
-    assert child.pool("plan").read("budget").content["limits"] == {"travel": 350, "food": 30}
-    assert child.sync_from_parent().pulled == ()  # nothing newer: nothing read or written
+    child.sharing.sync_from_parent()
+    assert child.sharing.pool("plan").read("budget").content["limits"] == {
+        "travel": 350,
+        "food": 30,
+    }
+    assert child.sharing.sync_from_parent().pulled == ()  # nothing newer: nothing read or written
 
 
 LEAF = st.one_of(
@@ -533,7 +540,7 @@ def test_merge_keeps_the_childs_change_of_a_leaf_into_a_dict_and_notes_text() ->
 PARENT_AGENT = """
 import sys
 from mdmem import Workspace
-pool = Workspace(sys.argv[1]).pool("plan")
+pool = Workspace(sys.argv[1]).sharing.pool("plan")
 for travel in (150, 160, 170, 180, 200):
     pool.write("budget", {"currency": "USD", "limits": {"travel": travel}}, writer="lead")
 """
@@ -547,7 +554,7 @@ def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
     team = _make(tmp_path / "team", agent="lead")
     team.remember("Releases ship on Thursdays after the changelog review", type="fact")
-    team.pool("plan").write("budget", {"currency": "EUR", "limits": {"travel": 100}})
+    team.sharing.pool("plan").write("budget", {"currency": "EUR", "limits": {"travel": 100}})
     a = _make(
         tmp_path / "a",
         parent="../team",
@@ -573,7 +580,7 @@ def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.Mo
     assert [p.action for p in b.sync_from_parent().pulled] == ["replaced"]
 
     events: list = []
-    watched = Workspace.open(team.root).pool("plan")
+    watched = Workspace.open(team.root).sharing.pool("plan")
     watched.on_write(events.append)
     with watched.watch():
         subprocess.run([sys.executable, "-c", PARENT_AGENT, str(team.root)], check=True, timeout=60)
@@ -594,7 +601,7 @@ def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.Mo
     }
     assert a.sync_from_parent().pulled == b.sync_from_parent().pulled == ()  # nothing newer
 
-    Workspace.open(team.root).sync(
+    Workspace.open(team.root).index.update(
         embed=False
     )  # the team's own index: then read from it, no problem
     found = a.search("releases thursdays changelog", mode="keyword", k=3, scopes=["inherited"])

@@ -42,11 +42,11 @@ def _texts(results) -> list[str]:
 
 @both_backends
 def test_sync_is_incremental_and_a_noop_when_nothing_changed(indexed: Workspace) -> None:
-    assert indexed.sync().changed == 0  # a copied workspace with its index is still fresh
-    status = indexed.status()
+    assert indexed.index.update().changed == 0  # a copied workspace with its index is still fresh
+    status = indexed.index.status()
     assert status.files == 10 and status.chunks > 100 and status.embedded == status.chunks
     assert status.stale == [] and status.removed == []
-    again = indexed.sync()
+    again = indexed.index.update()
     assert (again.added, again.updated, again.removed, again.embedded) == (0, 0, 0, 0)
 
 
@@ -84,16 +84,16 @@ def test_a_hand_edit_is_found_by_the_next_search_and_the_old_text_is_not(
 def test_new_and_deleted_files_and_renames_reuse_embeddings(indexed: Workspace) -> None:
     notes = indexed.root / "notes"
     (notes / "new.md").write_text("# Runbook\n- Rotate the Stripe webhook secret every quarter\n")
-    report = indexed.sync()
+    report = indexed.index.update()
     assert report.added == 1 and report.embedded >= 1
     assert indexed.search("stripe webhook secret rotation", k=1)[0].path == "notes/new.md"
     # a rename: same text, same headings → no text is embedded again
     (notes / "new.md").rename(notes / "renamed.md")
-    report = indexed.sync()
+    report = indexed.index.update()
     assert report.added == 1 and report.removed == 1 and report.embedded == 0
     assert indexed.search("stripe webhook secret rotation", k=1)[0].path == "notes/renamed.md"
     (notes / "renamed.md").unlink()
-    indexed.sync()
+    indexed.index.update()
     assert all(h.path != "notes/renamed.md" for h in indexed.search("stripe webhook", k=20))
 
 
@@ -132,17 +132,17 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_with_a_message(
 def test_model_change_re_embeds_and_never_mixes_vectors(indexed: Workspace) -> None:
     other = HashEmbedder()
     ws = Workspace.open(indexed.root, embedder=other)
-    report = ws.sync()
-    assert report.embedded == ws.status().chunks  # everything re-embedded with the new model
+    report = ws.index.update()
+    assert report.embedded == ws.index.status().chunks  # everything re-embedded with the new model
     results = ws.search("alembic enum type", k=3, mode="vector")
     assert results and all(h.scores.vector is not None for h in results)
-    conn = ws.index.conn
+    conn = ws.index.backend.conn
     models = {m for (m,) in conn.execute("SELECT DISTINCT model FROM embeddings")}
-    assert models == {"test/hash-64", indexed.embedder().model_id}
-    vectors = ws.index.vectors("test/hash-64")
-    assert vectors.shape == (ws.status().chunks, 64)  # only the new model's vectors
+    assert models == {"test/hash-64", indexed.index.embedder().model_id}
+    vectors = ws.index.backend.vectors("test/hash-64")
+    assert vectors.shape == (ws.index.status().chunks, 64)  # only the new model's vectors
     # and switching back costs nothing: the cache is keyed by (model, text)
-    assert indexed.sync().embedded == 0
+    assert indexed.index.update().embedded == 0
 
 
 @both_backends
@@ -223,7 +223,7 @@ def test_access_counts_bump_and_survive_reindexing(indexed: Workspace) -> None:
     assert again.id == first.id and again.scores.frequency > first.scores.frequency
     indexed.close()
     shutil.rmtree(indexed.root / ".mdmem" / "index.db", ignore_errors=True)
-    indexed.sync(full=True)
+    indexed.index.update(full=True)
     assert indexed.search("gh run watch", k=1)[0].scores.frequency == again.scores.frequency
 
 
@@ -273,7 +273,7 @@ def test_keyword_mode_needs_no_model(tmp_path: Path) -> None:
     ws = Workspace.open(tmp_path)
     results = ws.search("staging database port")
     assert results.mode == "hybrid" and results[0].scores.vector is None
-    assert ws.status().model is None and ws.status().embedded == 0
+    assert ws.index.status().model is None and ws.index.status().embedded == 0
 
 
 def test_session_neighbours_share_relevance_but_knowledge_files_do_not(tmp_path: Path) -> None:
@@ -299,10 +299,10 @@ def test_session_neighbours_share_relevance_but_knowledge_files_do_not(tmp_path:
 
 
 def test_chunker_version_change_rechunks_without_re_embedding(indexed: Workspace) -> None:
-    conn = indexed.index.conn
+    conn = indexed.index.backend.conn
     conn.execute("UPDATE meta SET value = '0' WHERE key = 'chunker_version'")
-    report = indexed.sync()
-    assert report.updated == indexed.status().files  # every file re-read and re-chunked
+    report = indexed.index.update()
+    assert report.updated == indexed.index.status().files  # every file re-read and re-chunked
     assert report.embedded == 0  # same embedded text: the cache answers
 
 
@@ -320,7 +320,7 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
     import subprocess
     import sys
 
-    lock = indexed.index.lock_path
+    lock = indexed.index.backend.lock_path
     holder = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, select\nfrom filelock import FileLock\n"
@@ -332,7 +332,7 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         (indexed.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
-        report = indexed.index.sync(lock_timeout=0.2)
+        report = indexed.index.backend.sync(lock_timeout=0.2)
         assert report.busy and report.stale == ["notes/late.md"]
         results = indexed.search("quarterly audit", k=3)
         assert holder.poll() is None  # answered while the other process still held the index
@@ -349,24 +349,24 @@ def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
     indexed: Workspace,
 ) -> None:
     (indexed.root / "notes" / "k.md").write_text("- The VPN config lives in 1Password\n")
-    report = indexed.sync(embed=False)
+    report = indexed.index.update(embed=False)
     assert report.added == 1 and report.embedded == 0
-    assert indexed.status().embedded == indexed.status().chunks - 1
+    assert indexed.index.status().embedded == indexed.index.status().chunks - 1
     hits = indexed.search("where is the vpn configuration", k=3, mode="vector")
     assert hits[0].path == "notes/k.md"
-    assert indexed.status().embedded == indexed.status().chunks
-    assert indexed.sync().embedded == 0  # and a no-op sync does not look again
+    assert indexed.index.status().embedded == indexed.index.status().chunks
+    assert indexed.index.update().embedded == 0  # and a no-op sync does not look again
 
 
 def test_an_index_of_an_older_schema_is_migrated_in_place(indexed: Workspace, embedder) -> None:
     from mdmem.index.sqlite.db import SCHEMA_VERSION
 
-    conn = indexed.index.conn
+    conn = indexed.index.backend.conn
     conn.execute("PRAGMA user_version=1")  # as the first release left it
     indexed.close()
     ws = Workspace.open(indexed.root, embedder=embedder)
-    assert ws.index.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert ws.sync().embedded == 0  # migrated, not rebuilt: every vector is still there
+    assert ws.index.backend.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert ws.index.update().embedded == 0  # migrated, not rebuilt: every vector is still there
     assert ws.search("alembic enum", k=1, mode="keyword")
 
 
@@ -381,7 +381,7 @@ while time.time() < end:
     n = random.randrange(30)
     lines = [f"- alpha item {n} {i} {random.random()}" for i in range(random.randrange(5, 40))]
     (root / f"f{n}.md").write_text("# F\\n" + "\\n".join(lines) + "\\n")
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
 """
 
 
@@ -400,7 +400,7 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
     for n in range(30):
         (root / f"f{n}.md").write_text("# F\n" + "\n".join(f"- alpha {n} {i}" for i in range(20)))
     ws = Workspace.open(root)
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
     # the writer syncs for up to 120 s; the reader searches for at least 6 s and 100 searches
     # (on a loaded machine a search can take 100 ms), then stops it
     writer = subprocess.Popen([sys.executable, "-c", WRITER_LOOP, str(root), "120"])
@@ -410,7 +410,7 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
     while writer.poll() is None and (time.time() < end or runs < 100):
         try:
             search(
-                ws.index,
+                ws.index.backend,
                 None,
                 "alpha item",
                 k=10,

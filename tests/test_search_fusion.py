@@ -154,7 +154,7 @@ def _workspace(tmp_path: Path) -> Workspace:
         encoding="utf-8",
     )
     ws = Workspace.open(root)
-    ws.sync(embed=False)
+    ws.index.update(embed=False)
     return ws
 
 
@@ -180,7 +180,7 @@ def test_search_ranks_the_same_from_candidates_as_from_every_chunk(
     """Through ``search``: filters, the floor, and the speaker and time lifts see the same
     candidates whether the retrievers name a few chunks or score every one of them."""
     ws = _workspace(tmp_path)
-    index = ws.index
+    index = ws.index.backend
     config = dataclasses.replace(
         ws.config.search,
         min_relevance=floor,

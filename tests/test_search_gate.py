@@ -33,7 +33,7 @@ def test_a_fresh_workspace_with_one_fact_returns_the_fact_and_nothing_else(
     """Issue 16: before, `search "where do we deploy" -k 3` returned the fact, then the task
     template's `Phase: idle` (cosine 0.068) and `Pointer: 0` (0.009) at 0.36 and 0.31."""
     mdmem("init", ".", cwd=tmp_path)
-    mdmem("add", FACT, cwd=tmp_path)
+    mdmem("remember", FACT, cwd=tmp_path)
     shown = mdmem("search", "where do we deploy", "-k", "3", "--explain", cwd=tmp_path).stdout
     assert FACT in shown and "task_process.md" not in shown
     assert "made the cut: relevance 1.000 >= floor 0.25 of the best (words matched" in shown
@@ -95,11 +95,11 @@ def test_the_rerank_formula_with_every_weight_a_key(tmp_path: Path, rerank: str)
     from mdmem.index.filters import Filters
     from mdmem.index.search import search
 
-    ws.sync()
+    ws.index.update()
     ws.search("alpha", k=3)  # one return each: frequency log(2)/log(21)
     today = dt.date(2026, 11, 22)
     hits = search(
-        ws.index, None, "alpha", k=3, mode="keyword", config=config, filters=Filters(),
+        ws.index.backend, None, "alpha", k=3, mode="keyword", config=config, filters=Filters(),
         today=today, track_access=False,
     )  # fmt: skip
     assert len(hits) == 3

@@ -11,7 +11,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.index.speakers import addressed, speaker
-from mdmem.live.output import why
+from mdmem.live.search_output import why
 
 CHAT = """# Session 1: John and Tim
 

@@ -14,7 +14,7 @@ from mdmem import Workspace
 from mdmem.index.filters import Filters
 from mdmem.index.search import Hit, search
 from mdmem.index.when import Span, chunk_days, spans
-from mdmem.live.output import why
+from mdmem.live.search_output import why
 
 TODAY = dt.date(2023, 6, 14)  # a Wednesday
 D = dt.date
@@ -82,8 +82,8 @@ def test_a_chunk_is_dated_by_itself_and_by_its_file_name() -> None:
 
 def _search(ws: Workspace, query: str, weight: float, today: dt.date | None) -> list[Hit]:
     config = dataclasses.replace(ws.config.search, when_weight=weight)
-    ws.index.sync(embed=False)
-    return search(ws.index, None, query, k=3, mode="keyword", config=config,
+    ws.index.backend.sync(embed=False)
+    return search(ws.index.backend, None, query, k=3, mode="keyword", config=config,
                   filters=Filters(), track_access=False, today=today)  # fmt: skip
 
 

@@ -121,7 +121,7 @@ def test_requests_responses_and_events_read_back_exactly(
         s.event("tool_result", text)
         s.event("node.thinking", then)
         s.response(text)
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.request == f"{want}\n\n{want_then}"
     assert record.response == want
     assert [e.text for e in record.events] == [want, want_then]
@@ -140,7 +140,7 @@ def test_code_in_a_request_is_written_as_is(ws: Workspace) -> None:
     text = (ws.root / s.path).read_text()
     assert script in text  # no backslash in the code, no fence around it
     assert "\\## Done\n\nAll green" in text  # the heading renders as text
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert (record.request, record.response) == (script, "## Done\n\nAll green")
 
 
@@ -195,9 +195,9 @@ def test_a_killed_session_is_marked_interrupted(ws: Workspace) -> None:
     live.write_text("being written")
     body = path.read_text().split("---\n", 2)[2]
 
-    ws.status()
+    ws.index.status()
 
-    record = ws.session_record(path.stem)
+    record = ws.sessions.record(path.stem)
     assert record.status == "interrupted"
     assert [e.text for e in record.events][:3] == ["step 0", "step 1", "step 2"]
     assert path.read_text().split("---\n", 2)[2] == body  # the frontmatter only changed
@@ -208,12 +208,12 @@ def test_a_killed_session_is_marked_interrupted(ws: Workspace) -> None:
 def test_the_next_session_and_sync_mark_killed_ones_too(ws: Workspace) -> None:
     first, _ = _kill_a_writer(ws)
     with ws.session("next one") as s:
-        assert ws.session_record(first.stem).status == "interrupted"
+        assert ws.sessions.record(first.stem).status == "interrupted"
         s.event("execute", "x")
     second, _ = _kill_a_writer(ws)
-    ws.sync(embed=False)
-    assert ws.session_record(second.stem).status == "interrupted"
-    assert ws.session_record(s.id).status == "completed"
+    ws.index.update(embed=False)
+    assert ws.sessions.record(second.stem).status == "interrupted"
+    assert ws.sessions.record(s.id).status == "completed"
 
 
 WAITER = textwrap.dedent(
@@ -240,14 +240,14 @@ def test_a_writer_seen_alive_then_killed_is_marked_though_no_file_changed(
     )
     assert proc.stdout is not None
     path = ws.root / proc.stdout.readline().strip()
-    ws.status()
-    assert ws.session_record(path.stem).status == "running"  # its writer is alive
+    ws.index.status()
+    assert ws.sessions.record(path.stem).status == "running"  # its writer is alive
     folder = path.parent.stat().st_mtime_ns
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert path.parent.stat().st_mtime_ns == folder  # a death leaves no trace in the folder
-    ws.status()
-    assert ws.session_record(path.stem).status == "interrupted"
+    ws.index.status()
+    assert ws.sessions.record(path.stem).status == "interrupted"
 
 
 def _running_session(ws: Workspace, name: str, **front: object) -> Path:
@@ -270,9 +270,9 @@ def test_only_this_host_may_decide_a_writer_is_gone(ws: Workspace) -> None:
     by_hand = _running_session(ws, "20260101_100001_by-hand")  # no host, no pid
     here = _running_session(ws, "20260101_100002_here", host=socket.gethostname(), pid=dead)
     before = elsewhere.read_bytes(), by_hand.read_bytes()
-    ws.status()
+    ws.index.status()
     assert (elsewhere.read_bytes(), by_hand.read_bytes()) == before
-    assert ws.session_record(here.stem).status == "interrupted"
+    assert ws.sessions.record(here.stem).status == "interrupted"
     assert _front(here)["pid"] == dead  # nothing else changed
 
 
@@ -284,18 +284,18 @@ def test_a_reused_pid_does_not_keep_a_dead_session_running(ws: Workspace) -> Non
         ws, "20260101_100000_reused", host=host, pid=me, pid_start=(started or 0) - 1
     )
     mine = _running_session(ws, "20260101_100001_mine", host=host, pid=me, pid_start=started)
-    ws.status()
-    assert ws.session_record(reused.stem).status == "interrupted"
-    assert ws.session_record(mine.stem).status == "running"  # this process: alive
+    ws.index.status()
+    assert ws.sessions.record(reused.stem).status == "interrupted"
+    assert ws.sessions.record(mine.stem).status == "running"  # this process: alive
 
 
 def test_a_live_session_is_never_marked(ws: Workspace) -> None:
     with ws.session("alive") as s:
         s.event("execute", "working")
-        ws.status()
-        assert ws.session_record(s.id).status == "running"
+        ws.index.status()
+        assert ws.sessions.record(s.id).status == "running"
         assert {"host", "pid"} <= _front(ws.root / s.path).keys()
-    assert ws.session_record(s.id).status == "completed"
+    assert ws.sessions.record(s.id).status == "completed"
 
 
 def test_new_session_frontmatter_keeps_its_keys_in_order(ws: Workspace) -> None:
@@ -325,7 +325,7 @@ def test_dotted_event_names_are_accepted_and_weighed_by_their_last_part(ws: Work
     with ws.session("seed agent") as s:
         for action in SEED_ACTIONS:
             s.event(action, f"a {action} event")
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert [(e.action, e.importance) for e in record.events] == list(SEED_ACTIONS.items())
     kinds = [e.canonical for e in record.events]
     assert kinds == [
@@ -353,7 +353,7 @@ def test_compaction_classifies_dotted_actions_by_their_last_part(ws: Workspace) 
     assert classify("we will use the cache", "node.planning") == "plan"
     with ws.session("seed") as s:
         s.event("node.error", "KeyError: 'id'")
-    pieces = split_pieces(ws.session_record(s.id).to_messages())
+    pieces = split_pieces(ws.sessions.record(s.id).to_messages())
     assert [(p.action, p.kind) for p in pieces] == [("node.error", "error")]
 
 
@@ -368,7 +368,7 @@ def test_search_refuses_a_k_below_one(indexed: Workspace, k: object) -> None:
         asyncio.run(indexed.asearch("database port", k=k, mode="keyword"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be an integer of at least 1"):
         search(
-            indexed.index,
+            indexed.index.backend,
             None,
             "database port",
             k=k,  # type: ignore[arg-type]

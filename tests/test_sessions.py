@@ -47,7 +47,7 @@ def test_session_file_is_written_as_it_goes(ws: Workspace) -> None:
         s.event("execute", "Set cookie domain from settings", importance=0.9)
         s.response("Fixed: the cookie domain now comes from settings.")
         s.set_metadata("files_changed", "app/auth.py")
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.status == "completed" and record.agent == "coder"
     assert record.rounds == 1
     assert dict(record.tools) == {"shell": 2, "edit_file": 1}
@@ -99,7 +99,7 @@ def test_exception_inside_the_block_is_recorded_and_propagates(ws: Workspace) ->
     with pytest.raises(RuntimeError, match="database is down"), ws.session("deploy") as s:
         s.event("execute", "fly deploy")
         raise RuntimeError("database is down")
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.status == "failed"
     last = record.events[-1]
     assert last.action == "error" and last.importance == 0.9
@@ -124,7 +124,7 @@ def test_any_text_round_trips_without_breaking_the_file(ws: Workspace, text: str
         s.event("tool_result", text)
         s.event("thinking", "after")
         s.response(text)
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     clean = "\n".join(line.rstrip() for line in lines).strip()
     assert record.request == clean  # (a part with blank lines reads back as paragraphs)
@@ -148,7 +148,7 @@ def test_person_edits_the_session_file_mid_run(ws: Workspace) -> None:
         s.event("execute", "step two")
     final = path.read_text()
     assert "A note from the user." in final
-    events = [(e.action, e.text) for e in ws.session_record(s.id).events]
+    events = [(e.action, e.text) for e in ws.sessions.record(s.id).events]
     # the person's note is part of the stream; the next event lands after it
     assert events == [
         ("planning", "step one"),
@@ -175,7 +175,7 @@ def test_same_title_in_the_same_second_gets_its_own_file(ws: Workspace) -> None:
     assert all(name.fullmatch(s.path or "") for s in sessions)
     assert len({s.path for s in sessions}) == 3
     for n, s in enumerate(sessions):  # each file holds its own session's events only
-        events = [(e.action, e.text) for e in ws.session_record(s.id).events]
+        events = [(e.action, e.text) for e in ws.sessions.record(s.id).events]
         assert events == [("execute", f"attempt {n}")]
 
 
@@ -201,12 +201,12 @@ def test_names_never_collide_across_machines_and_old_names_still_read(tmp_path: 
     old = merged / "20260101_120000_old-work.md"
     old.write_text("---\nagent: coder\n---\n# Session: old work\n\n## Events\n")
     ws = Workspace.open(tmp_path / "b")
-    assert len(ws.sessions()) == 3
-    record = ws.session_record("20260101_120000_old-work")
+    assert len(ws.sessions.list()) == 3
+    record = ws.sessions.record("20260101_120000_old-work")
     assert record.started == "2026-01-01T12:00:00" and record.title == "old work"
     new = merged / "20260102_080000_coder-abc123_new-work.md"
     new.write_text("---\nagent: coder\n---\n# Session: new work\n")
-    assert ws.session_record("new-work").started == "2026-01-02T08:00:00"
+    assert ws.sessions.record("new-work").started == "2026-01-02T08:00:00"
 
 
 def test_minimal_mode_writes_no_session_file(tmp_path: Path) -> None:
@@ -223,27 +223,27 @@ def test_minimal_mode_writes_no_session_file(tmp_path: Path) -> None:
 
 
 def test_listing_filters_by_agent_and_date(example: Workspace) -> None:
-    all_ = example.sessions()
+    all_ = example.sessions.list()
     assert [r.id[:8] for r in all_] == ["20261120", "20261119", "20261117", "20261116"]
-    coder = example.sessions(agent="coder", limit=2)
+    coder = example.sessions.list(agent="coder", limit=2)
     assert [r.id for r in coder] == [
         "20261119_142210_invoice-status-enum-ci",
         "20261117_101502_add-pdf-export",
     ]
-    assert [r.agent for r in example.sessions(agent="reviewer")] == ["reviewer"]
-    assert len(example.sessions(since="2026-11-19")) == 2
-    record = example.session_record("enum-ci")
+    assert [r.agent for r in example.sessions.list(agent="reviewer")] == ["reviewer"]
+    assert len(example.sessions.list(since="2026-11-19")) == 2
+    record = example.sessions.record("enum-ci")
     assert record.status == "failed" and record.rounds == 12
     assert record.events[4].action == "error"
     with pytest.raises(EntryNotFoundError):
-        example.session_record("2026")  # ambiguous
+        example.sessions.record("2026")  # ambiguous
 
 
 def test_hand_written_session_gets_defaults(ws: Workspace) -> None:
     (ws.root / ".sessions" / "20260101_120000_notes.md").write_text(
         "# Notes from a call\n\n## Events\n- 12:01 [decision] Use Postgres\n- plain item\n"
     )
-    record = ws.session_record("20260101_120000_notes")
+    record = ws.sessions.record("20260101_120000_notes")
     assert record.started == "2026-01-01T12:00:00"
     assert record.agent == "default" and record.status == "unknown"
     assert [(e.time, e.action, e.text) for e in record.events] == [
@@ -311,10 +311,10 @@ def test_listing_sorts_hand_named_files_by_their_start(ws: Workspace) -> None:
     (ws.root / ".sessions" / "20260101_090000_broken.md").write_text(
         "---\nagent: coder\nrounds: 1e999\nduration_s: .nan\n---\n# Odd numbers\n"
     )
-    newest = ws.sessions(agent="coder", limit=1)
+    newest = ws.sessions.list(agent="coder", limit=1)
     assert [r.id for r in newest] == [s.id]
-    assert [r.id for r in ws.sessions(agent="coder")][-1] == "notes-from-last-year"
-    odd = ws.session_record("broken")
+    assert [r.id for r in ws.sessions.list(agent="coder")][-1] == "notes-from-last-year"
+    odd = ws.sessions.record("broken")
     assert odd.rounds == 0 and odd.duration_s is None  # not a crash
 
 
@@ -325,7 +325,7 @@ def test_block_style_frontmatter_edited_by_hand_stays_valid(ws: Workspace) -> No
         text = path.read_text().replace("tools: {shell: 1}", "tools:\n  shell: 1\n  grep: 4")
         path.write_text(text)
         s.tool("shell", "ls", "ok")
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.agent == "coder" and record.status == "completed"
     assert dict(record.tools) == {"shell": 2}
 
@@ -348,7 +348,7 @@ def test_control_characters_never_make_a_file_binary(ws: Workspace) -> None:
     with ws.session("binary output") as s:
         s.tool("cat", {"path": "a.out"}, "ELF\x00\x01 binary")
         s.event("execute", "next")
-    record = ws.session_record(s.id)
+    record = ws.sessions.record(s.id)
     assert record.status == "completed"
     assert record.events[1].text == "cat → ELF\ufffd\ufffd binary"
     entry = ws.remember("a\x00b", type="fact")
@@ -362,21 +362,21 @@ def test_crlf_session_files_read_and_compact_cleanly(example: Workspace) -> None
     ws = Workspace.open(example.root)
     path = ws.root / ".sessions" / "20261119_142210_invoice-status-enum-ci.md"
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    record = ws.session_record("enum-ci")
+    record = ws.sessions.record("enum-ci")
     assert "\r" not in record.request and len(record.events) == 20
     for _ in range(3):
         ws.compact("enum-ci", offline=True, flush=False)
     data = path.read_bytes()
     assert b"\r\r" not in data and data.count(b"\n") == data.count(b"\r\n")
-    assert ws.session_record("enum-ci").summary
-    assert ws.sessions()  # still listable
+    assert ws.sessions.record("enum-ci").summary
+    assert ws.sessions.list()  # still listable
 
 
 def test_a_lone_carriage_return_does_not_break_parsing(ws: Workspace) -> None:
     (ws.root / "notes.md").write_text("# N\r\r- a\r\n- b\n")
     texts = [e.text for e in ws.entries("notes.md")]
     assert texts[-1] == "b"
-    ws.all_documents()
+    ws.files.all()
 
 
 def test_a_broken_frontmatter_does_not_stop_the_session(

@@ -40,12 +40,12 @@ def workspace(tmp_path: Path, embedder: object) -> Workspace:
 
 
 def stored(ws: Workspace) -> dict[tuple[str, str], tuple[str, str]]:
-    rows = ws.index.conn.execute("SELECT path, id, embed_text, text_hash FROM chunks")
+    rows = ws.index.backend.conn.execute("SELECT path, id, embed_text, text_hash FROM chunks")
     return {(path, cid): (text, text_hash) for path, cid, text, text_hash in rows}
 
 
 def vectors(ws: Workspace, model_id: str) -> dict[str, np.ndarray]:
-    rows = ws.index.conn.execute(
+    rows = ws.index.backend.conn.execute(
         "SELECT text_hash, vector FROM embeddings WHERE model = ?", (model_id,)
     )
     return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
@@ -70,13 +70,15 @@ class Failing:
 def test_the_pipelined_sync_stores_what_each_file_alone_gives(tmp_path: Path, embedder) -> None:
     with workspace(tmp_path, embedder) as ws:
         seen: list[tuple[str, int, int]] = []
-        report = ws.sync(progress=lambda stage, done, total: seen.append((stage, done, total)))
+        report = ws.index.update(
+            progress=lambda stage, done, total: seen.append((stage, done, total))
+        )
         chunks = stored(ws)
         expected = {}
         for path in sorted((ws.root / "notes").iterdir()):
             rel = path.relative_to(ws.root).as_posix()
             doc = parse_document(rel, path.read_text())
-            for chunk in chunk_document(doc, ws.index.redactor):
+            for chunk in chunk_document(doc, ws.index.backend.redactor):
                 expected[(rel, chunk.id)] = (chunk.embed_text, chunk.text_hash)
         assert chunks == expected
         texts = {text_hash: text for text, text_hash in chunks.values()}
@@ -89,7 +91,7 @@ def test_the_pipelined_sync_stores_what_each_file_alone_gives(tmp_path: Path, em
         files = [s for s in seen if s[0] == "files"]
         assert files == [("files", 8, FILES), ("files", 24, FILES), ("files", FILES, FILES)]
         assert seen[-1] == ("embedding", len(texts), len(texts))
-        assert ws.sync().changed == 0 and ws.sync().embedded == 0
+        assert ws.index.update().changed == 0 and ws.index.update().embedded == 0
 
 
 PIPELINE_THREADS = ("mdmem-read", "mdmem-embed")
@@ -109,7 +111,7 @@ def test_a_model_error_is_raised_and_the_next_sync_finishes_the_job(
     failing = Failing(embedder, fail_at=2)
     with workspace(tmp_path, failing) as ws:
         with pytest.raises(RuntimeError, match="ran out of memory"):
-            ws.sync()
+            ws.index.update()
         assert not _sync_threads()
         chunks = stored(ws)
         assert {path for path, _ in chunks} == {
@@ -117,7 +119,7 @@ def test_a_model_error_is_raised_and_the_next_sync_finishes_the_job(
         }  # every file's chunks, whole
         partial = vectors(ws, embedder.model_id)
         assert 0 < len(partial) < len({h for _, h in chunks.values()})  # the first batch
-        report = ws.sync()  # the model works again: the rest is embedded
+        report = ws.index.update()  # the model works again: the rest is embedded
         assert report.embedded == len({h for _, h in chunks.values()}) - len(partial)
         assert vectors(ws, embedder.model_id).keys() == {h for _, h in chunks.values()}
         hits = ws.search("old crane 17 lifts crate 2", mode="vector", k=3)

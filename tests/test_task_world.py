@@ -143,7 +143,7 @@ def test_switching_modes_edits_one_line_and_deletes_nothing(example: Workspace) 
     toml.write_text('# my settings\nmode = "full"   # keep\nagent = "coder"\n\n[search]\nk = 5\n')
     files = [*(p.name for p in example.root.iterdir()), ".mdmem"]  # + its lock folder
     assert example.set_mode("minimal") == []  # .compact_memory.md exists already
-    assert example.mode == "minimal"
+    assert example.config.mode == "minimal"
     assert toml.read_text() == (
         '# my settings\nmode = "minimal"   # keep\nagent = "coder"\n\n[search]\nk = 5\n'
     )
@@ -238,7 +238,7 @@ def test_new_task_keeps_the_old_one_before_replacing_it(ws: Workspace) -> None:
         return parse_document("task_process.md", path.read_text())
 
     def write(edit) -> str:  # what ws.task writes through: the workspace's safe writer
-        return ws.writer.edit(Target(path, "task_process.md", 10_000_000), edit).text
+        return ws._w.writer.edit(Target(path, "task_process.md", 10_000_000), edit).text
 
     def archive_while_a_person_saves(title: str, text: str) -> None:
         archived.append((title, text))

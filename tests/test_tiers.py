@@ -59,7 +59,7 @@ def _event_lines(path: Path) -> list[str]:
 
 
 def _tiers(ws: Workspace) -> dict[str, object]:
-    return {t.name: t for t in ws.tiers()}
+    return {t.name: t for t in ws.lifecycle.tiers()}
 
 
 def test_l2_is_compacted_into_the_summary_as_the_session_is_written(tmp_path: Path) -> None:
@@ -80,8 +80,8 @@ def test_l2_is_compacted_into_the_summary_as_the_session_is_written(tmp_path: Pa
     assert l2.tokens < l2.trigger <= 0.85 * 400  # type: ignore[attr-defined]
     assert tiers["L1"].tokens <= 200 and tiers["L1"].items >= 1  # type: ignore[attr-defined]
     # the least important went first: every remaining L2 event is an error (0.9)
-    record = ws.session_record(s.id)
-    kept = ws.promoter.plan().view.l2
+    record = ws.sessions.record(s.id)
+    kept = ws._w.promoter.plan().view.l2
     assert kept and all(i.event.action == "error" for i in kept[:-1])
     assert len(record.events) == 40
     s.close()
@@ -91,12 +91,12 @@ def test_frequency_strategy_keeps_what_searches_return(tmp_path: Path) -> None:
     ws = _ws(tmp_path, extra='strategy = "frequency"', auto=False)
     s = ws.session("cookie work")
     _events(s, 24)
-    ws.sync()
+    ws.index.update()
     for _ in range(3):
         ws.search("host3.example", k=1, mode="keyword")  # step 3 (execute, 0.65) is used
-    report = ws.promote()
+    report = ws.lifecycle.promote()
     assert report.steps[0].kind == "compact" and report.steps[0].done
-    evicted = ws.promoter.plan().view.evicted
+    evicted = ws._w.promoter.plan().view.evicted
     assert 4 not in evicted  # position 4 = step 3: accessed, so kept
     assert evicted  # others of the same importance went
     s.close()
@@ -134,10 +134,10 @@ def test_l3_promotes_the_oldest_summaries_facts_to_l4(tmp_path: Path) -> None:
     before = _tiers(ws)["L3"]
     assert before.items == 6 and before.tokens >= before.trigger  # type: ignore[attr-defined]
     assert "extract lasting facts of the 2 oldest" in before.next  # type: ignore[attr-defined]
-    dry = ws.promote(dry_run=True)
+    dry = ws.lifecycle.promote(dry_run=True)
     assert "+- The team decided to use PostgreSQL 16" in dry.diff
     assert not (ws.root / "memory.md").read_text().count("PostgreSQL")  # nothing written
-    report = ws.promote()
+    report = ws.lifecycle.promote()
     assert [s.kind for s in report.steps][:2] == ["extract", "extract"]
     memory = (ws.root / "memory.md").read_text()
     for n in (0, 1):
@@ -146,7 +146,7 @@ def test_l3_promotes_the_oldest_summaries_facts_to_l4(tmp_path: Path) -> None:
         assert "<!-- mdmem promoted: " in paths[n].read_text()
     assert "promoted" not in paths[2].read_text()
     assert _tiers(ws)["L3"].items == 4  # type: ignore[attr-defined]
-    again = ws.promote()  # below the trigger now: a re-run converges
+    again = ws.lifecycle.promote()  # below the trigger now: a re-run converges
     assert not [s for s in again.steps if s.kind == "extract"]
 
 
@@ -155,7 +155,7 @@ def test_l4_past_its_threshold_runs_consolidation(tmp_path: Path) -> None:
     for fact in FACTS[:4]:
         ws.remember(fact)
     assert "consolidate" in _tiers(ws)["L4"].next  # type: ignore[attr-defined]
-    report = ws.promote()
+    report = ws.lifecycle.promote()
     step = next(s for s in report.steps if s.kind == "consolidate")
     assert "no embeddings" in step.detail or "memories" in step.detail
 
@@ -167,14 +167,14 @@ def test_old_compacted_sessions_move_to_the_archive_still_found(tmp_path: Path) 
     raw.write_text(raw.read_text().split("## Summary")[0])  # never compacted: stays
     running = _summarized(ws, "20260107_100000_run", "2026-01-07T10:00:00", FACTS[2], "running")
     data = old.read_bytes()
-    report = ws.promote()
+    report = ws.lifecycle.promote()
     moved = ws.root / ".sessions/archive/2026-01/20260105_100000_old.md"
     assert [m.target for m in report.moves if m.done] == [
         ".sessions/archive/2026-01/20260105_100000_old.md"
     ]
     assert not old.exists() and moved.read_bytes() == data  # nothing lost
     assert raw.exists() and running.exists()
-    assert ws.session_record("20260105_100000_old").path == moved.relative_to(ws.root).as_posix()
+    assert ws.sessions.record("20260105_100000_old").path == moved.relative_to(ws.root).as_posix()
     hits = ws.search("PostgreSQL invoices database", mode="keyword")
     assert any(h.path.startswith(".sessions/archive/2026-01/") for h in hits)
 
@@ -187,7 +187,7 @@ def test_minimal_mode_promotes_the_compact_memorys_oldest_events(tmp_path: Path)
         f"# Compact Memory\n\n## State\n- working on invoices\n\n## Key Events\n{events}\n"
     )
     assert _tiers(ws)["L3"].items == 12  # type: ignore[attr-defined]
-    ws.promote()
+    ws.lifecycle.promote()
     text = (ws.root / ".compact_memory.md").read_text()
     key_events, archive = text.split("## Key Events")[1].split("## Archive")
     assert FACTS[0] in archive and FACTS[2] in archive and FACTS[3] in key_events
@@ -218,7 +218,7 @@ def test_cli_tiers_and_promote(tmp_path: Path) -> None:
     assert data["dry_run"] and data["diff"] and not data["after"]
     out = runner.invoke(app, ["-w", str(ws.root), "promote"])
     assert out.exit_code == 0 and "L3" in out.stdout
-    assert [t["name"] for t in ws.stats().tiers] == ["L1", "L2", "L3", "L4"]
+    assert [t["name"] for t in ws.lifecycle.stats().tiers] == ["L1", "L2", "L3", "L4"]
 
 
 def test_context_draws_on_the_live_sessions_tiers(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_extraction_records_contradicts_and_refines(tmp_path: Path, embedder) ->
     change = next(c for c in report.changes if c.action == "replace")
     new = ws.get(change.entry_id or "")
     assert new.meta.get("contradicts") == old.id and new.meta.get("supersedes") == old.id
-    assert ws.related(old.id)[0].kind == "contradicts"
+    assert ws.lifecycle.related(old.id)[0].kind == "contradicts"
     base = ws.remember("The user prefers dark mode in VS Code", type="preference")
     said = "I prefer dark mode in VS Code and in the terminal"
     report = ws.extract([{"role": "user", "content": said}])
@@ -267,7 +267,7 @@ def test_an_interrupted_archive_move_is_finished_by_the_next_run(tmp_path: Path)
     archive.mkdir(parents=True)
     (archive / old.name).write_bytes(old.read_bytes())  # the copy made before the kill
     (archive / other.name).write_text("a person's own file of that name\n")
-    moves = {m.session: m for m in ws.promote().moves}
+    moves = {m.session: m for m in ws.lifecycle.promote().moves}
     assert moves["20260105_100000_old"].done and not old.exists()
     assert not moves["20260106_100000_other"].done and other.exists()
     assert (archive / other.name).read_text() == "a person's own file of that name\n"
@@ -282,7 +282,7 @@ def test_promoting_an_old_summary_never_brings_back_a_changed_value(tmp_path: Pa
     for n in range(6):
         fact = "My staging database port is 5432" if n == 0 else FACTS[n]
         _summarized(ws, f"2026010{n + 1}_100000_s{n}", f"2026-01-0{n + 1}T10:00:00", fact)
-    ws.promote()
+    ws.lifecycle.promote()
     active = [e.text for e in ws.entries("memory.md")]
     assert "The user's staging database port is 6543" in active
     assert not any("5432" in text for text in active)
@@ -328,10 +328,10 @@ def test_archived_sessions_keep_their_entry_ids_and_access_counts(tmp_path: Path
     for _ in range(3):
         ws.search("harbour gym opens at six", k=1, mode="keyword")
     event = before["10:01:00 [user] The harbour gym opens at six"]
-    counted = ws.index.access_counts([event])[event]
+    counted = ws.index.backend.access_counts([event])[event]
     assert counted >= 3
-    assert [m.done for m in ws.promote().moves] == [True]
+    assert [m.done for m in ws.lifecycle.promote().moves] == [True]
     moved = ".sessions/archive/2026-01/20260105_100000_gym.md"
     assert {e.text: e.id for e in ws.entries(moved)} == before
-    ws.sync()
-    assert ws.index.access_counts([event])[event] == counted
+    ws.index.update()
+    assert ws.index.backend.access_counts([event])[event] == counted

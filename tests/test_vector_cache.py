@@ -13,8 +13,8 @@ from mdmem.index.sqlite import read
 
 
 def _same_as_a_full_read(ws: Workspace) -> None:
-    index = ws.index
-    model = ws.embedder().model_id  # type: ignore[union-attr]
+    index = ws.index.backend
+    model = ws.index.embedder().model_id  # type: ignore[union-attr]
     cached = index.vectors(model)
     full = read.vectors(index.conn, index.layout(), model)
     assert cached.shape == full.shape
@@ -30,8 +30,8 @@ def test_the_cache_reads_only_new_texts_and_equals_a_full_read(tmp_path: Path, e
         )
         (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
     ws = Workspace(root, embedder=embedder)
-    ws.sync()
-    index = ws.index
+    ws.index.update()
+    index = ws.index.backend
     model = embedder.model_id
     cache = index.vector_cache(model)
     assert cache.reads == 48  # the first load: every text
@@ -40,7 +40,7 @@ def test_the_cache_reads_only_new_texts_and_equals_a_full_read(tmp_path: Path, e
     def step(change, new_texts: int) -> None:  # type: ignore[no-untyped-def]
         before = cache.reads
         change()
-        ws.sync()
+        ws.index.update()
         _same_as_a_full_read(ws)
         assert index.vector_cache(model) is cache  # updated, not replaced
         assert cache.reads - before == new_texts

@@ -44,7 +44,7 @@ def _notes(root: Path, files: int = 8, per_note: int = 4) -> None:
 
 
 def _store(ws: Workspace) -> CompactVectors:
-    store = ws.index.vector_cache(ws.embedder().model_id)  # type: ignore[union-attr]
+    store = ws.index.backend.vector_cache(ws.index.embedder().model_id)  # type: ignore[union-attr]
     assert isinstance(store, CompactVectors)
     return store
 
@@ -52,7 +52,7 @@ def _store(ws: Workspace) -> CompactVectors:
 def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
     the exact top 10 with the same order and scores."""
-    index, embedder = ws.index, ws.embedder()
+    index, embedder = ws.index.backend, ws.index.embedder()
     assert embedder is not None
     store = _store(ws)
     layout = index.layout()
@@ -84,18 +84,18 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     root = tmp_path / "ws"
     _notes(root)
     ws = _workspace(root, embedder)
-    ws.sync()
+    ws.index.update()
     first = _store(ws)
-    path = store_path(ws.index.db_path)
+    path = store_path(ws.index.backend.db_path)
     assert first.writes == 1 and path.is_file()
     _matches_exact(ws, ["which rack holds the 2th server of note 5"])
     model = embedder.model_id
-    hashes = ws.index._cache.texts
+    hashes = ws.index.backend._cache.texts
 
     def fresh() -> CompactVectors:
         store = CompactVectors(model, path)
-        with read.snapshot(ws.index.conn):
-            store.update(ws.index.conn, hashes)
+        with read.snapshot(ws.index.backend.conn):
+            store.update(ws.index.backend.conn, hashes)
         return store
 
     again = fresh()  # the file as written: loaded, nothing read from SQLite
@@ -117,8 +117,8 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     with pytest.raises(StoreError, match="another model"):
         CompactVectors("another/model", path)._load()
     foreign = CompactVectors("another/model", path)  # no vector of it: an empty store, and
-    with read.snapshot(ws.index.conn):  # the file of the model that has vectors stays
-        foreign.update(ws.index.conn, hashes)
+    with read.snapshot(ws.index.backend.conn):  # the file of the model that has vectors stays
+        foreign.update(ws.index.backend.conn, hashes)
     assert foreign.rows == 0 and fresh().writes == 0
 
 
@@ -126,23 +126,23 @@ def test_edits_follow_incrementally_and_rank_as_the_float32_path(tmp_path: Path,
     root = tmp_path / "ws"
     _notes(root, files=24)
     ws = _workspace(root, embedder)
-    ws.sync()
+    ws.index.update()
     store = _store(ws)
     queries = ["rack of the 3th server of note 1", "where is the coffee machine"]
     note = root / "notes" / "n03.md"
     note.write_text(note.read_text() + "- The coffee machine is on floor 2\n")  # added
-    ws.sync()
+    ws.index.update()
     (root / "notes" / "n04.md").write_text("# Note 4\n\n## Facts\n- Rack 9 holds the backups\n")
-    ws.sync()  # replaced
+    ws.index.update()  # replaced
     (root / "notes" / "n06.md").unlink()  # deleted
-    ws.sync()
+    ws.index.update()
     assert _store(ws) is store  # followed, not reloaded
     assert store.writes == 1 and len(store.delta_of) > 0 and (store.refs == 0).any()
     _matches_exact(ws, queries)
 
     for i in range(40):  # past REWRITE_SHARE: the file is rewritten, still exact
         (root / "notes" / f"x{i}.md").write_text(f"# X\n\n- Extra fact {i} about tape {i}\n")
-    ws.sync()
+    ws.index.update()
     _matches_exact(ws, queries)
     assert store.writes == 2 and not store.delta_of and not (store.refs == 0).any()
 
@@ -162,21 +162,21 @@ def test_forget_leaves_no_vector_in_the_file(tmp_path: Path, embedder) -> None:
     _notes(root, files=3)
     ws = _workspace(root, embedder)
     entry = ws.remember("The vault code is 7341 and it opens the basement door")
-    ws.sync()
+    ws.index.update()
     store = _store(ws)
-    path = store_path(ws.index.db_path)
-    layout = ws.index.layout()
-    rows = ws.index.chunk_rows([int(r) for r in layout.rowids])
+    path = store_path(ws.index.backend.db_path)
+    layout = ws.index.backend.layout()
+    rows = ws.index.backend.chunk_rows([int(r) for r in layout.rowids])
     at = [i for i, r in enumerate(layout.rowids) if "vault" in rows[int(r)].text]
-    secret = read.vectors(ws.index.conn, layout, embedder.model_id)[at]
+    secret = read.vectors(ws.index.backend.conn, layout, embedder.model_id)[at]
     codes = [v.astype("<f2").tobytes() for v in secret]
     assert all(c in path.read_bytes() for c in codes)  # fp16 codes, as faiss stores them
-    texts = [ws.index._cache.texts[i].encode() for i in at]
+    texts = [ws.index.backend._cache.texts[i].encode() for i in at]
     ws.forget(entry.id)
     after = path.read_bytes()
     assert not any(c in after for c in codes)
     assert not any(t in after for t in texts)
-    exact = read.vectors(ws.index.conn, ws.index.layout(), embedder.model_id)
+    exact = read.vectors(ws.index.backend.conn, ws.index.backend.layout(), embedder.model_id)
     assert np.abs(store.layout_matrix() - exact).max() < 1e-3
 
 
@@ -184,9 +184,9 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     root = tmp_path / "ws"
     _notes(root, files=4)
     ws = _workspace(root, embedder)
-    ws.sync()
+    ws.index.update()
     before = _store(ws).layout_matrix()
-    path = store_path(ws.index.db_path)
+    path = store_path(ws.index.backend.db_path)
     script = textwrap.dedent(
         f"""
         import os, signal
@@ -202,16 +202,16 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     killed = subprocess.run([sys.executable, "-c", script], check=False)
     assert killed.returncode == -9
     again = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.conn):
-        again.update(ws.index.conn, ws.index._cache.texts)
+    with read.snapshot(ws.index.backend.conn):
+        again.update(ws.index.backend.conn, ws.index.backend._cache.texts)
     assert again.writes == 0  # the old file, whole, not rebuilt
     assert np.array_equal(again.layout_matrix(), before)
     left = list(path.parent.glob(f"{path.name}.tmp-*"))
     assert len(left) == 1  # what the dead writer left
     path.unlink()  # rebuilt from SQLite: the next rewrite zeroes and removes what was left
     rebuilt = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.conn):
-        rebuilt.update(ws.index.conn, ws.index._cache.texts)
+    with read.snapshot(ws.index.backend.conn):
+        rebuilt.update(ws.index.backend.conn, ws.index.backend._cache.texts)
     assert rebuilt.writes == 1
     assert list(path.parent.glob(f"{path.name}.tmp-*")) == []
 
@@ -222,10 +222,10 @@ def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, 
     root = tmp_path / "ws"
     _notes(root, files=20, per_note=100)
     ws = Workspace(root)
-    ws.sync(embed=False)
-    conn, model = ws.index.conn, "test/random-384"
-    ws.index.layout()
-    hashes = ws.index._cache.texts
+    ws.index.update(embed=False)
+    conn, model = ws.index.backend.conn, "test/random-384"
+    ws.index.backend.layout()
+    hashes = ws.index.backend._cache.texts
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(hashes), 384), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

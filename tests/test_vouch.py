@@ -39,7 +39,8 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
     try:
         wait_until(
             lambda: (
-                (v := current_vouch(root)) is not None and v.generation == ws.index.generation()
+                (v := current_vouch(root)) is not None
+                and v.generation == ws.index.backend.generation()
             ),
             "the watcher never vouched for the index",
         )

@@ -109,7 +109,7 @@ def _fresh_copy(root: Path, tmp: Path) -> Path:
 def _full_reindex(root: Path, tmp: Path) -> list[tuple] | None:
     copy = _fresh_copy(root, tmp)
     with Workspace(copy, KEYWORD_ONLY) as ws:
-        ws.sync(full=True, embed=False)
+        ws.index.update(full=True, embed=False)
     return _state(copy / STATE_DIR / "index.db")
 
 
@@ -225,7 +225,7 @@ def test_a_damaged_index_heals_under_a_live_watcher(tmp_path: Path, damage: str)
 def test_a_search_heals_a_garbled_index_in_process(tmp_path: Path) -> None:
     root = _workspace(tmp_path)
     with Workspace(root, KEYWORD_ONLY) as ws:
-        ws.sync(embed=False)
+        ws.index.update(embed=False)
         before = _hits([h.to_dict() for h in ws.search("invoice numbering", track_access=False)])
         _garble_pages(root)
         after = _hits([h.to_dict() for h in ws.search("invoice numbering", track_access=False)])
@@ -236,14 +236,14 @@ def test_an_index_replaced_by_another_process_is_reopened(tmp_path: Path) -> Non
     root = _workspace(tmp_path)
     messages: list[str] = []
     with Workspace(root, KEYWORD_ONLY) as ws:
-        ws.sync(embed=False)
-        ws.index._on_message = messages.append
+        ws.index.update(embed=False)
+        ws.index.backend._on_message = messages.append
         assert ws.search("zebra", track_access=False) == []
         for path in (root / STATE_DIR).glob("index.db*"):
             path.unlink()
         (root / "notes" / "zebra.md").write_text("- The zebra crossing is on Elm St\n")
         with Workspace(root, KEYWORD_ONLY) as other:  # another process would do the same
-            other.sync(embed=False)
+            other.index.update(embed=False)
         hits = ws.search("zebra", track_access=False)
     assert [h.path for h in hits] == ["notes/zebra.md"]
     assert len(messages) == 1 and "was deleted or replaced" in messages[0]
@@ -304,16 +304,16 @@ def test_running_is_decided_by_the_lock_not_the_heartbeat(tmp_path: Path) -> Non
     beat = {"pid": os.getpid(), "started": time.time(), "heartbeat": time.time(), "interval": 2}
     (root / STATE_DIR).mkdir()
     (root / STATE_DIR / WATCHER_FILE).write_text(json.dumps(beat))
-    info = ws.status().watcher
+    info = ws.index.status().watcher
     assert info is not None and info["running"] is False
     with ws.watch() as watcher:
         watcher.wait_idle(timeout=60)
-        info = ws.status().watcher
+        info = ws.index.status().watcher
         assert info and info["running"] and info["pid"] == os.getpid() and not info["stalled"]
         assert running_watcher(root) == os.getpid()
         with pytest.raises(Exception, match="already running"):
             Workspace(root, KEYWORD_ONLY).watch()
-    assert running_watcher(root) is None and ws.status().watcher is None
+    assert running_watcher(root) is None and ws.index.status().watcher is None
 
 
 # ---- the socket ------------------------------------------------------------------------------
@@ -419,7 +419,7 @@ def _indexed_on(mnt: Path, *, clean: bool) -> Path:
         "from mdmem import Workspace\n"
         "from mdmem.config import Config, EmbeddingConfig\n"
         "ws = Workspace(sys.argv[1], Config(embedding=EmbeddingConfig(model='')))\n"
-        "ws.sync(embed=False)\n"
+        "ws.index.update(embed=False)\n"
         "ws.close() if sys.argv[2] == 'clean' else os._exit(0)\n"
     )
     subprocess.run(
@@ -436,7 +436,7 @@ def _search_as_is(root: Path, expected: list[tuple], stale: str) -> None:
         assert _hits([h.to_dict() for h in results]) == expected
         assert results.stale == [stale] and not results.fresh
         assert "cannot be written" in results.problems[0]
-        assert ws.status().stale == [stale]
+        assert ws.index.status().stale == [stale]
     done = subprocess.run(
         [MDMEM, "-w", str(root), "search", "invoice numbering", "--no-server"],
         capture_output=True,

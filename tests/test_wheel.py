@@ -90,7 +90,15 @@ def test_the_wheel_installs_and_works_outside_the_repository(tmp_path: Path) -> 
     ws = outside / "ws"
     _run(mdmem, "-w", ws, "init", cwd=outside, env=env)
     assert (ws / "memory.md").is_file() and (ws / "mdmem.toml").is_file()
-    _run(mdmem, "-w", ws, "add", "The staging database listens on port 6543", cwd=outside, env=env)
+    _run(
+        mdmem,
+        "-w",
+        ws,
+        "remember",
+        "The staging database listens on port 6543",
+        cwd=outside,
+        env=env,
+    )
     found = json.loads(
         _run(mdmem, "-w", ws, "search", "staging database port", "--json", cwd=outside, env=env)
     )

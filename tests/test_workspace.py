@@ -30,7 +30,7 @@ def test_init_writes_every_template_and_never_overwrites(tmp_path: Path) -> None
     assert not (root / ".sessions").exists()  # minimal mode writes no session files
     assert (root / "memory.md").read_text() == "# Mine\n- keep me\n"
     assert ".mdmem/" in (root / ".gitignore").read_text()
-    assert ws.mode == "minimal" and ws.agent == "coder"
+    assert ws.config.mode == "minimal" and ws.config.agent == "coder"
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     Workspace.init(root, mode="full", agent="other")  # twice is safe: only adds what is missing
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
@@ -103,14 +103,14 @@ def test_config_values_are_used(tmp_path: Path) -> None:
     (tmp_path / "big.md").write_text("- " + "x" * 2000 + "\n")
     (tmp_path / "ok.md").write_text("- shown\n")
     ws = Workspace(tmp_path)
-    assert (ws.mode, ws.agent) == ("minimal", "a1")
-    snap = ws.all_documents()
+    assert (ws.config.mode, ws.config.agent) == ("minimal", "a1")
+    snap = ws.files.all()
     assert [d.path for d in snap.documents] == ["ok.md"]
     assert [p.path for p in snap.problems] == ["big.md"]
 
 
 def test_example_workspace_parses_cleanly(example: Workspace) -> None:
-    snap = example.all_documents()
+    snap = example.files.all()
     assert snap.problems == ()
     paths = {d.path for d in snap.documents}
     assert {"memory.md", "learnings.md", "task_process.md", "world_state.md"} <= paths
@@ -206,7 +206,7 @@ def test_a_persons_save_between_read_and_write_is_kept(ws: Workspace) -> None:
             saved.append(True)
         return text + "- from mdmem\n"
 
-    result = ws.writer.edit(Target(path, "memory.md"), edit)
+    result = ws._w.writer.edit(Target(path, "memory.md"), edit)
     assert result.attempts == 2
     assert path.read_text() == "## Facts\n- one\n- added by a person\n- from mdmem\n"
 
@@ -253,9 +253,9 @@ def test_a_path_like_other_than_path_names_its_file(ws: Workspace) -> None:
     """Found by mypy: paths were read with ``str(name)``, so ``ws.read`` / ``ws.entries`` of
     any ``os.PathLike`` but ``Path`` looked for a file named after the object's repr."""
     entry = ws.remember("We deploy with uv", type="fact")
-    assert ws.read(_PathLike(entry.path)).path == entry.path
+    assert ws.files.read(_PathLike(entry.path)).path == entry.path
     assert [e.id for e in ws.entries(_PathLike(entry.path))] == [
         e.id for e in ws.entries(entry.path)
     ]
     with pytest.raises(UnsafePathError):
-        ws.read(_PathLike("../outside.md"))
+        ws.files.read(_PathLike("../outside.md"))

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from mdmem.config import Config, Mode
+from mdmem.config import Config
 from mdmem.context import sources as src
 from mdmem.context.pack import Context, Source, pack
 from mdmem.context.tiers import tier_sources
@@ -46,15 +46,13 @@ class Hits(Protocol):
 
 
 class Memory(Protocol):
-    """What context assembly reads; a :class:`~mdmem.workspace.Workspace` is one."""
-
-    config: Config
-    documents: Documents
+    """What context assembly reads from a workspace (the facade hands it a view of itself)."""
 
     @property
-    def mode(self) -> Mode: ...
+    def config(self) -> Config: ...
     @property
-    def agent(self) -> str: ...
+    def documents(self) -> Documents: ...
+
     @property
     def redactor(self) -> Redactor: ...
     @property
@@ -97,10 +95,10 @@ def build_context(
         )
         log.warning("context: %s", problems[0])
     sources: list[Source] = []
-    if memory.mode == "full":
+    if memory.config.mode == "full":
         sources.append(src.task_source(memory.task.state(), TASK_FILE))
-        live = live_session(documents, agent or memory.agent)
-        own = memory.sessions(agent=agent or memory.agent, limit=cfg.sessions + 1)
+        live = live_session(documents, agent or memory.config.agent)
+        own = memory.sessions(agent=agent or memory.config.agent, limit=cfg.sessions + 1)
         # the live session is shown by its tiers (L1, L2), not as a recent session
         own = [r for r in own if live is None or r.id != live.id][: cfg.sessions]
         sources.append(src.sessions_source(own, SESSIONS_DIR + "/"))
@@ -108,14 +106,14 @@ def build_context(
         sources.append(src.world_source(memory.world.facts(), WORLD_FILE))
     sources.append(src.shared_source(_shared(memory, pools), POOL_DIR + "/"))
     sources.append(src.knowledge_source(entries, ranked, files, contradicted(entries)))
-    if memory.mode == "full":
+    if memory.config.mode == "full":
         sources.append(src.retrieved_source(related, missing=bool(problems)))
     else:
         sources.append(src.compact_source(_compact_memory(documents), COMPACT_FILE))
     # a person's file is never rewritten, but its secrets never reach a prompt
     sources = [_masked(source, memory.redactor) for source in sources]
     text, usage = pack(sources, cfg.shares, budget, count)
-    return Context(text, count(text), budget, model, memory.mode, query, usage, problems)
+    return Context(text, count(text), budget, model, memory.config.mode, query, usage, problems)
 
 
 def _found(

@@ -1,5 +1,5 @@
-"""What the memory holds and how it is used (``ws.stats()``, ``mdmem stats``): counts from the
-files, access counts and search latency from the index's cheap records, and the last
+"""What the memory holds and how it is used (``ws.lifecycle.stats()``, ``mdmem stats``): counts
+from the files, access counts and search latency from the index's cheap records, and the last
 consolidation's report. Reading it changes nothing."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Stats:
     last_consolidation: dict[str, object] | None
     """The newest report in ``.mdmem/consolidation/`` (its summary, when and where)."""
     tiers: tuple[dict[str, object], ...] = ()
-    """Tokens, budget and items per memory tier, L1 to L4 (``ws.tiers()``)."""
+    """Tokens, budget and items per memory tier, L1 to L4 (``ws.lifecycle.tiers()``)."""
 
     def to_dict(self) -> dict[str, object]:
         out = dict(vars(self))

@@ -12,6 +12,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from mdmem import RemoteIndex
+from mdmem.index.request import SearchRequest
 from mdmem.integrations.mcp_server import (
     READ_ONLY,
     SEARCH_HIT_KEYS,
@@ -61,16 +62,18 @@ class RemoteTools:
         citation path:start-end and the index generation and sync time it was read from."""
         with _as_tool_error():
             results = self.index.search(
-                query,
-                k,
-                mode=mode,
-                type=type,
-                path=path,
-                agent=agent,
-                session=session,
-                since=since,
-                until=until,
-                include_archived=include_archived,
+                SearchRequest.of(
+                    query,
+                    k,
+                    mode=mode,
+                    type=type,
+                    path=path,
+                    agent=agent,
+                    session=session,
+                    since=since,
+                    until=until,
+                    include_archived=include_archived,
+                )
             )
         return {
             "query": query,

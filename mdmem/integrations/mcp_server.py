@@ -31,6 +31,7 @@ from pydantic import Field
 
 from mdmem import Entry, Session, Workspace
 from mdmem.errors import MdmemError
+from mdmem.index.request import SearchRequest
 from mdmem.integrations.viewer import capped, masked_lines, numbered
 from mdmem.integrations.warm import warm_search, warm_server_running
 
@@ -123,26 +124,19 @@ class Tools:
     ) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
         citation path:start-end to read back or quote. Hand edits are seen at once."""
-        params = {
-            "k": k,
-            "mode": mode,
-            "type": type,
-            "path": path,
-            "agent": agent,
-            "session": session,
-            "since": since,
-            "until": until,
-            "include_archived": include_archived,
-        }
         with _as_tool_error():
-            reply = warm_search(self.ws.root, query, params)
+            request = SearchRequest.of(
+                query, k, mode=mode, type=type, path=path, agent=agent, session=session,
+                since=since, until=until, include_archived=include_archived,
+            )  # fmt: skip
+            reply = warm_search(self.ws.root, query, request.params())
             if reply is not None and not reply.get("ok"):
                 raise ToolError(str(reply.get("error")))
             if reply is not None:
                 answered = f"warm server (pid {reply.get('pid')})"
                 found, hits = reply, reply["hits"]
             else:
-                results = self.ws.search(query, **params)  # type: ignore[arg-type]
+                results = self.ws.search(request)
                 answered = "in-process"
                 found = {
                     "mode": results.mode,
@@ -188,8 +182,8 @@ class Tools:
         if last < first:
             raise ToolError(f"end_line {end_line} is before start_line {first}")
         if start_line is not None or end_line is not None:  # a citation's lines: its memories
-            self.ws.note_read(rel, first, last)
-        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.redactor.mask), first)
+            self.ws.index.note_read(rel, first, last)
+        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.files.redactor.mask), first)
         body = capped(rows, first, len(lines), resume=READ_AGAIN)
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
 
@@ -197,7 +191,7 @@ class Tools:
         """A workspace file's text. Only a regular file is opened: opening a FIFO would wait
         for a writer forever (and pin a worker thread), so its kind is checked first, and the
         open itself never waits (``O_NONBLOCK``) in case the name changed in between."""
-        rel, absolute = self.ws.resolve(path)
+        rel, absolute = self.ws.files.resolve(path)
         try:
             if not stat.S_ISREG(os.stat(absolute).st_mode):
                 raise ToolError(_not_regular(rel, absolute))
@@ -237,8 +231,8 @@ class Tools:
         import datetime as dt
 
         with _as_tool_error():
-            sessions = self.ws.sessions(agent=agent, limit=limit)
-            files = sorted(self.ws.scan().files, key=lambda f: f.mtime_ns, reverse=True)
+            sessions = self.ws.sessions.list(agent=agent, limit=limit)
+            files = sorted(self.ws.files.scan().files, key=lambda f: f.mtime_ns, reverse=True)
         return {
             "sessions": [s.to_dict(events=False) for s in sessions],
             "changed_files": [
@@ -400,7 +394,7 @@ class Tools:
         it and when), or its entries newest first. Pass the version to pool_set to update it
         safely."""
         with _as_tool_error():
-            shared = self.ws.pool(pool)
+            shared = self.ws.sharing.pool(pool)
             if key is None:
                 entries = shared.list(prefix=prefix, limit=limit)
                 return {"pool": pool, "entries": [e.to_dict() for e in entries]}
@@ -428,7 +422,7 @@ class Tools:
         expected_version the write happens only if nobody changed the key since you read it;
         else an error says which version is there now: read it again and retry."""
         with _as_tool_error():
-            entry = self.ws.pool(pool).write(key, value, None, expected_version, metadata)
+            entry = self.ws.sharing.pool(pool).write(key, value, None, expected_version, metadata)
         return {**entry.to_dict(), "secrets_masked": entry.redacted}
 
     # ---- resources ------------------------------------------------------------------------
@@ -439,7 +433,7 @@ class Tools:
             _, text = self._text(urllib.parse.unquote(path))
         except (ToolError, MdmemError) as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        return "\n".join(masked_lines(text.split("\n"), self.ws.redactor.mask))
+        return "\n".join(masked_lines(text.split("\n"), self.ws.files.redactor.mask))
 
     def resources(self) -> list[Resource]:
         return [
@@ -449,7 +443,7 @@ class Tools:
                 mime_type=mime_type(f.path),
                 size=f.size,
             )
-            for f in self.ws.scan().files
+            for f in self.ws.files.scan().files
         ]
 
 
@@ -486,7 +480,7 @@ class _WarmUp:
         with contextlib.suppress(Exception):
             if warm_server_running(self.ws.root):
                 return
-            embedder = self.ws.embedder()
+            embedder = self.ws.index.embedder()
             if embedder is not None:
                 embedder.embed(["warm up"])
 

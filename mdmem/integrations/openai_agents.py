@@ -77,12 +77,12 @@ class MdmemSession:
         self.session_id = session_id
         self.session_settings = _settings(session_settings)
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
-        if self.ws.mode != "full":
+        if self.ws.config.mode != "full":
             raise ModeError(
                 "an Agents SDK session is kept in a session file, which only full mode writes "
                 "(switch with `mdmem mode full`)"
             )
-        self.agent = agent or self.ws.agent
+        self.agent = agent or self.ws.config.agent
         self.title = title or session_id
         self._path: str | None = None
         self._lock = threading.Lock()
@@ -125,15 +125,15 @@ class MdmemSession:
         rel = self.path
         if rel is None or not (self.ws.root / rel).exists():
             return []
-        doc = self.ws.read(rel)
-        shown = {e.line: e.text for e in self.ws.session_record(Path(rel).stem).events}
+        doc = self.ws.files.read(rel)
+        shown = {e.line: e.text for e in self.ws.sessions.record(Path(rel).stem).events}
         found = [item for _, item in _stored(doc.text, rel, shown)]
         return found if limit is None else found[-limit:]
 
     def add(self, items: list[Any]) -> None:
         if not items:
             return
-        blocks = [_plain(item, self.ws.redactor) for item in items]
+        blocks = [_plain(item, self.ws.files.redactor) for item in items]
         rel = self._ensure_file()
         stamp = dt.datetime.now().strftime("%H:%M:%S")
 
@@ -148,7 +148,7 @@ class MdmemSession:
                 text = append_to_section(text, rel, EVENTS, block)
             return text
 
-        self.ws.edit_file(rel, edit, create=False)
+        self.ws.files.edit(rel, edit, create=False)
 
     def pop(self) -> Any | None:
         rel = self.path
@@ -161,7 +161,7 @@ class MdmemSession:
             popped[:] = [stored[-1][1]] if stored else []
             return _archive(current, rel, [stored[-1][0]]) if stored else current
 
-        self.ws.edit_file(rel, edit, create=False)
+        self.ws.files.edit(rel, edit, create=False)
         return popped[0] if popped else None
 
     def clear(self) -> None:
@@ -172,7 +172,7 @@ class MdmemSession:
         def edit(current: str) -> str:
             return _archive(current, rel, [entry for entry, _ in _stored(current, rel)])
 
-        self.ws.edit_file(rel, edit, create=False)
+        self.ws.files.edit(rel, edit, create=False)
 
     def _ensure_file(self) -> str:
         """The session file, created (once, even across processes) on first use."""
@@ -181,14 +181,14 @@ class MdmemSession:
         with self._lock:
             if self.path is not None and (self.ws.root / self.path).exists():
                 return self.path
-            self.ws.state_dir.mkdir(exist_ok=True)
-            with FileLock(str(self.ws.state_dir / "agents-sessions.lock")):
+            self.ws.files.state_dir.mkdir(exist_ok=True)
+            with FileLock(str(self.ws.files.state_dir / "agents-sessions.lock")):
                 self._path = _find(self.ws.root, self.session_id) or self._create()
             return self._path
 
     def _create(self) -> str:
         started = dt.datetime.now().replace(microsecond=0)
-        title = " ".join(self.ws.redactor(self.title).split())[:120] or "session"
+        title = " ".join(self.ws.files.redactor(self.title).split())[:120] or "session"
         front = {"source": SOURCE, "conversation": self.session_id}
         base = session_stem(started, self.agent, title)
         (self.ws.root / SESSIONS_DIR).mkdir(exist_ok=True)
@@ -196,7 +196,7 @@ class MdmemSession:
             rel = f"{SESSIONS_DIR}/{base if n == 1 else f'{base}-{n}'}.md"
             if not (self.ws.root / rel).exists():
                 skeleton = session_skeleton(title, self.agent, started, writer=front)
-                self.ws.edit_file(rel, partial(_unless_written, skeleton))
+                self.ws.files.edit(rel, partial(_unless_written, skeleton))
                 return rel
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
 

@@ -1,14 +1,14 @@
 """What the long-running parts need from a workspace, and no more: the watcher re-indexes, the
-query server searches. A :class:`~mdmem.workspace.Workspace` is one; so is anything else that
-can do these few things (the live layer never imports the facade above it)."""
+query server searches. A workspace hands its wiring (``mdmem.workspace.wiring``); anything
+else that can do these few things would do (the live layer never imports the layer above it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from mdmem.index.embed import Embedder
+from mdmem.index.request import SearchRequest
 from mdmem.index.search import SearchResults
 from mdmem.index.sync import Progress, SyncReport
 
@@ -21,20 +21,5 @@ class Indexed(Protocol):
     def sync(
         self, *, full: bool = False, embed: bool = True, progress: Progress | None = None
     ) -> SyncReport: ...
-    def search(
-        self,
-        query: str,
-        k: int | None = None,
-        *,
-        mode: str | None = None,
-        type: str | None = None,
-        path: str | None = None,
-        agent: str | None = None,
-        session: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        include_archived: bool = False,
-        scopes: str | Sequence[str] | None = None,
-        track_access: bool = True,
-    ) -> SearchResults: ...
+    def search(self, request: SearchRequest) -> SearchResults: ...
     def embedder(self) -> Embedder | None: ...

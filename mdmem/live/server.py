@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdmem.index.filters import SEARCH_PARAMS
+from mdmem.index.request import SearchRequest
 from mdmem.layout import STATE_DIR, private_dir, running_watcher, socket_path
 from mdmem.live.client import ping, request
 
@@ -205,6 +205,6 @@ class _Handler(socketserver.StreamRequestHandler):
             raise ValueError(f"unknown op {op!r}")
         if not _writable_soon(owner):
             raise RuntimeError(f"{self.ws.root} is being removed; the server answers no more")
-        params = {k: v for k, v in request.get("params", {}).items() if k in SEARCH_PARAMS}
-        results = self.ws.search(str(request["query"]), **params)
+        wanted = SearchRequest.from_params(str(request["query"]), request.get("params", {}))
+        results = self.ws.search(wanted)
         return {"ok": True, "pid": os.getpid(), **results.to_dict()}

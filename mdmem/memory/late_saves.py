@@ -512,7 +512,7 @@ def _due(started: float, checks: int, deadline: float) -> float:
 
 @atexit.register
 def _wait_for_windows() -> None:
-    """A short-lived process (``mdmem add``) keeps its windows open until they close."""
+    """A short-lived process (``mdmem remember``) keeps its windows open until they close."""
     for guard in list(_guards):
         with contextlib.suppress(Exception):
             guard.wait(timeout=guard.window_s + 2.0)

@@ -85,7 +85,7 @@ class PoolEntry:
 
 
 class Pool:
-    """``ws.pool(name)``: one shared pool. Reads are lock-free; writes are the safe writes.
+    """``ws.sharing.pool(name)``: one shared pool. Reads are lock-free; writes are the safe writes.
 
     ``on_write`` / ``on_delete`` callbacks run after each write or delete made through this
     object; with :meth:`watch` running, also for changes anyone else made (other processes,

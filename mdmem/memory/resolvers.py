@@ -148,7 +148,7 @@ class Pulled:
 
 @dataclass(frozen=True)
 class ParentSync:
-    """What ``ws.sync_from_parent()`` did, key by key."""
+    """What ``ws.sharing.sync_from_parent()`` did, key by key."""
 
     parent: str
     pulled: tuple[Pulled, ...]

@@ -41,12 +41,12 @@ POLICY = (
     Rule(
         INHERITED,
         "agents in the child's scopes.publish that the parent's scopes.accept lets in",
-        'ws.publish(key, value, to="parent"), through the parent\'s safe writes',
+        'ws.sharing.publish(key, value, to="parent"), through the parent\'s safe writes',
     ),
     Rule(
         GLOBAL,
         "agents in the workspace's scopes.global_writers",
-        'ws.publish(key, value, to="global")',
+        'ws.sharing.publish(key, value, to="global")',
     ),
 )
 """The write policy (docs/sharing.md). Nothing writes INHERITED or GLOBAL knowledge but

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from mdmem.index.embed import Embedder
+    from mdmem.index.request import SearchRequest
     from mdmem.index.search import SearchResults
 
 URL_ENV = "MDMEM_INDEX_URL"
@@ -222,41 +223,30 @@ class RemoteIndex:
     # ---- searching -------------------------------------------------------------------------
 
     def search(
-        self,
-        query: str,
-        k: int | None = None,
-        *,
-        mode: str | None = None,
-        type: str | None = None,
-        path: str | None = None,
-        agent: str | None = None,
-        session: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        include_archived: bool = False,
-        scopes: str | Sequence[str] | None = None,
-        track_access: bool = True,
+        self, query: str | SearchRequest, k: int | None = None, **options: Any
     ) -> SearchResults:
-        """:meth:`mdmem.Workspace.search`, from the index as the indexer last wrote it: each
-        hit carries that ``generation`` and ``synced`` time, and its scope (LOCAL or SHARED:
-        a remote reader reads one workspace, no parents and no GLOBAL) with the workspace's
-        name."""
+        """:meth:`mdmem.Workspace.search` (the same options), from the index as the indexer
+        last wrote it: each hit carries that ``generation`` and ``synced`` time, and its scope
+        (LOCAL or SHARED: a remote reader reads one workspace, no parents and no GLOBAL) with
+        the workspace's name."""
         from mdmem.index.federated import WIDEN
-        from mdmem.index.filters import Filters
+        from mdmem.index.request import SearchRequest
         from mdmem.index.search import SearchResults, check_k, search
         from mdmem.memory.scopes import check_scopes, scope_of
         from mdmem.redact import DEFAULT
 
-        k = self.config.k if k is None else check_k(k)
-        mode = mode or self.config.mode
-        wanted = check_scopes(scopes)
-        filters = Filters(type, path, agent, session, since, until, include_archived)
+        request = SearchRequest.of(query, k, **options)
+        k = self.config.k if request.k is None else check_k(request.k)
+        mode = request.mode or self.config.mode
+        wanted = check_scopes(request.scopes)
+        filters = request.filters
+        track_access = request.track_access
         embedder = self.embedder() if mode != "keyword" else None
         with self._view() as view:
             hits = search(
                 view,
                 embedder,
-                DEFAULT.mask(query),
+                DEFAULT.mask(request.query),
                 k=k if wanted is None else max(k * WIDEN, k + 10),
                 mode=mode,
                 config=self.config,
@@ -267,7 +257,9 @@ class RemoteIndex:
         kept = [h for h in labelled if wanted is None or h.scope in wanted][:k]
         return SearchResults(kept, mode=mode)
 
-    async def asearch(self, query: str, k: int | None = None, **filters: Any) -> SearchResults:
+    async def asearch(
+        self, query: str | SearchRequest, k: int | None = None, **filters: Any
+    ) -> SearchResults:
         """:meth:`search` for async agents, in a worker thread."""
         return await asyncio.to_thread(self.search, query, k, **filters)
 

@@ -180,6 +180,6 @@ def _lock(ws: Workspace) -> Any:
 
     from mdmem.integrations.importers.write import IMPORTS_DIR
 
-    folder = ws.state_dir / IMPORTS_DIR
+    folder = ws.files.state_dir / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return FileLock(str(folder / LOCK_NAME))

@@ -209,7 +209,7 @@ class Writer:
         self.ws = ws
         self.id = import_id
         self.agent = agent
-        self.folder = ws.state_dir / IMPORTS_DIR / import_id
+        self.folder = ws.files.state_dir / IMPORTS_DIR / import_id
         self._log = self.folder / "log.jsonl"
         self.used = False
         """Whether it wrote anything (an import that wrote nothing leaves no trace)."""
@@ -248,7 +248,7 @@ class Writer:
                 return self._stamp(text, conv, len(turns))
 
             try:
-                text = self.ws.edit_file(rel, build)
+                text = self.ws.files.edit(rel, build)
             except _Taken:
                 continue
             self._note({"created": rel, "sha": _sha(text)})
@@ -256,7 +256,7 @@ class Writer:
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
 
     def _append(self, conv: Conversation, known: Known, turns: Sequence[Turn]) -> tuple[str, int]:
-        record = self.ws.session_record(Path(known.path).stem)
+        record = self.ws.sessions.record(Path(known.path).stem)
         started = dt.datetime.fromisoformat(record.started) if record.started else conv.start
         before: list[str] = []
         masked: list[int] = []
@@ -277,7 +277,7 @@ class Writer:
             masked[:] = [count]
             return self._stamp(text, conv, known.messages + len(turns))
 
-        text = self.ws.edit_file(known.path, build, create=False)
+        text = self.ws.files.edit(known.path, build, create=False)
         keep = self.folder / "before" / f"{record.id}.md"
         keep.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         keep.write_text(before[0], encoding="utf-8")
@@ -315,7 +315,7 @@ class Writer:
             write=write,
             started=started,
             clock=lambda: now[0],
-            redactor=self.ws.redactor,
+            redactor=self.ws.files.redactor,
         )
         session.tools = dict(tools or {})
         session.rounds = rounds
@@ -367,7 +367,7 @@ def record_turn(session: Session, turn: Turn) -> int:
 def _title(ws: Workspace, conv: Conversation) -> str:
     line = " ".join(conv.title.split())[:_TITLE_CHARS].strip()
     line = line.replace("<!--", "").replace("-->", "")
-    return ws.redactor(line or f"{conv.source} conversation {conv.id[:8]}")
+    return ws.files.redactor(line or f"{conv.source} conversation {conv.id[:8]}")
 
 
 def _sha(text: str) -> str:
@@ -378,7 +378,7 @@ def _sha(text: str) -> str:
 
 
 def check_full(ws: Workspace) -> None:
-    if ws.mode != "full":
+    if ws.config.mode != "full":
         raise ModeError(
             "import writes session files, which only full mode keeps; this workspace is "
             "minimal (switch with `mdmem mode full`)"
@@ -387,7 +387,7 @@ def check_full(ws: Workspace) -> None:
 
 def new_id(ws: Workspace) -> str:
     base = dt.datetime.now().strftime("%Y%m%d_%H%M%S_import")  # (a plain number to YAML)
-    folder = ws.state_dir / IMPORTS_DIR
+    folder = ws.files.state_dir / IMPORTS_DIR
     for n in range(1, 1000):
         name = base if n == 1 else f"{base}-{n}"
         if not (folder / name).exists():
@@ -397,7 +397,7 @@ def new_id(ws: Workspace) -> str:
 
 def import_ids(ws: Workspace) -> list[str]:
     """The imports recorded in this workspace, newest first."""
-    folder = ws.state_dir / IMPORTS_DIR
+    folder = ws.files.state_dir / IMPORTS_DIR
     if not folder.is_dir():
         return []
     return sorted((p.name for p in folder.iterdir() if (p / "log.jsonl").exists()), reverse=True)
@@ -407,7 +407,7 @@ def undo(ws: Workspace, import_id: str) -> UndoReport:
     """Revert one import: the session files it created move to ``.trash/imports/<id>/``; the
     ones it appended to get their earlier text back, unless they changed since (then they are
     kept, and the report says so). Running it twice does nothing more."""
-    folder = ws.state_dir / IMPORTS_DIR / import_id
+    folder = ws.files.state_dir / IMPORTS_DIR / import_id
     log = folder / "log.jsonl"
     if "/" not in import_id and (folder / "undone.jsonl").exists():
         return UndoReport(import_id, (), (), ())
@@ -463,7 +463,7 @@ def _restore(ws: Workspace, rel: str, before: Path, sha: str) -> str | None:
         return earlier
 
     try:
-        ws.edit_file(rel, edit, create=False)
+        ws.files.edit(rel, edit, create=False)
     except Changed:
         return "changed since the import; left as it is"
     return None
@@ -476,6 +476,6 @@ def extract_all(
     reports = []
     for outcome in outcomes:
         if outcome.status in ("created", "appended") and outcome.path:
-            record = ws.session_record(Path(outcome.path).stem)
+            record = ws.sessions.record(Path(outcome.path).stem)
             reports.append(ws.extract(record, offline=offline, **llm_kwargs))
     return reports

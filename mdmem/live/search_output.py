@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-TYPE_CHECKING = False  # `mdmem search` (mdmem/entry.py) does without typing
+TYPE_CHECKING = False  # `mdmem search` (mdmem/console.py) does without typing
 if TYPE_CHECKING:
     from typing import Any
 

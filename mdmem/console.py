@@ -141,7 +141,7 @@ def _search(args: SearchArgs) -> int | None:
     from mdmem.errors import MdmemError
     from mdmem.layout import find_root
     from mdmem.live.client import ServerError, server_search
-    from mdmem.live.output import print_results
+    from mdmem.live.search_output import print_results
 
     params = {"include_archived": False, **args.params}  # the server's defaults for the rest
     verbose = args.flags.get("verbose", False)
