@@ -181,3 +181,17 @@ def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
         "knowledge",
         "compact",
     ]
+
+
+def test_the_old_command_names_still_work(tmp_path: Path) -> None:
+    """`mdmem add` and `mdmem show` (before the one vocabulary: `remember`, `entries`) are in
+    scripts and agents' instructions: they run the same commands, unlisted in --help."""
+    ws = tmp_path / "w"
+    run("init", str(ws))
+    added = run("-w", str(ws), "add", "Old scripts still remember", "--json")
+    assert added.returncode == 0, added.stderr
+    shown = json.loads(run("-w", str(ws), "show", "--json").stdout)
+    assert json.loads(added.stdout)["id"] in {e["id"] for e in shown["entries"]}
+    listed = run("--help").stdout
+    assert " remember " in listed and " entries " in listed
+    assert " add " not in listed and " show " not in listed

@@ -198,3 +198,31 @@ def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
             assert command.replace("-", "_") in known, (command, row)
         for tool in names(row[3]):
             assert tool in known or tool in MCP_CONTRACT, (tool, row)
+
+
+def test_the_architecture_page_names_every_module_and_only_those() -> None:
+    """docs/architecture.md's "One line per module" is the map: each module of `mdmem` is named
+    in its package's part of it (top-level modules under Leaves or Top), and each name there
+    is a module of that package."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## One line per module", 1)[1].split("\n## ", 1)[0]
+    blocks: dict[str, str] = {}
+    for block in re.split(r"\n(?=\*\*)", section):
+        head = re.match(r"\*\*([\w/]+?)/?\*\*", block)
+        if head:
+            key = head.group(1) if block.startswith(f"**{head.group(1)}/**") else ""
+            blocks[key] = blocks.get(key, "") + block
+    package = ROOT / "mdmem"
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if path.name == "__init__.py" and len(rel.parts) > 1:
+            continue  # a package is named by its folder
+        where = rel.parts[0] if len(rel.parts) > 1 else ""
+        block = blocks.get(where, blocks[""])  # (a small package is listed under Top)
+        named = f"`{path.name}`" in block or f"`{rel.parent.name}/{path.name}`" in block
+        assert named, f"docs/architecture.md does not name mdmem/{rel}"
+    for where, block in blocks.items():
+        root = package / where if where else package
+        for name in re.findall(r"`([\w/]*\w+\.py)`", block):
+            found = list(root.rglob(name.rsplit("/", 1)[-1]))
+            assert found, f"docs/architecture.md names {where}/{name}, which is no module"
