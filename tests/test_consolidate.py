@@ -381,7 +381,7 @@ def test_a_persons_edit_during_consolidation_survives(mem: Workspace, embedder) 
         text = path.read_text().replace("Deploys go to Fly.io, region ams", "Deploys go to Fly")
         path.write_text(text + "- a note the person added\n", encoding="utf-8")
 
-    writer = PersonEditsFirst(mem.files, person)
+    writer = PersonEditsFirst(mem._w.files, person)
     report = Consolidator(
         mem.config,
         mem._w.documents,

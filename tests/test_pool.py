@@ -143,7 +143,7 @@ def test_values_round_trip_through_the_pool_file_exactly(ws: Workspace) -> None:
     write()
     fresh = Workspace.open(ws.root).sharing.pool("roundtrip")
     for key, value in written.items():
-        assert fmt.same(fresh.files.read(key).content, value)  # type: ignore[union-attr]
+        assert fmt.same(fresh.read(key).content, value)  # type: ignore[union-attr]
 
 
 def test_text_stays_readable_in_the_file(ws: Workspace) -> None:

@@ -400,7 +400,7 @@ def test_a_schema_3_index_fills_its_relations_at_the_next_sync_and_a_copy_brings
     lite.close()
     copied = on_postgres(ws.root, postgres.url, None, name="copied")
     copied.index.copy_to_postgres()
-    assert _rels(copied.index.relations(old.id)) == expected  # type: ignore[attr-defined]
+    assert _rels(copied.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     copied.close()
 
 

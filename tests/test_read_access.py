@@ -105,7 +105,7 @@ def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) ->
     other.execute("ROLLBACK")
     other.close()
     ws.close()  # ... closing the workspace counts it
-    assert Workspace(ws.root).index.access_counts([a.id]) == {a.id: 3}
+    assert Workspace(ws.root).index.backend.access_counts([a.id]) == {a.id: 3}
 
 
 def test_a_read_while_another_thread_searches_does_not_wait_for_it(ws: Workspace) -> None:

@@ -140,7 +140,7 @@ def test_a_parent_cycle_is_an_error_naming_it(tmp_path: Path) -> None:
     assert str(caught.value) == f"parent workspaces form a cycle: {cc} -> {a} -> {b} -> {cc}"
     lone = _make(tmp_path / "lone", parent="../nowhere")
     with pytest.raises(ConfigError, match=r"mdmem.toml: parent = '../nowhere': no folder at"):
-        lone.parent()
+        lone.sharing.parent()
     result = subprocess.run(
         [str(BIN), "-w", str(tmp_path / "c"), "search", "x", "--no-server", "--mode", "keyword"],
         capture_output=True,
@@ -574,10 +574,10 @@ def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.Mo
         assert sum("searched directly" in p for p in found.problems) == 2  # team and GLOBAL
     assert not (team.root / ".mdmem" / "index.db").exists()
 
-    a.pool("plan").write("budget", {"limits": {"food": 30}})
-    b.pool("plan").write("budget", {"limits": {"food": 99}})
-    assert [p.action for p in a.sync_from_parent().pulled] == ["merged"]
-    assert [p.action for p in b.sync_from_parent().pulled] == ["replaced"]
+    a.sharing.pool("plan").write("budget", {"limits": {"food": 30}})
+    b.sharing.pool("plan").write("budget", {"limits": {"food": 99}})
+    assert [p.action for p in a.sharing.sync_from_parent().pulled] == ["merged"]
+    assert [p.action for p in b.sharing.sync_from_parent().pulled] == ["replaced"]
 
     events: list = []
     watched = Workspace.open(team.root).sharing.pool("plan")
@@ -589,17 +589,23 @@ def test_a_parent_two_children_and_global(tmp_path: Path, monkeypatch: pytest.Mo
             time.sleep(0.05)
     assert [v for e in events for v in (*e.skipped, e.version)] == [2, 3, 4, 5, 6]
 
-    assert [(p.action, p.parent_version) for p in a.sync_from_parent().pulled] == [("merged", 6)]
-    assert a.pool("plan").read("budget").content == {
+    assert [(p.action, p.parent_version) for p in a.sharing.sync_from_parent().pulled] == [
+        ("merged", 6)
+    ]
+    assert a.sharing.pool("plan").read("budget").content == {
         "currency": "USD",
         "limits": {"travel": 200, "food": 30},
     }
-    assert [(p.action, p.parent_version) for p in b.sync_from_parent().pulled] == [("replaced", 6)]
-    assert b.pool("plan").read("budget").content == {
+    assert [(p.action, p.parent_version) for p in b.sharing.sync_from_parent().pulled] == [
+        ("replaced", 6)
+    ]
+    assert b.sharing.pool("plan").read("budget").content == {
         "currency": "USD",
         "limits": {"travel": 200},
     }
-    assert a.sync_from_parent().pulled == b.sync_from_parent().pulled == ()  # nothing newer
+    assert (
+        a.sharing.sync_from_parent().pulled == b.sharing.sync_from_parent().pulled == ()
+    )  # nothing newer
 
     Workspace.open(team.root).index.update(
         embed=False

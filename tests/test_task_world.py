@@ -148,7 +148,7 @@ def test_switching_modes_edits_one_line_and_deletes_nothing(example: Workspace) 
         '# my settings\nmode = "minimal"   # keep\nagent = "coder"\n\n[search]\nk = 5\n'
     )
     assert sorted(p.name for p in example.root.iterdir()) == sorted(files)
-    assert Workspace.open(example.root).mode == "minimal"
+    assert Workspace.open(example.root).config.mode == "minimal"
     with pytest.raises(ValueError):
         example.set_mode("maximal")  # type: ignore[arg-type]
 
