@@ -58,7 +58,7 @@ from locomo import DATA, sessions, turn_text  # noqa: E402
 from mdmem import Workspace  # noqa: E402
 from mdmem.distill.promote import AutoPromote  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
-from mdmem.memory.sessions import append_to_section, render_event, set_frontmatter  # noqa: E402
+from mdmem.memory.session_format import append_to_section, render_event, set_frontmatter  # noqa: E402
 
 WORK = ROOT / ".bench" / "lifecycle"
 DAYS = 180

@@ -18,14 +18,14 @@ from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document
 from mdmem.memory.documents import Documents, DocumentSet
-from mdmem.memory.files import EditFile, SafeWriter, decode_markdown
-from mdmem.memory.own_writes import CountingWriter, OwnWrites
 from mdmem.memory.scan import ScanResult, include_spec, included
 from mdmem.memory.store import KnowledgeStore
 from mdmem.memory.templates import check_mode, init_files, switch_mode
 from mdmem.memory.writers import FileWriter
 from mdmem.paths import check_state_dir
 from mdmem.redact import Redactor
+from mdmem.writes.own_writes import CountingWriter, OwnWrites
+from mdmem.writes.safe_writer import EditFile, SafeWriter, decode_markdown
 
 if TYPE_CHECKING:
     from mdmem.context.pack import Context
@@ -41,18 +41,18 @@ if TYPE_CHECKING:
     from mdmem.index.sync import Progress, SyncReport
     from mdmem.live.watch import Watcher
     from mdmem.memory.forget import ForgetReport
-    from mdmem.memory.git_sync import SyncReport as GitSyncReport
-    from mdmem.memory.journal import JournalEntry
-    from mdmem.memory.pool import Pool, PoolEntry
     from mdmem.memory.relations import Relation
-    from mdmem.memory.resolvers import ParentSync
     from mdmem.memory.session_files import SessionFiles
-    from mdmem.memory.sessions import Session, SessionRecord
+    from mdmem.memory.session_format import Session, SessionRecord
     from mdmem.memory.task import Task
     from mdmem.memory.tiers import Tier
     from mdmem.memory.unarchive import RestoreReport
     from mdmem.memory.world import World
     from mdmem.reports import CompactReport, ExtractReport
+    from mdmem.sharing.git_sync import SyncReport as GitSyncReport
+    from mdmem.sharing.pool import Pool, PoolEntry
+    from mdmem.sharing.resolvers import ParentSync
+    from mdmem.writes.journal import JournalEntry
 
 log = logging.getLogger("mdmem")
 SEARCH_LOCK_WAIT_S = 5.0
@@ -285,7 +285,7 @@ class Workspace:
         from mdmem.index.latency import timed
         from mdmem.index.search import check_k, fresh_search
         from mdmem.live.watch import watcher_word
-        from mdmem.memory.scopes import check_scopes
+        from mdmem.sharing.scopes import check_scopes
 
         k = self.config.search.k if k is None else check_k(k)
         mode = mode or self.config.search.mode
@@ -596,7 +596,7 @@ class Workspace:
         """The shared pool ``shared/<name>.md``: versioned keys every agent reads and writes
         (``.write``, ``.read``, ``.list``, ``.delete``, callbacks, ``.watch()``). One object
         per name, so its callbacks see every write this workspace makes."""
-        from mdmem.memory.pool import Pool
+        from mdmem.sharing.pool import Pool
 
         if name not in self._pools:
             self._pools[name] = Pool(
@@ -606,7 +606,7 @@ class Workspace:
 
     def pools(self) -> list[str]:
         """The names of the workspace's shared pools (``shared/*.md``)."""
-        from mdmem.memory.pool import pool_names
+        from mdmem.sharing.pool import pool_names
 
         return pool_names(self.root)
 
@@ -615,7 +615,7 @@ class Workspace:
     ) -> GitSyncReport:
         """Share the workspace through its git repository: commit its files (only them),
         pull (rebase, or merge), re-index, push; never forced (``mdmem sync``)."""
-        from mdmem.memory.git_sync import sync
+        from mdmem.sharing.git_sync import sync
 
         settle = self._writer.guard.wait if self._writer is not None else lambda: None
         return sync(
@@ -628,7 +628,7 @@ class Workspace:
     def open_global(cls, *, embedder: Embedder | None = None) -> Workspace:
         """The user's GLOBAL workspace (``$MDMEM_GLOBAL``, default under the user's data
         folder), created (minimal mode) on first use; every workspace of the user reads it."""
-        from mdmem.memory.scopes import global_root
+        from mdmem.sharing.scopes import global_root
 
         root = global_root()
         if not (root / CONFIG_NAME).exists():
@@ -638,7 +638,7 @@ class Workspace:
     def parent(self) -> Workspace | None:
         """The parent workspace (``parent = "..."`` in mdmem.toml), or None. ConfigError for
         a missing folder; ParentCycleError, naming it, for a chain that loops."""
-        from mdmem.memory.scopes import parent_chain
+        from mdmem.sharing.scopes import parent_chain
 
         chain = parent_chain(self.root, self.config)
         return Workspace(chain[0].root, chain[0].config, embedder=self._embedder) if chain else None
@@ -655,7 +655,7 @@ class Workspace:
         """Hand a result up: write ``key`` in the parent's (``to="parent"``) or the GLOBAL
         (``to="global"``) pool through that workspace's own safe writes, then bring its index
         up to date. ScopeError when the write policy refuses it (docs/sharing.md)."""
-        from mdmem.memory.scopes import publish_target
+        from mdmem.sharing.scopes import publish_target
 
         who = check_name(writer or self.agent, "writer")
         root = publish_target(to, who, self.root, self.config)
@@ -672,7 +672,7 @@ class Workspace:
         """Pull the parent's pool entries that are newer than those this workspace took, each
         through the resolver mdmem.toml names for its pool (``[scopes] resolvers``); reports
         what changed, key by key."""
-        from mdmem.memory.resolvers import sync_pools
+        from mdmem.sharing.resolvers import sync_pools
 
         parent = self.parent()
         if parent is None:

@@ -31,8 +31,7 @@ from mdmem.markdown.parse import parse_document
 from mdmem.memory.archive_sessions import Move, archive_sessions, due
 from mdmem.memory.compact_memory import read_memory, stamp, without_stamp, write_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import SafeWriter
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     SUMMARY_SECTION,
     SessionRecord,
     parse_session,
@@ -53,6 +52,7 @@ from mdmem.memory.tiers import (
 from mdmem.memory.writers import DryRunWriter, Writer
 from mdmem.redact import Redactor
 from mdmem.tokens import TokenCounter
+from mdmem.writes.safe_writer import SafeWriter
 
 if TYPE_CHECKING:
     from mdmem.distill.consolidate import ConsolidateReport

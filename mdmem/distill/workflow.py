@@ -24,7 +24,7 @@ from mdmem.memory.compact_memory import (
 )
 from mdmem.memory.documents import Documents
 from mdmem.memory.session_files import SessionFiles
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     SUMMARY_SECTION,
     Session,
     SessionRecord,

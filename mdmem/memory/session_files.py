@@ -14,8 +14,7 @@ from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem, write_f
 from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import EditFile, create_exclusive
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     InterruptedSweep,
     Session,
     SessionRecord,
@@ -26,6 +25,7 @@ from mdmem.memory.sessions import (
     writer_stamp,
 )
 from mdmem.memory.writers import FileWriter
+from mdmem.writes.safe_writer import EditFile, create_exclusive
 
 log = logging.getLogger("mdmem")
 

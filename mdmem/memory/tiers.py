@@ -26,7 +26,7 @@ from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR
 from mdmem.markdown.entries import MEMORY_TYPES
 from mdmem.memory.compact_memory import read_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     SUMMARY_SECTION,
     Event,
     SessionRecord,

@@ -10,11 +10,11 @@ from typing import Protocol
 from mdmem.errors import ScopeError
 from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.file_state import Target
-from mdmem.memory.files import EditFile, SafeWriter
 from mdmem.memory.structure import structural_fields
 from mdmem.redact import Field, Redactor, SecretInField
 from mdmem.reports import unified_diff
+from mdmem.writes.file_state import Target
+from mdmem.writes.safe_writer import EditFile, SafeWriter
 
 Edit = Callable[[str], str]
 NOTES_DIR = ".notes"

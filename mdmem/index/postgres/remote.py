@@ -244,8 +244,8 @@ class RemoteIndex:
         from mdmem.index.federated import WIDEN
         from mdmem.index.filters import Filters
         from mdmem.index.search import SearchResults, check_k, search
-        from mdmem.memory.scopes import check_scopes, scope_of
         from mdmem.redact import DEFAULT
+        from mdmem.sharing.scopes import check_scopes, scope_of
 
         k = self.config.k if k is None else check_k(k)
         mode = mode or self.config.mode

@@ -21,7 +21,7 @@ from typing import IO, Any, Protocol
 # The few internal functions the integrations use, in one place (the package is being laid out
 # anew: when they move, only these lines change).
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     MAX_EVENT_CHARS,
     append_to_section,
     head_frontmatter,

@@ -51,10 +51,10 @@ from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document, block_tokens, newline_of, parse_document, split_lines
-from mdmem.memory.files import TEMP_SUFFIX, EditFile, pid_alive
 from mdmem.paths import slugify
 from mdmem.redact import DEFAULT, Redactor
 from mdmem.text import one_line, printable
+from mdmem.writes.safe_writer import TEMP_SUFFIX, EditFile, pid_alive
 
 log = logging.getLogger("mdmem")
 SECTIONS = ("Request", "Events", "Response", "Metadata")
