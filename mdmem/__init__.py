@@ -29,7 +29,7 @@ _EXPORTS = {
     "Context": "mdmem.context.pack",
     "SourceUsage": "mdmem.context.pack",
     "Event": "mdmem.memory.session_format",
-    "Session": "mdmem.memory.session_format",
+    "Session": "mdmem.memory.session_writer",
     "SessionRecord": "mdmem.memory.session_format",
     "TaskItem": "mdmem.memory.task",
     "TaskState": "mdmem.memory.task",
@@ -84,8 +84,8 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export (mypy's no_implicit_reexpor
     from mdmem.markdown.parse import Heading as Heading
     from mdmem.markdown.parse import Problem as Problem
     from mdmem.memory.session_format import Event as Event
-    from mdmem.memory.session_format import Session as Session
     from mdmem.memory.session_format import SessionRecord as SessionRecord
+    from mdmem.memory.session_writer import Session as Session
     from mdmem.memory.task import TaskItem as TaskItem
     from mdmem.memory.task import TaskState as TaskState
     from mdmem.memory.world import WorldFact as WorldFact

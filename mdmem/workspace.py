@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
-    from mdmem.memory.session_format import Session, SessionRecord
+    from mdmem.memory.session_format import SessionRecord
+    from mdmem.memory.session_writer import Session
     from mdmem.memory.task import Task
     from mdmem.memory.tiers import Tier
     from mdmem.memory.unarchive import RestoreReport

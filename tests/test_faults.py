@@ -18,7 +18,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.errors import MdmemError
-from mdmem.memory.session_format import Session
+from mdmem.memory.session_writer import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

@@ -24,9 +24,9 @@ from mdmem.memory.session_format import (
     _paragraphs,
     canonical_action,
     infer_importance,
-    process_start,
     render_paragraph,
 )
+from mdmem.writes.processes import process_start
 
 
 def stored(text: str) -> str:

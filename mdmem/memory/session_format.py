@@ -1,4 +1,6 @@
-"""Sessions: the event stream. One Markdown file per session, written as the session goes.
+"""A session file's format: the event stream, one Markdown file per session, read back as a
+:class:`SessionRecord` and rendered line by line as the session goes (the writer:
+:mod:`mdmem.memory.session_writer`).
 
 A session file is ``.sessions/YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>.md``::
 
@@ -20,43 +22,29 @@ A session file is ``.sessions/YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>.md``::
     ## Response
     ## Metadata
 
-Every call appends to the file through the safe writes (lock, compare-and-swap, atomic
-replace), so a crash loses at most the event being written and a person may edit the file
-while the session runs. What a session is given reads back exactly (up to line endings and
-trailing whitespace): a Request/Response line that would read as a heading is escaped, and
-text no escape keeps exact (or event text that is not one plain line) goes verbatim into a
-fenced block.
+What a session is given reads back exactly (up to line endings and trailing whitespace): a
+Request/Response line that would read as a heading is escaped, and text no escape keeps exact
+(or event text that is not one plain line) goes verbatim into a fenced block.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import logging
 import math
-import os
 import re
 import secrets
-import socket
-import threading
-import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from types import TracebackType
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from mdmem.errors import EditNotApplicable, FileProblem, MdmemError
 from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry
-from mdmem.markdown.parse import Document, block_tokens, newline_of, parse_document, split_lines
+from mdmem.markdown.frontmatter import yaml_value
+from mdmem.markdown.parse import Document, block_tokens, parse_document
+from mdmem.markdown.sections import section_texts
 from mdmem.paths import slugify
-from mdmem.redact import DEFAULT, Redactor
 from mdmem.text import one_line, printable
-from mdmem.writes.safe_writer import TEMP_SUFFIX, EditFile, pid_alive
 
-log = logging.getLogger("mdmem")
 SECTIONS = ("Request", "Events", "Response", "Metadata")
 SUMMARY_SECTION = "Summary"
 MAX_EVENT_CHARS = 20_000
@@ -106,7 +94,6 @@ _ESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})(?={_HEADING_LIKE})")
 _UNESCAPE_RE = re.compile(rf"^(?P<indent>[ ]{{0,3}})\\(?={_HEADING_LIKE})")
 _CODE_TOKENS = ("fence", "code_block", "html_block")
 _NAME_RE = re.compile(r"^(?P<stamp>\d{8}_\d{6})_(?P<slug>[a-z0-9_-]+)$")
-_SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
 
 
 def normal_action(action: str) -> str:
@@ -279,7 +266,7 @@ def parse_session(doc: Document) -> SessionRecord:
     stem = doc.path.rsplit("/", 1)[-1].removesuffix(".md")
     h1 = next((h.title for h in doc.headings if h.level == 1), "")
     title = re.sub(r"^session:\s*", "", h1, flags=re.I).strip() or stem
-    sections = _sections(doc)
+    sections = section_texts(doc)
     started = _iso(fm.get("started"))
     if started is None and (m := _NAME_RE.match(stem)):
         s = m.group("stamp")
@@ -311,20 +298,6 @@ def parse_session(doc: Document) -> SessionRecord:
         # the compaction stamp is for the file's reader, not part of the summary
         summary=re.sub(r"(?m)^<!--.*?-->[ \t]*\n?", "", sections.get(SUMMARY_SECTION, "")).strip(),
     )
-
-
-def _sections(doc: Document) -> dict[str, str]:
-    """Level-2 section title → its raw text (up to the next heading of level ≤ 2)."""
-    lines = doc.lines
-    out: dict[str, str] = {}
-    tops = [h for h in doc.headings if h.level <= 2]
-    for n, heading in enumerate(tops):
-        if heading.level != 2:
-            continue
-        end = tops[n + 1].line - 1 if n + 1 < len(tops) else len(lines)
-        text = "".join(lines[heading.line : end]).replace("\r\n", "\n").replace("\r", "\n")
-        out.setdefault(heading.title.strip(), text)
-    return out
 
 
 def _paragraphs(text: str) -> tuple[str, ...]:
@@ -436,7 +409,7 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) and abs(number) < 1e12 else None
 
 
-# ---- writing ---------------------------------------------------------------------------------
+# ---- rendering -------------------------------------------------------------------------------
 
 
 def session_skeleton(
@@ -446,75 +419,15 @@ def session_skeleton(
     newline: str = "\n",
     writer: Mapping[str, object] | None = None,
 ) -> str:
-    """A new session file; ``writer`` (:func:`writer_stamp`) names the process writing it."""
-    front = {"agent": agent, "started": _stamp(started), "status": "running", "rounds": 0}
+    """A new session file; ``writer`` (:func:`~mdmem.memory.interrupted_sessions.writer_stamp`)
+    names the process writing it."""
+    front = {"agent": agent, "started": iso_seconds(started), "status": "running", "rounds": 0}
     front.update(writer or {})
-    lines = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in front.items()), "---"]
-    lines += [f"# Session: {_one_line(title)}", ""]
+    lines = ["---", *(f"{k}: {yaml_value(v)}" for k, v in front.items()), "---"]
+    lines += [f"# Session: {inline_text(title)}", ""]
     for name in SECTIONS:
         lines += [f"## {name}", ""]
     return newline.join(lines)
-
-
-def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
-    """Set top-level frontmatter keys, one line each; every other line stays as it was."""
-    lines = split_lines(text)
-    newline = (lines[0][len(lines[0].rstrip("\r\n")) :] if lines else "") or "\n"
-    if not lines or lines[0].rstrip("\r\n").strip() != "---":
-        block = ["---", *(f"{k}: {_yaml_value(v)}" for k, v in values.items()), "---"]
-        return newline.join(block) + newline + text
-    end = next(
-        (n for n in range(1, len(lines)) if lines[n].rstrip("\r\n").strip() in ("---", "...")),
-        None,
-    )
-    if end is None:
-        raise EditNotApplicable("the frontmatter has no closing '---'")
-    pending = dict(values)
-    out = [lines[0]]
-    n = 1
-    while n < end:
-        key = lines[n].split(":", 1)[0]
-        if key in pending and not lines[n][:1].isspace():
-            out.append(f"{key}: {_yaml_value(pending.pop(key))}{newline}")
-            n += 1
-            # a block-style value (indented lines below the key, as Obsidian writes) goes too
-            while n < end and (lines[n][:1] in (" ", "\t") or lines[n].lstrip().startswith("- ")):
-                n += 1
-            continue
-        out.append(lines[n])
-        n += 1
-    extra = [f"{k}: {_yaml_value(v)}{newline}" for k, v in pending.items()]
-    return "".join(out + extra + lines[end:])
-
-
-def append_to_section(text: str, path: str, title: str, block: str) -> str:
-    """Append ``block`` (whole lines) at the end of ``## title``, creating it if missing."""
-    doc = parse_document(path, text)
-    return edits.insert_entry(doc, "event", title, block)
-
-
-def section_text(text: str, path: str, title: str) -> str:
-    """The raw text of ``## title`` (empty when there is none)."""
-    return _sections(parse_document(path, text)).get(title, "")
-
-
-def set_section(text: str, path: str, title: str, body: str) -> str:
-    """Make ``## title`` hold exactly ``body`` (replacing what it held), adding it at the end
-    of the file when missing. Everything outside the section stays as it was."""
-    doc = parse_document(path, text)
-    newline = doc.newline
-    block = body.strip("\n").replace("\n", newline) + newline
-    heading = next((h for h in doc.headings if h.level == 2 and h.title.strip() == title), None)
-    lines = doc.lines
-    if heading is None:
-        lead = "" if not lines or lines[-1].strip() == "" else newline
-        if lines and not lines[-1].endswith(("\n", "\r")):
-            lead = newline + newline
-        return text + lead + f"## {title}{newline}{newline}" + block
-    end = next((h.line - 1 for h in doc.headings if h.line > heading.line and h.level <= 2), None)
-    end = len(lines) if end is None else end
-    trail = newline if end < len(lines) else ""
-    return "".join(lines[: heading.line]) + newline + block + trail + "".join(lines[end:])
 
 
 def render_event(time: str, action: str, text: str, importance: float, newline: str) -> str:
@@ -523,7 +436,7 @@ def render_event(time: str, action: str, text: str, importance: float, newline: 
     meta = {"importance": importance}
     if "\n" not in text and _inline_safe(text):
         return edits.render_item(f"{head} {text}", meta, newline)
-    preview = _one_line(text.split("\n", 1)[0])
+    preview = inline_text(text.split("\n", 1)[0])
     if len(preview) > 120:
         preview = preview[:119].rstrip() + " …"
     item = edits.render_item(f"{head} {preview}" if preview else head, meta, newline)
@@ -564,594 +477,11 @@ def _block_safe(text: str) -> bool:
     return [h.title for h in probe.headings] == ["Sentinel"]
 
 
-def _one_line(text: str) -> str:
+def inline_text(text: str) -> str:
     """One line that can sit inside an item or frontmatter: no comment markers, no controls."""
     flat = one_line(printable(text))
     return flat.replace("<!--", "<!- -").replace("-->", "- ->")
 
 
-def _yaml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(round(value, 3)) if isinstance(value, float) else str(value)
-    if isinstance(value, Mapping):
-        items = ", ".join(f"{_yaml_value(str(k))}: {_yaml_value(v)}" for k, v in value.items())
-        return "{" + items + "}"
-    text = str(value)
-    if _SAFE_SCALAR.match(text) and not text.endswith(":") and not _reads_as_other_scalar(text):
-        return text
-    # JSON's string is YAML's double-quoted one, but for characters YAML may not hold raw
-    return _YAML_UNPRINTABLE.sub(
-        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False)
-    )
-
-
-def _reads_as_other_scalar(text: str) -> bool:
-    """Whether YAML reads ``text`` written bare as a number, a boolean or null (an id such as
-    ``0000`` or ``1e5`` would come back as 0 or 100000.0). Timestamps are meant to read as
-    dates, so they stay bare."""
-    import yaml  # python-frontmatter's own YAML library, loaded only for such values
-
-    if not (text[0].isdigit() or text[0] in "+-." or text.lower() in _YAML_WORDS):
-        return False
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return True
-    return isinstance(loaded, bool | int | float) or loaded is None
-
-
-_YAML_UNPRINTABLE = re.compile(
-    "[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
-)
-"""What YAML does not read back unescaped: outside its printable set, or a line break of its
-own (NEL, U+2028, U+2029), which it would fold into a space."""
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
-
-
-def _stamp(moment: dt.datetime) -> str:
+def iso_seconds(moment: dt.datetime) -> str:
     return moment.replace(microsecond=0).isoformat()
-
-
-class Session:
-    """Records one session as it happens. Get one from ``Workspace.session(...)``.
-
-    ``with ws.session("fix login bug") as s:`` — an exception inside the block is recorded
-    as an ``error`` event, the session is marked ``failed``, and the exception propagates.
-    Without a writer (minimal mode) the session is kept in memory only.
-    """
-
-    def __init__(
-        self,
-        session_id: str,
-        title: str,
-        agent: str,
-        *,
-        path: str | None,
-        write: EditFile | None,
-        started: dt.datetime,
-        clock: Callable[[], dt.datetime] = dt.datetime.now,
-        redactor: Redactor = DEFAULT,
-    ) -> None:
-        """``redactor`` masks secrets in everything recorded (the built-in rules by default)."""
-        self.id = session_id
-        self.title = title
-        self.agent = agent
-        self.path = path
-        self.started = started
-        self.status = "running"
-        self.rounds = 0
-        self.tools: dict[str, int] = {}
-        self.events: list[Event] = []
-        self.requests: list[str] = []
-        self.responses: list[str] = []
-        self.metadata: dict[str, str] = {}
-        self._write = write
-        self._clock = clock
-        self._redactor = redactor
-        self._front_broken = False
-        self._tail: tuple[str, int] | None = None
-        """The text this session last wrote, and the offset where its next event goes."""
-
-    def __repr__(self) -> str:
-        return f"Session({self.id!r}, status={self.status!r}, events={len(self.events)})"
-
-    @property
-    def written(self) -> bool:
-        """Whether this session is recorded in a file (full mode)."""
-        return self._write is not None
-
-    # ---- recording -------------------------------------------------------------------------
-
-    def request(self, text: str) -> int:
-        """What the user asked (each call adds one part). Returns how many secrets were masked
-        (the part is kept exactly, but for ``[REDACTED:kind]`` in their place)."""
-        masked = self._redactor.redact(_checked(text, "request"))
-        self.requests.append(masked.text)
-        self._edit(lambda t: self._append_part(t, "Request", masked.text))
-        return masked.count
-
-    def response(self, text: str) -> int:
-        """What the agent answered (each call adds one part). Returns how many secrets were
-        masked."""
-        masked = self._redactor.redact(_checked(text, "response"))
-        self.responses.append(masked.text)
-        self._edit(lambda t: self._append_part(t, "Response", masked.text))
-        return masked.count
-
-    def event(self, action: str, text: str, importance: float | None = None) -> Event:
-        """One step: ``planning``, ``thinking``, ``execute``, ``error``, ``complete``, ….
-
-        Importance is inferred from the action unless given (error 0.9 … thinking 0.55).
-        Secrets in ``text`` are masked before it is written; ``Event.redacted`` says how many.
-        """
-        return self._record([self._new_event(action, text, importance)])[0]
-
-    def tool(
-        self,
-        name: str,
-        args: Any = None,
-        result: Any = None,
-        *,
-        ok: bool = True,
-        importance: float | None = None,
-    ) -> tuple[Event, Event | None]:
-        """A tool call and (when given) its result, written together with the ``tools``
-        counts of the frontmatter. A failed call (``ok=False``) records an ``error`` event."""
-        label = _one_line(str(name)) or "tool"
-        events = [self._new_event("tool_call", f"{label}({_render_args(args)})", importance)]
-        if result is not None or not ok:
-            text = _render_args(result) if result is not None else "failed"
-            action = "tool_result" if ok else "error"
-            events.append(self._new_event(action, f"{label} → {text}", importance))
-        self.tools[label] = self.tools.get(label, 0) + 1
-        written = self._record(events, front=self._front())
-        return written[0], written[1] if len(written) > 1 else None
-
-    def round(self) -> int:
-        """Count one model round (one think → act cycle); returns the new count."""
-        self.rounds += 1
-        self._sync_front()
-        return self.rounds
-
-    def set_metadata(self, key: str, value: object) -> int:
-        """A ``- key: value`` line in the Metadata section (files changed, ticket, cost…).
-        Returns how many secrets were masked in it."""
-        key = _one_line(key).replace(":", " ")
-        if not key:
-            raise ValueError("metadata key cannot be empty")
-        # the value is checked with its key: `- api_key: ...` is an assignment
-        masked = self._redactor.redact(f"{key}: {_one_line(str(value))}")
-        key, _, text = masked.text.partition(": ")
-        self.metadata[key] = text
-
-        def edit(current: str) -> str:
-            doc = parse_document(self.path or "", current)
-            for entry in doc.entries:
-                if entry.heading_path[-1:] == ("Metadata",) and entry.text.startswith(key + ":"):
-                    lines = doc.lines
-                    lines[entry.start_line - 1 : entry.end_line] = [f"- {key}: {text}{doc.newline}"]
-                    return "".join(lines)
-            return append_to_section(current, self.path or "", "Metadata", f"- {key}: {text}\n")
-
-        self._edit(edit)
-        return masked.count
-
-    def close(self, status: str = "completed") -> None:
-        """End the session: ``completed`` or ``failed`` (idempotent)."""
-        if self.status != "running":
-            return
-        if status not in ("completed", "failed"):
-            raise ValueError(f"status must be completed or failed, got {status!r}")
-        self.status = status
-        self._sync_front(final=True)
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.close("completed")
-            return
-        where = ""
-        if tb is not None:
-            frame = traceback.extract_tb(tb)[-1]
-            where = f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
-        message = f"{type(exc).__name__}: {exc}{where}" if str(exc) else type(exc).__name__
-        try:
-            self.event("error", message)
-        finally:
-            self.close("failed")
-
-    # ---- reading back ----------------------------------------------------------------------
-
-    def record(self) -> SessionRecord:
-        """This session as a SessionRecord (what ``Workspace.sessions`` would return)."""
-        now = self._clock()
-        return SessionRecord(
-            id=self.id,
-            path=self.path,
-            title=self.title,
-            agent=self.agent,
-            started=_stamp(self.started),
-            ended=None if self.status == "running" else _stamp(now),
-            duration_s=round((now - self.started).total_seconds(), 1),
-            rounds=self.rounds,
-            tools=dict(self.tools),
-            status=self.status,
-            requests=tuple(self.requests),
-            events=tuple(self.events),
-            responses=tuple(self.responses),
-            metadata=dict(self.metadata),
-        )
-
-    def to_messages(self) -> list[dict[str, str]]:
-        return self.record().to_messages()
-
-    # ---- internals -------------------------------------------------------------------------
-
-    def _append_part(self, current: str, section: str, text: str) -> str:
-        newline = newline_of(current)
-        return _append_paragraph(current, self.path or "", section, text, newline)
-
-    def _front(self, final: bool = False) -> dict[str, object]:
-        values: dict[str, object] = {"status": self.status, "rounds": self.rounds}
-        if self.tools:
-            values["tools"] = dict(self.tools)
-        if final:
-            now = self._clock()
-            values["ended"] = _stamp(now)
-            values["duration_s"] = round((now - self.started).total_seconds(), 1)
-        return values
-
-    def _with_front(self, text: str, front: Mapping[str, object]) -> str:
-        """Frontmatter keys set, unless a person broke the frontmatter: then the events still
-        go in, the counts wait, and the log says why (once)."""
-        try:
-            return set_frontmatter(text, front)
-        except EditNotApplicable as exc:
-            if not self._front_broken:
-                log.warning("%s: frontmatter not updated: %s", self.path, exc)
-                self._front_broken = True
-            return text
-
-    def _sync_front(self, final: bool = False) -> None:
-        self._record([], front=self._front(final))
-
-    def _new_event(self, action: str, text: str, importance: float | None) -> Event:
-        name = normal_action(action)
-        value = infer_importance(name) if importance is None else _importance(importance)
-        masked = self._redactor.redact(_checked(text, "event text"))  # before the cut
-        body = _cap(masked.text)
-        stamp = self._clock().strftime("%H:%M:%S")
-        return Event(stamp, name, body, value, 0, redacted=masked.count)
-
-    def _record(
-        self, events: list[Event], front: Mapping[str, object] | None = None
-    ) -> list[Event]:
-        """Append events (and set frontmatter keys) in one safe write.
-
-        The fast path: when the file is exactly what this session last wrote, the events go
-        at the remembered end of ``## Events`` without parsing the file (appending stays cheap
-        as the session grows). After a person's edit, the file is parsed once to find it.
-        """
-        if self._write is None:
-            self.events += events
-            return events
-        path = self.path or ""
-        pending: dict[str, Any] = {}
-
-        def edit(current: str) -> str:
-            newline = newline_of(current)
-            blocks = [render_event(e.time, e.action, e.text, e.importance, newline) for e in events]
-            if self._tail is not None and self._tail[0] == current:
-                offset = self._tail[1]
-                starts = [offset + sum(map(len, blocks[:n])) for n in range(len(blocks))]
-                new = current[:offset] + "".join(blocks) + current[offset:]
-                end = offset + sum(map(len, blocks))
-            elif not blocks:  # frontmatter only: no need to find Events
-                new, starts, end = current, [], -1
-            else:
-                new = current
-                for block in blocks:
-                    new = append_to_section(new, path, "Events", block)
-                starts, end = _event_offsets(new, path, len(blocks))
-            if front:
-                shifted = self._with_front(new, front)
-                shift = len(shifted) - len(new)
-                new, starts = shifted, [x + shift for x in starts]
-                end = end + shift if end >= 0 else -1
-            pending.update(text=new, starts=starts, end=end)
-            return new
-
-        result = self._write_or_stop(edit)
-        if result is None:
-            self.events += events
-            return events
-        if result == pending.get("text"):
-            self._tail = (result, pending["end"]) if pending["end"] >= 0 else None
-            lines = [result.count("\n", 0, x) + 1 for x in pending["starts"]]
-        else:
-            self._tail, lines = None, [0] * len(events)
-        written = [replace(e, line=line) for e, line in zip(events, lines, strict=True)]
-        self.events += written
-        return written
-
-    def _edit(self, edit: Callable[[str], str]) -> str | None:
-        self._tail = None  # an edit elsewhere: find the end of Events again next time
-        return self._write_or_stop(edit)
-
-    def _write_or_stop(self, edit: Callable[[str], str]) -> str | None:
-        """Write, unless the file is gone: a person deleted it, so the session stops writing
-        (it goes on in memory) rather than bring the file back."""
-        if self._write is None:
-            return None
-        try:
-            return self._write(edit)
-        except FileProblem as exc:
-            if (exc.reason or "").startswith("no such file"):
-                log.warning("%s; session %s goes on in memory only", exc, self.id)
-                self._write, self._tail = None, None
-                return None
-            raise
-
-
-def _event_offsets(text: str, path: str, count: int) -> tuple[list[int], int]:
-    """Character offsets where the last ``count`` events start, and where the next one goes."""
-    doc = parse_document(path, text)
-    events = [e for e in doc.entries if e.heading_path[-1:] == ("Events",)]
-    lines = doc.lines
-    starts_at = [0]
-    for line in lines:
-        starts_at.append(starts_at[-1] + len(line))
-    if not events:  # nothing to anchor on: the slow path again next time
-        return [], -1
-    starts = [starts_at[e.start_line - 1] for e in events[len(events) - count :]] if count else []
-    end = starts_at[events[-1].end_line]
-    if not lines[events[-1].end_line - 1].endswith(("\n", "\r")):
-        return starts, -1
-    return starts, end
-
-
-def _append_paragraph(current: str, path: str, section: str, text: str, newline: str) -> str:
-    """Add a part at the end of ``## section``, a blank line from what is there."""
-    doc = parse_document(path, current)
-    heading = next((h for h in doc.headings if h.level == 2 and h.title.strip() == section), None)
-    block = render_paragraph(text, newline)
-    if heading is None:
-        return edits.insert_entry(doc, "event", section, block)
-    lines = doc.lines
-    nxt = next((h.line for h in doc.headings if h.line > heading.line), len(lines) + 1)
-    last = nxt - 2
-    while last >= heading.line and not lines[last].strip():
-        last -= 1
-    at = last + 1
-    lead = newline  # a blank line after the heading or the part before
-    if not lines[at - 1].endswith(("\n", "\r")):
-        lead = newline + lead
-    trail = newline if at < len(lines) and lines[at].strip() else ""
-    return "".join(lines[:at]) + lead + block + trail + "".join(lines[at:])
-
-
-def _checked(text: str, what: str) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{what} must be a string, got {type(text).__name__}")
-    lines = printable(text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
-    text = "\n".join(line.rstrip() for line in lines).strip()  # trailing blanks are not kept
-    if not text:
-        raise ValueError(f"{what} cannot be empty")
-    return text
-
-
-def _cap(text: str) -> str:
-    if len(text) <= MAX_EVENT_CHARS:
-        return text
-    omitted = len(text) - MAX_EVENT_CHARS
-    return text[:MAX_EVENT_CHARS] + f"\n[... {omitted:,} characters omitted]"
-
-
-def _importance(value: float) -> float:
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"importance must be between 0 and 1, got {value}")
-    return float(value)
-
-
-def _render_args(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-# ---- sessions whose writer is gone ----------------------------------------------------------
-
-_TEMP_RE = re.compile(rf"^\.(?P<file>.+)\.(?P<pid>\d+)\.[^.]+{re.escape(TEMP_SUFFIX)}$")
-_FRONT_RE = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
-_HEAD_BYTES = 16_384
-"""A session's frontmatter is read from the head of its file (it is a few lines)."""
-_PEEK_BYTES = 2048
-_RUNNING_RE = re.compile(r"^status:[ \t]*[\"']?running\b", re.M)
-
-
-def process_start(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks after boot, from Linux's /proc), or None.
-
-    With the pid it names one process: a pid the system gave to a new process after the
-    first one died has another start.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()  # the name in parentheses may hold spaces
-    try:
-        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
-    except (IndexError, ValueError):
-        return None
-
-
-def writer_stamp() -> dict[str, object]:
-    """The frontmatter keys naming this process as a session's writer: ``host``, ``pid`` and
-    (where the system tells) ``pid_start``."""
-    pid = os.getpid()
-    stamp: dict[str, object] = {"host": socket.gethostname(), "pid": pid}
-    start = process_start(pid)
-    if start is not None:
-        stamp["pid_start"] = start
-    return stamp
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return pid_alive(pid)
-    except (OverflowError, ValueError):  # no such pid on any system
-        return False
-
-
-def writer_gone(front: Mapping[str, object], host: str) -> bool:
-    """Whether a session's writer is known to be dead: the session is ``running``, it was
-    started on ``host`` (only that machine can look at its processes: a workspace shared
-    through git holds sessions running elsewhere), and its process is gone or is another
-    process now. A session without ``host`` and ``pid`` (written by hand) is never gone."""
-    if str(front.get("status")) != "running" or str(front.get("host")) != host:
-        return False
-    pid = str(front.get("pid", ""))
-    if not pid.isdigit():
-        return False
-    if not _alive(int(pid)):
-        return True
-    recorded, now = str(front.get("pid_start", "")), process_start(int(pid))
-    return recorded.isdigit() and now is not None and int(recorded) != now
-
-
-def mark_interrupted(text: str, host: str) -> str:
-    """``status: interrupted`` if the session's writer is gone; nothing else changes."""
-    front = head_frontmatter(text)
-    if front is None or not writer_gone(front, host):
-        return text
-    return set_frontmatter(text, {"status": "interrupted"})
-
-
-def head_frontmatter(text: str) -> dict[str, object] | None:
-    """The frontmatter at the start of ``text``, every value a string as written (so a host
-    named ``1234`` or ``yes`` compares as written), or None."""
-    match = _FRONT_RE.match(text.removeprefix("\ufeff"))
-    if match is None:
-        return None
-    import yaml
-
-    try:
-        data = yaml.load(match.group("yaml"), Loader=yaml.BaseLoader)
-    except yaml.YAMLError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-class InterruptedSweep:
-    """Marks the sessions of ``folder`` whose writer died ``interrupted``, and removes the temp
-    files dead writers left there.
-
-    Cheap to call often: each session file is read once, then again only while this host runs
-    it (a session ended, or running elsewhere, is settled); and when no file came or went in
-    the folder, only the sessions this host runs are read.
-    """
-
-    def __init__(self, folder: Path, writer: Callable[[str], EditFile]) -> None:
-        """``writer(name)`` writes ``folder/name`` safely."""
-        self.folder = folder
-        self._writer = writer
-        self._lock = threading.Lock()
-        self._stamp: int | None = None
-        self._settled: set[str] = set()
-        """Session files read once and left alone since: ended, or not this host's."""
-        self._watch: set[str] = set()
-        """Sessions this host was running, with a live writer, at the last look."""
-
-    def sweep(self) -> list[str]:
-        """Mark what is due; returns the ids of the sessions marked."""
-        if not self._lock.acquire(blocking=False):
-            return []  # another thread is sweeping right now
-        try:
-            try:
-                stamp = self.folder.stat().st_mtime_ns
-            except OSError:
-                return []
-            if stamp == self._stamp:  # no file came or went: only a writer may have died
-                return self._mark(list(self._watch))
-            self._stamp = stamp  # set first: a change while we look is seen next time
-            names = self._scan()
-            self._settled &= set(names)
-            return self._mark([n for n in names if n not in self._settled])
-        finally:
-            self._lock.release()
-
-    def _scan(self) -> list[str]:
-        """The session files' names; the temp files of dead writers are removed on the way."""
-        names: list[str] = []
-        try:
-            entries = list(os.scandir(self.folder))
-        except OSError:
-            return names
-        for entry in entries:
-            if entry.name.endswith(".md"):
-                names.append(entry.name)
-            elif (match := _TEMP_RE.match(entry.name)) and not _alive(int(match["pid"])):
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    continue
-                log.info("%s/%s: removed (its writer is gone)", self.folder.name, entry.name)
-        return names
-
-    def _mark(self, names: list[str]) -> list[str]:
-        host = socket.gethostname()
-        marked: list[str] = []
-        watch: set[str] = set()
-        folder = str(self.folder)
-        for name in names:
-            try:
-                front = _file_frontmatter(os.path.join(folder, name))
-            except OSError:
-                continue
-            if writer_gone(front, host):
-                if self._mark_one(name, host):
-                    marked.append(name.removesuffix(".md"))
-            elif str(front.get("status")) == "running" and str(front.get("host")) == host:
-                watch.add(name)  # alive now: its writer may die before the next look
-            else:
-                self._settled.add(name)
-        self._watch = watch
-        return marked
-
-    def _mark_one(self, name: str, host: str) -> bool:
-        try:
-            self._writer(name)(lambda text: mark_interrupted(text, host))
-        except (MdmemError, OSError) as exc:
-            log.warning("%s/%s: not marked interrupted: %s", self.folder.name, name, exc)
-            return False
-        log.info("%s/%s: its writer is gone; marked interrupted", self.folder.name, name)
-        return True
-
-
-def _file_frontmatter(path: str) -> Mapping[str, object]:
-    """The frontmatter of a session file, read only as far as needed: empty unless it may be
-    ``running`` (most sessions ended long ago)."""
-    with open(path, "rb") as handle:
-        head = handle.read(_PEEK_BYTES)
-        if b"running" not in head:
-            return {}
-        head += handle.read(_HEAD_BYTES - len(head))
-    text = head.decode("utf-8", errors="replace")
-    if not _RUNNING_RE.search(text):
-        return {}
-    return head_frontmatter(text) or {}

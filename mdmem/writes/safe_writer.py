@@ -50,6 +50,7 @@ from mdmem.writes.file_state import (
 )
 from mdmem.writes.journal import WRITTEN, Journal
 from mdmem.writes.lineage import Lineage
+from mdmem.writes.processes import pid_alive
 from mdmem.writes.swap import exchange
 
 log = logging.getLogger("mdmem")
@@ -669,19 +670,6 @@ def remove_stale_temps(path: Path) -> None:
         if pid.isdigit() and not pid_alive(int(pid)):
             with contextlib.suppress(OSError):
                 temp.unlink()
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists (on this machine)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fsync_dir(folder: Path) -> None:
