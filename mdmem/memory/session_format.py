@@ -484,4 +484,5 @@ def inline_text(text: str) -> str:
 
 
 def iso_seconds(moment: dt.datetime) -> str:
+    """``moment`` in ISO 8601 to the second, as a session file writes its times."""
     return moment.replace(microsecond=0).isoformat()
