@@ -58,7 +58,9 @@ from locomo import DATA, sessions, turn_text  # noqa: E402
 from mdmem import Workspace  # noqa: E402
 from mdmem.distill.promote import AutoPromote  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
-from mdmem.memory.sessions import append_to_section, render_event, set_frontmatter  # noqa: E402
+from mdmem.markdown.frontmatter import set_frontmatter  # noqa: E402
+from mdmem.markdown.sections import append_to_section  # noqa: E402
+from mdmem.memory.session_format import render_event  # noqa: E402
 
 WORK = ROOT / ".bench" / "lifecycle"
 DAYS = 180

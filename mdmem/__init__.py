@@ -29,15 +29,15 @@ _EXPORTS = {
     "SearchRequest": "mdmem.index.request",
     "Context": "mdmem.context.pack",
     "SourceUsage": "mdmem.context.pack",
-    "Event": "mdmem.memory.sessions",
-    "Session": "mdmem.memory.sessions",
-    "SessionRecord": "mdmem.memory.sessions",
+    "Event": "mdmem.memory.session_format",
+    "Session": "mdmem.memory.session_writer",
+    "SessionRecord": "mdmem.memory.session_format",
     "TaskItem": "mdmem.memory.task",
     "TaskState": "mdmem.memory.task",
     "WorldFact": "mdmem.memory.world",
-    "Pool": "mdmem.memory.pool",
-    "PoolEntry": "mdmem.memory.pool",
-    "ParentSync": "mdmem.memory.resolvers",
+    "Pool": "mdmem.sharing.pool",
+    "PoolEntry": "mdmem.sharing.pool",
+    "ParentSync": "mdmem.sharing.resolvers",
     "CompactReport": "mdmem.reports",
     "ExtractReport": "mdmem.reports",
     "MemoryChange": "mdmem.reports",
@@ -85,18 +85,18 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export (mypy's no_implicit_reexpor
     from mdmem.markdown.parse import Document as Document
     from mdmem.markdown.parse import Heading as Heading
     from mdmem.markdown.parse import Problem as Problem
-    from mdmem.memory.pool import Pool as Pool
-    from mdmem.memory.pool import PoolEntry as PoolEntry
-    from mdmem.memory.resolvers import ParentSync as ParentSync
-    from mdmem.memory.sessions import Event as Event
-    from mdmem.memory.sessions import Session as Session
-    from mdmem.memory.sessions import SessionRecord as SessionRecord
+    from mdmem.memory.session_format import Event as Event
+    from mdmem.memory.session_format import SessionRecord as SessionRecord
+    from mdmem.memory.session_writer import Session as Session
     from mdmem.memory.task import TaskItem as TaskItem
     from mdmem.memory.task import TaskState as TaskState
     from mdmem.memory.world import WorldFact as WorldFact
     from mdmem.reports import CompactReport as CompactReport
     from mdmem.reports import ExtractReport as ExtractReport
     from mdmem.reports import MemoryChange as MemoryChange
+    from mdmem.sharing.pool import Pool as Pool
+    from mdmem.sharing.pool import PoolEntry as PoolEntry
+    from mdmem.sharing.resolvers import ParentSync as ParentSync
     from mdmem.workspace import Workspace as Workspace
 
 

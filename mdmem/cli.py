@@ -124,7 +124,7 @@ def _init_local_agent(root: Path, agent: str) -> None:
     """``--agent`` where mdmem.toml exists (a clone of a shared workspace): this machine's
     agent, in mdmem.local.toml (git-ignored), never the shared file."""
     from mdmem.config import check_name, load_config, local_agent, set_local_agent
-    from mdmem.memory.git_sync import ignore_local_config
+    from mdmem.sharing.git_sync import ignore_local_config
 
     check_name(agent, "agent")
     if local_agent(root) is None and load_config(root).agent == agent:
@@ -136,7 +136,7 @@ def _init_local_agent(root: Path, agent: str) -> None:
 
 def _init_git(root: Path) -> None:
     """.gitattributes lines for the merge driver; inside a git repository, its config too."""
-    from mdmem.memory.git_sync import configure_driver, install_gitattributes, repo_root
+    from mdmem.sharing.git_sync import configure_driver, install_gitattributes, repo_root
 
     added = install_gitattributes(root)
     typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
@@ -1728,7 +1728,7 @@ def merge_driver(
     """git's merge driver for memory files: merged entry by entry (set up by `mdmem init`).
 
     Exit 0 when merged cleanly; 1 when conflict markers were left for a person."""
-    from mdmem.memory.merge_driver import run_driver
+    from mdmem.sharing.git_merge_driver import run_driver
 
     outcome = run_driver(base, ours, theirs, path, marker_size)
     for message in outcome.messages:
@@ -1754,7 +1754,7 @@ def git_sync(
     not run the merge driver; checks that the merge kept every entry of both sides before it
     pushes; never force-pushes. Exit codes: 0 done, 1 error, 3 refused, 4 pull left conflicts,
     5 push rejected, 6 the merge would have lost entries (undone, nothing pushed)."""
-    from mdmem.memory.git_sync import SyncError
+    from mdmem.sharing.git_sync import SyncError
 
     _log_to_stderr()
     ws = _open(ctx)

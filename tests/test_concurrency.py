@@ -73,7 +73,7 @@ def test_sigkill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from mdmem.memory.files import atomic_write
+        from mdmem.writes.safe_writer import atomic_write
         atomic_write(Path(sys.argv[1]), b"- new line\\n" * 20_000_000)  # ~220 MB
         """
     )

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mdmem import Workspace
 from mdmem.errors import FileProblem
-from mdmem.memory.merge import merge_text
+from mdmem.writes.line_merge import merge_text
 
 REPO = Path(__file__).resolve().parent.parent
 

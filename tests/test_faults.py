@@ -18,7 +18,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.errors import MdmemError
-from mdmem.memory.sessions import Session
+from mdmem.memory.session_writer import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -82,7 +82,7 @@ def _full_disk_calls(ws: Workspace, session: Session) -> dict[str, Callable[[], 
 def test_a_state_file_write_on_a_full_disk_names_the_file(tmp_path: Path) -> None:
     """mdmem's own state files (promotion state, heartbeats, caches) are written whole or not
     at all; on a full disk the error (logged by a background pass) says which file."""
-    from mdmem.memory.files import atomic_write
+    from mdmem.writes.safe_writer import atomic_write
 
     with faults.tmpfs(tmp_path / "small", "1m") as mnt:
         if mnt is None:

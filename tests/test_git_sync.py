@@ -16,7 +16,7 @@ import pytest
 from mdmem.config import load_config, set_local_agent
 from mdmem.errors import ConfigError, FileProblem
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.git_sync import (
+from mdmem.sharing.git_sync import (
     CONFLICTS,
     DRIVER,
     LEGACY_DRIVER,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from mdmem.errors import FileProblem
 from mdmem.markdown.entries import text_sum
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.merge_driver import (
+from mdmem.sharing.git_merge_driver import (
     contradictions,
     merge_file,
     missing_entries,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mdmem.distill.merging import _join, merge_offline, same_fact
+from mdmem.distill.merge_memories import _join, merge_offline, same_fact
 from mdmem.markdown.entries import Entry
 
 

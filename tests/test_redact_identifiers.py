@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from mdmem import Workspace
 from mdmem.integrations.importers import import_path
-from mdmem.memory.sessions import head_frontmatter
+from mdmem.markdown.frontmatter import head_frontmatter
 from mdmem.redact import DEFAULT, SecretInField
 
 ALNUM = string.ascii_letters + string.digits

@@ -509,7 +509,7 @@ def _leaves(value: object, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], 
 def test_merge_is_three_way_leaf_by_leaf(trees: tuple[dict, dict, dict]) -> None:
     """The child's value wins on exactly the leaves it changed since it last took the parent's
     value; every other leaf is the parent's now (a leaf either deleted is gone)."""
-    from mdmem.memory.resolvers import Merge, merge3
+    from mdmem.sharing.resolvers import Merge, merge3
 
     base, parent, child = trees
     merged = Merge().resolve(parent, child, base).content
@@ -525,7 +525,7 @@ def test_merge_is_three_way_leaf_by_leaf(trees: tuple[dict, dict, dict]) -> None
 
 
 def test_merge_keeps_the_childs_change_of_a_leaf_into_a_dict_and_notes_text() -> None:
-    from mdmem.memory.resolvers import MISSING, Merge, merge3
+    from mdmem.sharing.resolvers import MISSING, Merge, merge3
 
     base = {"limits": 100, "owner": "lead"}
     parent = {"limits": 150, "owner": "pm"}

@@ -20,13 +20,13 @@ from mdmem import Workspace
 from mdmem.distill.rules import classify, split_pieces
 from mdmem.index.search import Filters, search
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.sessions import (
+from mdmem.memory.session_format import (
     _paragraphs,
     canonical_action,
     infer_importance,
-    process_start,
     render_paragraph,
 )
+from mdmem.writes.processes import process_start
 
 
 def stored(text: str) -> str:

@@ -9,7 +9,8 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mdmem.memory.sessions import _SAFE_SCALAR, _yaml_value
+from mdmem.markdown.frontmatter import _SAFE_SCALAR
+from mdmem.markdown.frontmatter import yaml_value as _yaml_value
 
 ids = st.from_regex(_SAFE_SCALAR, fullmatch=True) | st.text(min_size=1, max_size=30)
 

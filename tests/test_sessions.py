@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mdmem import Workspace
 from mdmem.errors import EntryNotFoundError
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.sessions import infer_importance, parse_session
+from mdmem.memory.session_format import infer_importance, parse_session
 from mdmem.paths import slugify
 
 

@@ -9,8 +9,8 @@ import pytest
 from mdmem import Workspace
 from mdmem.errors import FileProblem, ModeError
 from mdmem.markdown.parse import Document, parse_document
-from mdmem.memory.files import Target
 from mdmem.memory.task import Task
+from mdmem.writes.safe_writer import Target
 
 
 def test_task_loop_on_the_example(example: Workspace) -> None:

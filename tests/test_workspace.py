@@ -15,8 +15,8 @@ from mdmem import (
     Workspace,
     WorkspaceNotFoundError,
 )
-from mdmem.memory.file_state import Target
 from mdmem.memory.templates import TEMPLATES
+from mdmem.writes.file_state import Target
 
 
 def test_init_writes_every_template_and_never_overwrites(tmp_path: Path) -> None:

@@ -16,13 +16,13 @@ from mdmem.errors import FileProblem, MdmemError
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.pool import POOL_DIR, Pool, PoolEntry
 from mdmem.memory.relations import contradicted
-from mdmem.memory.sessions import SessionRecord
+from mdmem.memory.session_format import SessionRecord
 from mdmem.memory.task import Task
 from mdmem.memory.tiers import live_session
 from mdmem.memory.world import World
 from mdmem.redact import Redactor
+from mdmem.sharing.pool import POOL_DIR, Pool, PoolEntry
 from mdmem.tokens import token_counter
 
 log = logging.getLogger("mdmem")

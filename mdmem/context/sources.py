@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from mdmem.context.pack import Source, Unit
 from mdmem.markdown.entries import Entry
 from mdmem.memory.compact_memory import CompactMemory, read_memory
-from mdmem.memory.pool import DEFAULT_POOL, PoolEntry
-from mdmem.memory.sessions import SessionRecord
+from mdmem.memory.session_format import SessionRecord
 from mdmem.memory.task import TaskItem, TaskState
 from mdmem.memory.world import WorldFact
+from mdmem.sharing.pool import DEFAULT_POOL, PoolEntry
 from mdmem.text import one_line
 
 MEMORY_GROUPS = {

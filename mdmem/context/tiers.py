@@ -12,7 +12,7 @@ from mdmem.config import Config
 from mdmem.context.pack import Source, Unit
 from mdmem.memory.compact_memory import read_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.sessions import Event, SessionRecord
+from mdmem.memory.session_format import Event, SessionRecord
 from mdmem.memory.tiers import evicted_in, raw_summary, summaries
 from mdmem.text import one_line
 from mdmem.tokens import TokenCounter

@@ -10,7 +10,7 @@ for fidelity before anything is replaced; the originals are archived, never dele
    smaller than ``min_cluster`` stay. A memory that a newer one of its cluster changes (one
    value slot, :mod:`mdmem.distill.slots`, and dated a later day) is superseded by it instead
    of merged; the report lists each pair (:class:`Change`).
-3. Merges: :mod:`mdmem.distill.merging` (model or extractive, per fact), each checked by
+3. Merges: :mod:`mdmem.distill.merge_memories` (model or extractive, per fact), each checked by
    :mod:`mdmem.distill.fidelity`; below the threshold, or losing a fact or a distinguishing
    token (``m3``, ``27``, ``eu-west-1``), the originals stay: nothing archived hides one.
 4. One write per file through the safe writes: the merged memory (``refines=`` its sources,
@@ -35,7 +35,7 @@ import numpy as np
 
 from mdmem.config import Config
 from mdmem.distill.fidelity import Fidelity, check
-from mdmem.distill.merging import MergeResult, Proposal, merge_llm, merge_offline
+from mdmem.distill.merge_memories import MergeResult, Proposal, merge_llm, merge_offline
 from mdmem.layout import KNOWLEDGE_FILES
 from mdmem.markdown import edits
 from mdmem.markdown.entries import (

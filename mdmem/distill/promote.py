@@ -28,17 +28,11 @@ from mdmem.config import Config
 from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
 from mdmem.layout import COMPACT_FILE
 from mdmem.markdown.parse import parse_document
+from mdmem.markdown.sections import section_text, set_section
 from mdmem.memory.archive_sessions import Move, archive_sessions, due
 from mdmem.memory.compact_memory import read_memory, stamp, without_stamp, write_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import SafeWriter
-from mdmem.memory.sessions import (
-    SUMMARY_SECTION,
-    SessionRecord,
-    parse_session,
-    section_text,
-    set_section,
-)
+from mdmem.memory.session_format import SUMMARY_SECTION, SessionRecord, parse_session
 from mdmem.memory.store import today
 from mdmem.memory.tiers import (
     EventItem,
@@ -53,6 +47,7 @@ from mdmem.memory.tiers import (
 from mdmem.memory.writers import DryRunWriter, Writer
 from mdmem.redact import Redactor
 from mdmem.tokens import TokenCounter
+from mdmem.writes.safe_writer import SafeWriter
 
 if TYPE_CHECKING:
     from mdmem.distill.consolidate import ConsolidateReport

@@ -28,7 +28,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from mdmem.layout import private_dir, private_file
-from mdmem.memory.files import atomic_write
+from mdmem.writes.safe_writer import atomic_write
 
 log = logging.getLogger("mdmem")
 PASS_LOCK = "promote.lock"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mdmem.errors import FileProblem
-from mdmem.memory.sessions import SessionRecord
+from mdmem.memory.session_format import SessionRecord
 
 Source = Iterable[Mapping[str, Any]] | str | Path | SessionRecord
 """What :func:`load_messages` accepts."""
@@ -140,7 +140,7 @@ def _load_file(path: Path) -> list[dict[str, str]]:
 
 def _load_session(path: Path, text: str) -> list[dict[str, str]]:
     from mdmem.markdown.parse import parse_document
-    from mdmem.memory.sessions import parse_session
+    from mdmem.memory.session_format import parse_session
 
     return load_messages(parse_session(parse_document(path.as_posix(), text)))
 

@@ -15,6 +15,7 @@ from mdmem.config import Config
 from mdmem.errors import EntryNotFoundError
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES
 from mdmem.markdown.entries import MEMORY_TYPES, Entry
+from mdmem.markdown.sections import section_text, set_section
 from mdmem.memory.compact_memory import (
     CompactMemory,
     read_memory,
@@ -24,14 +25,8 @@ from mdmem.memory.compact_memory import (
 )
 from mdmem.memory.documents import Documents
 from mdmem.memory.session_files import SessionFiles
-from mdmem.memory.sessions import (
-    SUMMARY_SECTION,
-    Session,
-    SessionRecord,
-    is_session_path,
-    section_text,
-    set_section,
-)
+from mdmem.memory.session_format import SUMMARY_SECTION, SessionRecord, is_session_path
+from mdmem.memory.session_writer import Session
 from mdmem.memory.store import KnowledgeStore, today
 from mdmem.memory.writers import DryRunWriter, FileWriter, Writer
 from mdmem.redact import Redactor

@@ -27,7 +27,8 @@ from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
 from mdmem.index.search import Hit, SearchResults, final_score, search
 from mdmem.index.sync import Vouch
-from mdmem.memory.scopes import (
+from mdmem.redact import Redactor
+from mdmem.sharing.scopes import (
     GLOBAL,
     INHERITED,
     LOCAL,
@@ -37,7 +38,6 @@ from mdmem.memory.scopes import (
     parent_chain,
     scope_of,
 )
-from mdmem.redact import Redactor
 
 if TYPE_CHECKING:
     from mdmem.index.sqlite.index import SqliteIndex

@@ -42,8 +42,8 @@ from mdmem.index.speakers import addressed, speaker
 from mdmem.index.sync import SyncReport, Vouch, read_own_writes
 from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
-from mdmem.memory.own_writes import OwnWrites
-from mdmem.memory.sessions import SUMMARY_SECTION
+from mdmem.memory.session_format import SUMMARY_SECTION
+from mdmem.writes.own_writes import OwnWrites
 
 FREQUENCY_SATURATION = 20
 MODES = ("hybrid", "keyword", "vector")

@@ -30,12 +30,12 @@ from mdmem.errors import FileProblem, disk_full
 from mdmem.index.chunks import Chunk, chunk_document
 from mdmem.index.embed import Embedder
 from mdmem.markdown.parse import Problem, parse_document
-from mdmem.memory.files import read_markdown
-from mdmem.memory.own_writes import OwnWrites
 from mdmem.memory.relations import Relation, relations
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
 from mdmem.paths import NAME_SKIPPED, name_problem, shown
 from mdmem.redact import Redactor
+from mdmem.writes.own_writes import OwnWrites
+from mdmem.writes.safe_writer import read_markdown
 
 BATCH_FILES = 200
 EMBED_BATCH = 64

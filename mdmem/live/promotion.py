@@ -24,7 +24,7 @@ from mdmem.distill.promote import HEAD_CHARS, AutoPromote, Promoter
 from mdmem.errors import FileProblem
 from mdmem.layout import COMPACT_FILE
 from mdmem.memory.compact_memory import read_memory
-from mdmem.memory.sessions import is_session_path, parse_session
+from mdmem.memory.session_format import is_session_path, parse_session
 from mdmem.memory.tiers import promoted_in, raw_summary, summaries
 
 if TYPE_CHECKING:

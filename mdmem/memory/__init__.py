@@ -1,2 +1,3 @@
-"""The memory files themselves: safe writes that never lose a person's save, the scanner, and
-the stores (knowledge entries, sessions, task, world, the compact memory) over them."""
+"""The memory files: which files belong to the workspace and reading them, each file's format
+(knowledge entries, sessions, task, world, shared pools, the compact memory), and the stores
+that edit them through the safe writes (:mod:`mdmem.writes`)."""

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from mdmem.errors import ConflictError
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import SafeWriter, create_exclusive, read_bytes
-from mdmem.memory.sessions import SessionRecord
+from mdmem.memory.session_format import SessionRecord
 from mdmem.memory.tiers import ARCHIVE_DIR, session_records
+from mdmem.writes.safe_writer import SafeWriter, create_exclusive, read_bytes
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from mdmem.config import FilesConfig
 from mdmem.errors import EntryNotFoundError, FileProblem
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document, Problem, parse_document
-from mdmem.memory.files import MISSING_WAIT_S, read_markdown
 from mdmem.memory.scan import ScanResult, indexed_by, scan
 from mdmem.paths import workspace_path
+from mdmem.writes.safe_writer import MISSING_WAIT_S, read_markdown
 
 log = logging.getLogger("mdmem")
 PARSE_CACHE_FILES = 64

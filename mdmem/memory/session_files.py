@@ -14,18 +14,17 @@ from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem, write_f
 from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import EditFile, create_exclusive
-from mdmem.memory.sessions import (
-    InterruptedSweep,
-    Session,
+from mdmem.memory.interrupted_sessions import InterruptedSweep, writer_stamp
+from mdmem.memory.session_format import (
     SessionRecord,
     is_stamped,
     parse_session,
     session_skeleton,
     session_stem,
-    writer_stamp,
 )
+from mdmem.memory.session_writer import Session
 from mdmem.memory.writers import FileWriter
+from mdmem.writes.safe_writer import EditFile, create_exclusive
 
 log = logging.getLogger("mdmem")
 

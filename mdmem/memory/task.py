@@ -46,9 +46,9 @@ from mdmem.errors import ConflictError, EditNotApplicable
 from mdmem.markdown import edits
 from mdmem.markdown.entries import Entry, find_meta
 from mdmem.markdown.parse import Document, block_tokens, parse_document, split_lines
-from mdmem.memory.files import EditFile, create_exclusive
 from mdmem.paths import slugify, workspace_path
 from mdmem.text import dedent, one_line
+from mdmem.writes.safe_writer import EditFile, create_exclusive
 
 TASK_FILE = "task_process.md"
 STATE, TODO, INSTRUCTIONS = "State", "TODO", "Instructions"

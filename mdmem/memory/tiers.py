@@ -24,15 +24,10 @@ from mdmem.config import Config
 from mdmem.errors import FileProblem
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR
 from mdmem.markdown.entries import MEMORY_TYPES
+from mdmem.markdown.sections import section_text
 from mdmem.memory.compact_memory import read_memory
 from mdmem.memory.documents import Documents
-from mdmem.memory.sessions import (
-    SUMMARY_SECTION,
-    Event,
-    SessionRecord,
-    parse_session,
-    section_text,
-)
+from mdmem.memory.session_format import SUMMARY_SECTION, Event, SessionRecord, parse_session
 from mdmem.tokens import TokenCounter
 
 log = logging.getLogger("mdmem")

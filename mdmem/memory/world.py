@@ -19,9 +19,9 @@ from mdmem.errors import EditNotApplicable
 from mdmem.markdown import edits
 from mdmem.markdown.entries import ARCHIVE_TITLE, Entry, find_meta
 from mdmem.markdown.parse import Document, parse_document
-from mdmem.memory.files import EditFile
 from mdmem.memory.task import ItemPart, item_parts, own_text
 from mdmem.text import one_line
+from mdmem.writes.safe_writer import EditFile
 
 WORLD_FILE = "world_state.md"
 DEFAULT_SECTION = "Environment"

@@ -7,16 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from mdmem.errors import ScopeError
 from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.file_state import Target
-from mdmem.memory.files import EditFile, SafeWriter
-from mdmem.memory.scopes import check_local
 from mdmem.memory.structure import structural_fields
 from mdmem.redact import Field, Redactor, SecretInField
 from mdmem.reports import unified_diff
+from mdmem.writes.file_state import Target
+from mdmem.writes.safe_writer import EditFile, SafeWriter
 
 Edit = Callable[[str], str]
+NOTES_DIR = ".notes"
+"""Agents' private notes: ``.notes/<agent>/`` is the LOCAL memory of that agent."""
 
 
 class Writer(Protocol):
@@ -86,6 +88,17 @@ class DryRunWriter:
 
     def diff(self) -> str:
         return unified_diff(self.originals, self.texts) if self.texts else ""
+
+
+def check_local(rel: str, agent: str | None) -> None:
+    """LOCAL: an agent's private notes, ``.notes/<agent>/``, are written by that agent only.
+    ``agent`` None: a writer that speaks for no agent (a person's tool), not checked."""
+    parts = rel.split("/")
+    if agent is not None and len(parts) > 2 and parts[0] == NOTES_DIR and parts[1] != agent:
+        raise ScopeError(
+            f"agent {agent!r} may not write {rel}: {NOTES_DIR}/{parts[1]}/ is the LOCAL memory "
+            f"of agent {parts[1]!r} (write your own in {NOTES_DIR}/{agent}/, or a SHARED file)"
+        )
 
 
 def no_new_secrets(redactor: Redactor, edit: Edit, rel: str = "") -> Edit:

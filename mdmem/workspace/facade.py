@@ -28,13 +28,14 @@ if TYPE_CHECKING:
     from mdmem.live.watch import Watcher
     from mdmem.memory.documents import Documents
     from mdmem.memory.forget import ForgetReport
-    from mdmem.memory.pool import Pool
     from mdmem.memory.session_files import SessionFiles
-    from mdmem.memory.sessions import Session, SessionRecord
+    from mdmem.memory.session_format import SessionRecord
+    from mdmem.memory.session_writer import Session
     from mdmem.memory.task import Task
     from mdmem.memory.world import World
     from mdmem.redact import Redactor
     from mdmem.reports import CompactReport, ExtractReport
+    from mdmem.sharing.pool import Pool
 
 
 class Workspace:
@@ -82,7 +83,7 @@ class Workspace:
     def open_global(cls, *, embedder: Embedder | None = None) -> Workspace:
         """The user's GLOBAL workspace (``$MDMEM_GLOBAL``, default under the user's data
         folder), created (minimal mode) on first use; every workspace of the user reads it."""
-        from mdmem.memory.scopes import global_root
+        from mdmem.sharing.scopes import global_root
 
         root = global_root()
         if not (root / CONFIG_NAME).exists():

@@ -26,15 +26,15 @@ if TYPE_CHECKING:
     from mdmem.markdown.entries import Entry
     from mdmem.markdown.parse import Document
     from mdmem.memory.documents import DocumentSet
-    from mdmem.memory.git_sync import SyncReport as GitSyncReport
-    from mdmem.memory.journal import Journal, JournalEntry
-    from mdmem.memory.pool import Pool, PoolEntry
     from mdmem.memory.relations import Relation
-    from mdmem.memory.resolvers import ParentSync
     from mdmem.memory.scan import ScanResult
     from mdmem.memory.tiers import Tier
     from mdmem.memory.unarchive import RestoreReport
     from mdmem.redact import Redactor
+    from mdmem.sharing.git_sync import SyncReport as GitSyncReport
+    from mdmem.sharing.pool import Pool, PoolEntry
+    from mdmem.sharing.resolvers import ParentSync
+    from mdmem.writes.journal import Journal, JournalEntry
 
 READ_MAX_ENTRIES = 5
 """A line range over more memories than this is a page of the file, not a read of each."""
@@ -168,7 +168,7 @@ class Files:
     def recover(self, path: str | os.PathLike[str], version: str) -> JournalEntry:
         """Put an earlier version back (by id, or 1 = newest), through the safe writes: the
         version it replaces is kept in the journal too (``mdmem recover --restore``)."""
-        from mdmem.memory.files import decode_markdown
+        from mdmem.writes.safe_writer import decode_markdown
 
         rel, _ = self.resolve(path)
         entry = self._w.writer.journal.find(rel, version)
@@ -206,7 +206,7 @@ class Sharing(Generic[W]):
     def parent(self) -> W | None:
         """The parent workspace (``parent = "..."`` in mdmem.toml), or None. ConfigError for
         a missing folder; ParentCycleError, naming it, for a chain that loops."""
-        from mdmem.memory.scopes import parent_chain
+        from mdmem.sharing.scopes import parent_chain
 
         chain = parent_chain(self._w.root, self._w.config)
         return self._open(chain[0].root, self._w.embedder()) if chain else None
@@ -223,7 +223,7 @@ class Sharing(Generic[W]):
         """Hand a result up: write ``key`` in the parent's (``to="parent"``) or the GLOBAL
         (``to="global"``) pool through that workspace's own safe writes, then bring its index
         up to date. ScopeError when the write policy refuses it (docs/sharing.md)."""
-        from mdmem.memory.scopes import publish_target
+        from mdmem.sharing.scopes import publish_target
 
         w = self._w
         who = check_name(writer or w.config.agent, "writer")
@@ -241,7 +241,7 @@ class Sharing(Generic[W]):
         """Pull the parent's pool entries that are newer than those this workspace took, each
         through the resolver mdmem.toml names for its pool (``[scopes] resolvers``); reports
         what changed, key by key."""
-        from mdmem.memory.resolvers import sync_pools
+        from mdmem.sharing.resolvers import sync_pools
 
         parent: Any = self.parent()
         if parent is None:
@@ -257,7 +257,7 @@ class Sharing(Generic[W]):
     ) -> GitSyncReport:
         """Share the workspace through its git repository: commit its files (only them),
         pull (rebase, or merge), re-index, push; never forced (``mdmem sync``)."""
-        from mdmem.memory.git_sync import sync
+        from mdmem.sharing.git_sync import sync
 
         w = self._w
         return sync(

@@ -15,12 +15,12 @@ from mdmem.errors import ModeError, WorkspaceNotFoundError
 from mdmem.index.reads import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import EditFile, SafeWriter
-from mdmem.memory.own_writes import CountingWriter, OwnWrites
 from mdmem.memory.store import KnowledgeStore
 from mdmem.memory.writers import FileWriter
 from mdmem.paths import check_state_dir
 from mdmem.redact import Redactor
+from mdmem.writes.own_writes import CountingWriter, OwnWrites
+from mdmem.writes.safe_writer import EditFile, SafeWriter
 
 if TYPE_CHECKING:
     from mdmem.distill.consolidate import Consolidator
@@ -32,11 +32,11 @@ if TYPE_CHECKING:
     from mdmem.index.request import SearchRequest
     from mdmem.index.search import SearchResults
     from mdmem.index.sync import Progress, SyncReport
-    from mdmem.memory.pool import Pool
     from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
     from mdmem.memory.task import Task
     from mdmem.memory.world import World
+    from mdmem.sharing.pool import Pool
 
 log = logging.getLogger("mdmem")
 SEARCH_LOCK_WAIT_S = 5.0
@@ -144,7 +144,7 @@ class Wiring:
 
     def pool(self, name: str) -> Pool:
         """One object per name, so its callbacks see every write this workspace makes."""
-        from mdmem.memory.pool import Pool
+        from mdmem.sharing.pool import Pool
 
         if name not in self._pools:
             self._pools[name] = Pool(
@@ -157,7 +157,7 @@ class Wiring:
         return self._pools[name]
 
     def pool_names(self) -> list[str]:
-        from mdmem.memory.pool import pool_names
+        from mdmem.sharing.pool import pool_names
 
         return pool_names(self.root)
 
@@ -249,7 +249,7 @@ class Wiring:
         from mdmem.index.latency import timed
         from mdmem.index.search import check_k, fresh_search
         from mdmem.live.watch import watcher_word
-        from mdmem.memory.scopes import check_scopes
+        from mdmem.sharing.scopes import check_scopes
 
         cfg = self.config.search
         k = cfg.k if request.k is None else check_k(request.k)

@@ -232,8 +232,8 @@ class RemoteIndex:
         from mdmem.index.federated import WIDEN
         from mdmem.index.request import SearchRequest
         from mdmem.index.search import SearchResults, check_k, search
-        from mdmem.memory.scopes import check_scopes, scope_of
         from mdmem.redact import DEFAULT
+        from mdmem.sharing.scopes import check_scopes, scope_of
 
         request = SearchRequest.of(query, k, **options)
         k = self.config.k if request.k is None else check_k(request.k)

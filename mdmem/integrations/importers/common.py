@@ -20,15 +20,14 @@ from typing import IO, Any, Protocol
 
 # The few internal functions the integrations use, in one place (the package is being laid out
 # anew: when they move, only these lines change).
+from mdmem.markdown.frontmatter import head_frontmatter, set_frontmatter
 from mdmem.markdown.parse import parse_document
-from mdmem.memory.sessions import (
+from mdmem.markdown.sections import append_to_section
+from mdmem.memory.session_format import (
     MAX_EVENT_CHARS,
-    append_to_section,
-    head_frontmatter,
     render_event,
     session_skeleton,
     session_stem,
-    set_frontmatter,
 )
 from mdmem.paths import slugify
 from mdmem.text import printable

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mdmem.errors import VersionConflict
-from mdmem.memory.pool import Pool, PoolEntry
+from mdmem.sharing.pool import Pool, PoolEntry
 
 JSON = Any
 RETRIES = 5

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mdmem.memory.file_state import Target
-from mdmem.memory.files import SafeWriter, WriteResult
+from mdmem.writes.file_state import Target
+from mdmem.writes.safe_writer import SafeWriter, WriteResult
 
 
 class OwnWrites:

@@ -12,8 +12,8 @@ For ``write.late_save_ms`` after each write, a background thread watches the rep
 the current file. A save at the path that lacks the program's recent writes gets them merged
 back — the writes it misses, not the ones it already holds (perhaps edited by the person). A
 save that kept little of the file (a ``git checkout`` putting another file in its place) is
-left as it is. Merges are line merges (:mod:`mdmem.memory.merge`) through the same safe writes. When
-the process exits, it waits for open windows to close (at most ``late_save_ms``).
+left as it is. Merges are line merges (:mod:`mdmem.writes.line_merge`) through the same safe
+writes. When the process exits, it waits for open windows to close (at most ``late_save_ms``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mdmem.errors import MdmemError
-from mdmem.memory.file_state import (
+from mdmem.writes.file_state import (
     BOM,
     FileState,
     Target,
@@ -39,8 +39,8 @@ from mdmem.memory.file_state import (
     save_in_progress,
     settled_bytes,
 )
-from mdmem.memory.lineage import Lineage, digest
-from mdmem.memory.merge import kept, matching_blocks, merge_text
+from mdmem.writes.line_merge import kept, matching_blocks, merge_text
+from mdmem.writes.lineage import Lineage, digest
 
 log = logging.getLogger("mdmem")
 CHECKS_S = (0.002, 0.01, 0.03, 0.06, 0.1)
@@ -112,7 +112,7 @@ class _PathWatch:
 
 
 class Rewriter(Protocol):
-    """What the guard needs of the writer it guards (:class:`~mdmem.memory.files.SafeWriter`):
+    """What the guard needs of the writer it guards (:class:`~mdmem.writes.safe_writer.SafeWriter`):
     its per-file lock, its edits with and without taking that lock, and the file's record of
     which versions program writes made."""
 

@@ -5,7 +5,7 @@
 It refuses rather than guesses: other files dirty, a merge or rebase in progress, a file
 holding conflict markers, no upstream, a merge driver git cannot run (without it git merges the
 files line by line). After the pull it checks that every entry either side added or changed is
-still in the files (:func:`mdmem.memory.merge_driver.missing_entries`) and undoes the pull
+still in the files (:func:`mdmem.sharing.git_merge_driver.missing_entries`) and undoes the pull
 rather than push a loss. It never force-pushes; a push the remote rejects (it moved on
 meanwhile) is an error to run ``sync`` again after.
 """
@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from mdmem.config import LOCAL_CONFIG_NAME
 from mdmem.errors import MdmemError
 from mdmem.markdown.conflicts import conflict_line
-from mdmem.memory.merge_driver import (
+from mdmem.sharing.git_merge_driver import (
     GIT_ATTRIBUTES,
     Missing,
     contradictions,

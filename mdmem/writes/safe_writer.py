@@ -5,15 +5,15 @@ A program write never loses a person's save. Under a per-file lock it:
 1. reads the file once it has *settled*: a file that changed a moment ago, or just became
    empty, may be an editor's save in progress (VS Code truncates, then writes);
 2. applies the edit (old text → new text);
-3. swaps the new file in with ``renameat2(RENAME_EXCHANGE)`` (:mod:`mdmem.memory.swap`), so
+3. swaps the new file in with ``renameat2(RENAME_EXCHANGE)`` (:mod:`mdmem.writes.swap`), so
    the file it replaced is in hand, not gone: if that is not exactly what it read, a person
    saved in between, and the edit is redone on their version (or, if it no longer applies
    there, their version goes back and ``ConflictError`` is raised);
-4. moves the replaced file into the journal (:mod:`mdmem.memory.journal`) and, for
-   ``write.late_save_ms``, watches it and the path (:mod:`mdmem.memory.late_saves`): an
+4. moves the replaced file into the journal (:mod:`mdmem.writes.journal`) and, for
+   ``write.late_save_ms``, watches it and the path (:mod:`mdmem.writes.late_saves`): an
    editor that opened the file before the swap and writes into the old inode afterwards, or
    saves a copy it read before the write, is merged back in line by line
-   (:mod:`mdmem.memory.merge`).
+   (:mod:`mdmem.writes.line_merge`).
 
 Where the exchange call is missing (not Linux), step 3 becomes: hard-link the current file
 into the journal, check it is what was read, ``os.replace`` — a check-then-replace window of
@@ -36,7 +36,7 @@ from pathlib import Path
 from mdmem.errors import ConflictError, EditNotApplicable, FileProblem
 from mdmem.layout import PRIVATE_FILE_MODE, private_dir
 from mdmem.markdown.conflicts import conflict_line, conflict_message
-from mdmem.memory.file_state import (
+from mdmem.writes.file_state import (
     BOM,
     EMPTY_QUIET_S,
     QUIET_LIMIT_S,
@@ -48,9 +48,10 @@ from mdmem.memory.file_state import (
     save_in_progress,
     settled_bytes,
 )
-from mdmem.memory.journal import WRITTEN, Journal
-from mdmem.memory.lineage import Lineage
-from mdmem.memory.swap import exchange
+from mdmem.writes.journal import WRITTEN, Journal
+from mdmem.writes.lineage import Lineage
+from mdmem.writes.processes import pid_alive
+from mdmem.writes.swap import exchange
 
 log = logging.getLogger("mdmem")
 
@@ -187,7 +188,7 @@ class SafeWriter:
         journal_versions: int = 50,
         journal_bytes: int = 64_000_000,
     ) -> None:
-        from mdmem.memory.late_saves import LateSaveGuard
+        from mdmem.writes.late_saves import LateSaveGuard
 
         self.state_dir = state_dir
         self.journal = Journal(state_dir, journal_versions, journal_bytes)
@@ -669,19 +670,6 @@ def remove_stale_temps(path: Path) -> None:
         if pid.isdigit() and not pid_alive(int(pid)):
             with contextlib.suppress(OSError):
                 temp.unlink()
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists (on this machine)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fsync_dir(folder: Path) -> None:

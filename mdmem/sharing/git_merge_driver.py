@@ -48,9 +48,9 @@ from mdmem.markdown.entries import (
 )
 from mdmem.markdown.parse import Document, parse_document, split_lines
 from mdmem.memory import pool_format as fmt
-from mdmem.memory.pool import POOL_DIR
 from mdmem.memory.task import STATE, TODO, sync_pointer
 from mdmem.memory.world import parse_world
+from mdmem.sharing.pool import POOL_DIR
 from mdmem.text import same_text
 
 SKEW = dt.timedelta(minutes=5)

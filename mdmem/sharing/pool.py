@@ -24,12 +24,12 @@ from mdmem.config import check_name
 from mdmem.errors import FileProblem, VersionConflict
 from mdmem.memory import pool_format as fmt
 from mdmem.memory.documents import Documents
-from mdmem.memory.files import read_markdown
 from mdmem.memory.writers import Writer
 from mdmem.redact import Redactor
+from mdmem.writes.safe_writer import read_markdown
 
 if TYPE_CHECKING:
-    from mdmem.memory.file_watch import FileWatch
+    from mdmem.sharing.file_watch import FileWatch
 
 log = logging.getLogger("mdmem")
 POOL_DIR = "shared"
@@ -364,7 +364,7 @@ class Pool:
         Events coalesce: the file holds each key's latest version only, so writes that land
         before the watch reads the file are one event, the latest, whose ``skipped`` names
         the versions written in between."""
-        from mdmem.memory.file_watch import FileWatch
+        from mdmem.sharing.file_watch import FileWatch
 
         with self._lock:
             if self._watch is not None:

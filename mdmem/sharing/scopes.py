@@ -18,11 +18,11 @@ from pathlib import Path
 from mdmem.config import CONFIG_NAME, Config, ScopesConfig, load_config
 from mdmem.errors import ConfigError, ParentCycleError, ScopeError
 from mdmem.layout import SESSIONS_DIR
+from mdmem.memory.writers import NOTES_DIR
 
 LOCAL, SHARED, INHERITED, GLOBAL = "LOCAL", "SHARED", "INHERITED", "GLOBAL"
 SCOPES = (LOCAL, SHARED, INHERITED, GLOBAL)
 GLOBAL_ENV = "MDMEM_GLOBAL"
-NOTES_DIR = ".notes"
 LOCAL_DIRS = (SESSIONS_DIR + "/", NOTES_DIR + "/")
 
 
@@ -51,7 +51,7 @@ POLICY = (
 )
 """The write policy (docs/sharing.md). Nothing writes INHERITED or GLOBAL knowledge but
 ``publish``, which checks it; a program write to another agent's ``.notes/<agent>/`` is
-refused (:func:`check_local`); SHARED files are every agent's."""
+refused (:func:`mdmem.memory.writers.check_local`); SHARED files are every agent's."""
 
 
 def scope_of(path: str) -> str:
@@ -114,17 +114,6 @@ def parent_chain(root: Path, config: Config) -> list[Ancestor]:
         chain.append(Ancestor(there, cfg, len(chain) + 1))
         here = there
     return chain
-
-
-def check_local(rel: str, agent: str | None) -> None:
-    """LOCAL: an agent's private notes, ``.notes/<agent>/``, are written by that agent only.
-    ``agent`` None: a writer that speaks for no agent (a person's tool), not checked."""
-    parts = rel.split("/")
-    if agent is not None and len(parts) > 2 and parts[0] == NOTES_DIR and parts[1] != agent:
-        raise ScopeError(
-            f"agent {agent!r} may not write {rel}: {NOTES_DIR}/{parts[1]}/ is the LOCAL memory "
-            f"of agent {parts[1]!r} (write your own in {NOTES_DIR}/{agent}/, or a SHARED file)"
-        )
 
 
 def allowed(names: Sequence[str], agent: str) -> bool:

@@ -1,0 +1,104 @@
+"""A file's YAML frontmatter, edited line by line: setting a key rewrites its line (and a
+block-style value under it), every other line stays as it was. Values are written so YAML
+reads them back as they were given; :func:`head_frontmatter` reads a frontmatter back with
+every value the string written."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from mdmem.errors import EditNotApplicable
+from mdmem.markdown.parse import split_lines
+
+_FRONT_RE = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
+_SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
+
+
+def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
+    """Set top-level frontmatter keys, one line each; every other line stays as it was."""
+    lines = split_lines(text)
+    newline = (lines[0][len(lines[0].rstrip("\r\n")) :] if lines else "") or "\n"
+    if not lines or lines[0].rstrip("\r\n").strip() != "---":
+        block = ["---", *(f"{k}: {yaml_value(v)}" for k, v in values.items()), "---"]
+        return newline.join(block) + newline + text
+    end = next(
+        (n for n in range(1, len(lines)) if lines[n].rstrip("\r\n").strip() in ("---", "...")),
+        None,
+    )
+    if end is None:
+        raise EditNotApplicable("the frontmatter has no closing '---'")
+    pending = dict(values)
+    out = [lines[0]]
+    n = 1
+    while n < end:
+        key = lines[n].split(":", 1)[0]
+        if key in pending and not lines[n][:1].isspace():
+            out.append(f"{key}: {yaml_value(pending.pop(key))}{newline}")
+            n += 1
+            # a block-style value (indented lines below the key, as Obsidian writes) goes too
+            while n < end and (lines[n][:1] in (" ", "\t") or lines[n].lstrip().startswith("- ")):
+                n += 1
+            continue
+        out.append(lines[n])
+        n += 1
+    extra = [f"{k}: {yaml_value(v)}{newline}" for k, v in pending.items()]
+    return "".join(out + extra + lines[end:])
+
+
+def head_frontmatter(text: str) -> dict[str, object] | None:
+    """The frontmatter at the start of ``text``, every value a string as written (so a host
+    named ``1234`` or ``yes`` compares as written), or None."""
+    match = _FRONT_RE.match(text.removeprefix("\ufeff"))
+    if match is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.load(match.group("yaml"), Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def yaml_value(value: object) -> str:
+    """``value`` as one line of YAML that reads back as it was given (a flow mapping for a
+    mapping; a string that YAML would read as another type, or not hold raw, quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(round(value, 3)) if isinstance(value, float) else str(value)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{yaml_value(str(k))}: {yaml_value(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    text = str(value)
+    if _SAFE_SCALAR.match(text) and not text.endswith(":") and not _reads_as_other_scalar(text):
+        return text
+    # JSON's string is YAML's double-quoted one, but for characters YAML may not hold raw
+    return _YAML_UNPRINTABLE.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False)
+    )
+
+
+def _reads_as_other_scalar(text: str) -> bool:
+    """Whether YAML reads ``text`` written bare as a number, a boolean or null (an id such as
+    ``0000`` or ``1e5`` would come back as 0 or 100000.0). Timestamps are meant to read as
+    dates, so they stay bare."""
+    import yaml  # python-frontmatter's own YAML library, loaded only for such values
+
+    if not (text[0].isdigit() or text[0] in "+-." or text.lower() in _YAML_WORDS):
+        return False
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return True
+    return isinstance(loaded, bool | int | float) or loaded is None
+
+
+_YAML_UNPRINTABLE = re.compile(
+    "[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+"""What YAML does not read back unescaped: outside its printable set, or a line break of its
+own (NEL, U+2028, U+2029), which it would fold into a space."""
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
