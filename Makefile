@@ -9,7 +9,7 @@ DEMO := .demo/workspace
 PG_CONFIG ?= pg_config
 PGVECTOR_SRC ?= ../shared/vendor/pgvector-0.8.6.tar.gz
 
-.PHONY: demo test test-deep clean pgvector docs
+.PHONY: demo test unit test-deep clean pgvector docs
 
 # constraints.txt pins what this machine resolves quickly (the CPU torch on disk, litellm
 # 1.106.2); the package itself declares ranges.
@@ -90,6 +90,11 @@ test: $(STAMP) pgvector
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q -n 4 --maxschedchunk 1 -m 'not serial' --durations=25
 	$(BIN)/python -m pytest -q -m serial --durations=5
+
+# The unit tests alone: no process started, no model loaded (tests/unit/conftest.py refuses both),
+# about a minute; `make test` runs them with the integration tests.
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests/unit
 
 # The property tests only, with many random examples (the `deep` profile in tests/conftest.py).
 # Pin what it finds with @example so every run checks it from then on.

@@ -3,7 +3,8 @@
 For every fault: how many times it was tried, how many confirmed lines (a person's or the
 program's) were lost, how many files were left corrupted (not parseable, or holding bytes no
 side wrote), and how many failures were not a clear one-line error naming the file. The slow
-test module tests/test_faults.py runs the same functions and fails on any non-zero count.
+test module tests/integration/test_faults.py runs the same functions and fails on any non-zero
+count.
 
     .venv/bin/python benchmarks/faults.py            # the table for the README (~3 minutes)
     .venv/bin/python benchmarks/faults.py --json

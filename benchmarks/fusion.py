@@ -48,7 +48,7 @@ def layout(n: int, sessions: float) -> Layout:
 def dense(
     lay: Layout, keyword: Scored, vector: Scored, allowed: np.ndarray, config: SearchConfig
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The computation before: arrays of every chunk (as in ``tests/test_search_fusion.py``)."""
+    """The computation before: arrays of every chunk (``tests/unit/test_search_fusion.py``)."""
     n = len(lay.rowids)
     kw = keyword.dense(n)
     kw[~allowed] = 0.0

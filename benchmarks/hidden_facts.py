@@ -11,7 +11,7 @@ A superseded memory may lose the tokens of its one changed value and nothing els
 and the newer one's, word by word, differ in exactly one replaced span, and the newer is dated
 later. A memory archived without a pointer (``archived_by=importance``) hides all its tokens.
 
-Used by ``tests/test_consolidate.py`` and the consolidation benchmarks:
+Used by ``tests/integration/test_consolidate.py`` and the consolidation benchmarks:
 ``hidden_facts(root)`` lists what is hidden (empty when the invariant holds).
 """
 

@@ -13,8 +13,8 @@ Then, in one process:
   optimistic write  ``read`` then ``write(..., expected_version=)``, with no one competing
 
 and under contention: ``--procs`` real processes each do ``--increments`` optimistic
-increments of one key, retrying on VersionConflict (the test in tests/test_pool.py). Reported:
-wall time, increments per second, conflicts retried, and the final value and version.
+increments of one key, retrying on VersionConflict (the test in tests/integration/test_pool.py).
+Reported: wall time, increments per second, conflicts retried, and the final value and version.
 Medians and p95 of one run; nothing is asserted.
 """
 

@@ -7,8 +7,8 @@ Markdown files are the truth; everything else is derived. Start with::
 
 Names are imported lazily so that ``mdmem --help`` stays instant: ``_EXPORTS`` below is the one
 list of the public names (``__all__`` and ``dir(mdmem)`` come from it); the imports under
-``TYPE_CHECKING`` show the same names to type checkers (``tests/test_public_api.py`` holds the
-two to each other).
+``TYPE_CHECKING`` show the same names to type checkers
+(``tests/integration/test_public_api.py`` holds the two to each other).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ Structure is not text to mask: a write's ids, keys and mdmem's own labels (:clas
 by :mod:`mdmem.memory.structure`) are kept as they are and checked against provider formats only
 (:meth:`Redactor.provider_spans`); one holding such a secret raises :class:`SecretInField`.
 Every rule is linear in the text: quantifiers after a trigger are bounded or cannot backtrack,
-and the assignment scan finds each value's end once (tests/test_redact.py times 100 KB of
-near-matches per rule).
+and the assignment scan finds each value's end once (tests/integration/test_redact.py times
+100 KB of near-matches per rule).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ two never say different things.
     python scripts/docs_references.py           # rewrite them (and docs/index.md)
     python scripts/docs_references.py --check   # exit 1 when a committed reference is stale
 
-``make docs`` runs the first; tests/test_docs.py runs the second, so a reference can never
-drift from the code it describes.
+``make docs`` runs the first; tests/integration/test_docs.py runs the second, so a reference can
+never drift from the code it describes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A search that finds no warm server starts one in the background; no test leaves one behind
-# but the tests of that feature (tests/test_auto_server.py), which set it back for themselves.
+# but the tests of that feature (tests/integration/test_auto_server.py), which set it back for themselves.
 os.environ["MDMEM_SERVER_AUTO"] = "0"
 # The user's GLOBAL workspace is read by every search: never the real user's in a test (each
 # test gets its own below; this covers session fixtures).
@@ -59,13 +59,13 @@ settings.load_profile(
 
 
 LONGEST = (
-    "tests/test_wheel.py::",
-    "tests/test_readme.py::",
-    "tests/test_watch_heal.py::test_thirty_stops",
-    "tests/test_faults.py::",
-    "tests/test_search_gate.py::test_a_fresh_workspace",
-    "tests/test_concurrency.py::",
-    "tests/test_safe_writes_property.py::",
+    "tests/integration/test_wheel.py::",
+    "tests/integration/test_readme.py::",
+    "tests/integration/test_watch_heal.py::test_thirty_stops",
+    "tests/integration/test_faults.py::",
+    "tests/integration/test_search_gate.py::test_a_fresh_workspace",
+    "tests/integration/test_concurrency.py::",
+    "tests/integration/test_safe_writes_property.py::",
 )
 """Tests that take a minute or more (`--durations`), handed out before all others."""
 

@@ -20,7 +20,7 @@ with the same strings and errors as the SDK's reference backend
 - where the reference lets an exception out (a file where a folder should be, a folder moved
   into itself), a clear error that names paths under ``/memories`` only.
 
-docs/integrations.md lists these; tests/test_memory_tool.py holds each against the reference.
+docs/integrations.md lists these; tests/unit/test_memory_tool.py holds each against the reference.
 
 No SDK is imported here: :mod:`mdmem.integrations.memory_tool` wraps this for anthropic.
 """

@@ -1,6 +1,6 @@
 """The index on PostgreSQL + pgvector, on a real throwaway cluster (tests/postgres_cluster.py):
 the same scores as SQLite, many machines on one server, one indexer, whole batches, and a
-clear line for each fault. The search tests of tests/test_search.py marked ``both_backends``
+clear line for each fault. The search tests of tests/integration/test_search.py marked ``both_backends``
 run on both backends as well."""
 
 from __future__ import annotations

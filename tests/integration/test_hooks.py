@@ -19,7 +19,7 @@ from mdmem.integrations import hooks
 
 BIN = Path(sys.executable).parent / "mdmem"
 LOG = (
-    Path(__file__).parent
+    Path(__file__).parents[1]
     / "data"
     / "imports"
     / "claude-code"

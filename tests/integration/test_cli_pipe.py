@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 BIN = Path(sys.executable).parent / "mdmem"
 
 

@@ -19,7 +19,7 @@ from mdmem import Workspace
 from mdmem.errors import FileProblem
 from mdmem.writes.line_merge import merge_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _settle(ws: Workspace) -> None:
@@ -564,7 +564,7 @@ def test_stale_copies_saved_inside_the_window_lose_no_line_for_good() -> None:
     editing the person's previous line next to the program's, against a real agent process.
     Every person's line and every acknowledged program write is in the file at the end, on a
     loaded machine too (a stalled agent process counts its windows from when it last saw the
-    file as it expected: tests/test_editor_races.py::
+    file as it expected: tests/integration/test_editor_races.py::
     test_a_save_inside_the_window_copied_after_it_while_the_process_stalls_keeps_the_write)."""
     out = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "editor_race.py"), "--saves", "120",

@@ -17,7 +17,7 @@ import click
 import pytest
 import typer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import docs_references  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mdmem import Workspace
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 CONFIG = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
 
 

@@ -15,7 +15,7 @@ import pytest
 from mdmem import Workspace
 from mdmem.memory.compact_memory import read_memory
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 LLM_COMPACT = """```markdown
 # Compact Memory

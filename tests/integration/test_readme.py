@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(python|console)\n(.*?)^```", re.M | re.S)
 SKIP = re.compile(r"<!-- not run by tests/test_readme\.py: (.+?) -->\s*$")
 """Put right above a block that cannot run offline (it needs a model provider, or a user's own

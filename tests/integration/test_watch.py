@@ -19,7 +19,7 @@ from mdmem import Workspace
 from mdmem.config import Config, EmbeddingConfig, FilesConfig
 from mdmem.index.sqlite.index import SqliteIndex as Index
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 
 pytestmark = pytest.mark.slow
 KEYWORD_ONLY = Config(embedding=EmbeddingConfig(model=""))

@@ -15,7 +15,7 @@ from mdmem.distill.transcript import load_messages
 from mdmem.errors import FileProblem
 from mdmem.memory.compact_memory import CompactMemory, KeyEvent, read_memory
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
 
 

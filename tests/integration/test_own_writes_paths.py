@@ -20,7 +20,7 @@ from postgres_cluster import both_backends
 from mdmem import Workspace
 from mdmem.live.watch import current_vouch
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 CONFIG = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from mdmem import Workspace
 from mdmem.live.watch import current_vouch
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 CONFIG = (
     'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n[watch]\nheartbeat_seconds = 1.0\n'
 )

@@ -385,7 +385,7 @@ def test_the_team_example_runs(
 
     monkeypatch.setenv("MDMEM_GLOBAL", str(tmp_path / "global"))
     spec = importlib.util.spec_from_file_location(
-        "team", Path(__file__).parent.parent / "examples" / "team.py"
+        "team", Path(__file__).parents[2] / "examples" / "team.py"
     )
     assert spec is not None and spec.loader is not None
     team = importlib.util.module_from_spec(spec)

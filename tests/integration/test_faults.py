@@ -1,7 +1,7 @@
 """The fault-injection suite (benchmarks/faults.py), run in CI: every fault, many times, and
 nothing lost, nothing corrupted, every failure a clear error.
 
-The editor races (4 × 1,000 saves) run in tests/test_editor_races.py; the README's table comes
+The editor races (4 × 1,000 saves) run in tests/integration/test_editor_races.py; the README's table comes
 from `.venv/bin/python benchmarks/faults.py`, which runs them all.
 """
 
@@ -20,7 +20,7 @@ from mdmem import Workspace
 from mdmem.errors import MdmemError
 from mdmem.memory.session_writer import Session
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import faults
 

@@ -22,7 +22,7 @@ from mdmem.errors import EntryNotFoundError, ModeError
 from mdmem.integrations.importers import import_path, undo
 from mdmem.integrations.importers.common import json_array
 
-DATA = Path(__file__).parent / "data" / "imports"
+DATA = Path(__file__).parents[1] / "data" / "imports"
 CHATGPT = DATA / "chatgpt" / "conversations.json"
 CLAUDE = DATA / "claude" / "conversations.json"
 CLAUDE_CODE = DATA / "claude-code" / "7a1b2c3d-0000-4000-8000-0000000000cc.jsonl"

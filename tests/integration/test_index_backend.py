@@ -15,7 +15,7 @@ from mdmem.index.filters import Filters
 from mdmem.index.search import fresh_search
 from mdmem.index.sqlite.index import SqliteIndex
 
-PACKAGE = Path(__file__).resolve().parent.parent / "mdmem"
+PACKAGE = Path(__file__).resolve().parents[2] / "mdmem"
 SQLITE = PACKAGE / "index" / "sqlite"
 BACKENDS = (SQLITE, PACKAGE / "index" / "postgres")
 SQL = re.compile(

@@ -15,7 +15,7 @@ from mdmem.distill.rules import third_person
 from mdmem.distill.transcript import load_messages
 from mdmem.markdown.entries import Entry
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 SESSIONS = sorted((EXAMPLE / ".sessions").glob("*.md"))
 MODEL = LLMConfig(model="scripted/m")
 

@@ -516,7 +516,7 @@ class ByService:
 
 CHILD = f"""
 import sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from test_consolidate import ByService
 from mdmem import Workspace
 Workspace(sys.argv[1], embedder=ByService()).lifecycle.consolidate(offline=True)
@@ -605,7 +605,7 @@ def test_sigkill_mid_consolidation_leaves_old_or_new_files_and_a_rerun_converges
 # mdmem/distill/fidelity.py: every distinguishing token of what the program archived is in a live
 # memory it points to (a superseded memory may lose only its one changed value).
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from hidden_facts import hidden_facts  # noqa: E402
 
 JOB = "The ledger job number {n} runs nightly at 0{h}:15 UTC with timeout {t}s"

@@ -26,7 +26,7 @@ from mdmem.config import Config, EmbeddingConfig
 from mdmem.layout import STATE_DIR, WATCHER_FILE, running_watcher, socket_path
 from mdmem.live.server import request
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "example_workspace"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 MDMEM = str(Path(sys.executable).parent / "mdmem")
 KEYWORD_ONLY = Config(embedding=EmbeddingConfig(model=""))
 KEYWORD_TOML = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'

@@ -137,7 +137,7 @@ def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
     import shutil
 
     ws = tmp_path / "ex"
-    shutil.copytree(Path(__file__).parent.parent / "example_workspace", ws)
+    shutil.copytree(Path(__file__).parents[2] / "example_workspace", ws)
     w = ("-w", str(ws))
     out = run(*w, "sessions", "--agent", "coder", "--json")
     assert out.returncode == 0, out.stderr

@@ -28,7 +28,7 @@ AWS = "AKIAZ7QX4M2KLP3RTW5N"
 PASSWORD = "Tr0ub4dor&3xq"
 SECRETS = (ANTHROPIC, AWS, PASSWORD)
 LEAKY = f"deploy creds: ANTHROPIC_API_KEY={ANTHROPIC} aws {AWS} password={PASSWORD}"
-DATA = Path(__file__).parent / "data" / "secrets"
+DATA = Path(__file__).parents[1] / "data" / "secrets"
 BIN = Path(sys.executable).parent / "mdmem"
 
 
@@ -530,7 +530,7 @@ def test_adversarial_input_redacts_in_under_a_second() -> None:
 
 
 def _vendored_benchmark() -> Any:
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "redaction_vendored.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "redaction_vendored.py"
     spec = importlib.util.spec_from_file_location("redaction_vendored", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

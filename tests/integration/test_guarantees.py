@@ -20,7 +20,7 @@ import pytest
 
 from mdmem import Workspace
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "example_workspace"
 MDMEM = str(Path(sys.executable).parent / "mdmem")
 KEYWORD_ONLY = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'

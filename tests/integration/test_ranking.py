@@ -43,7 +43,7 @@ DEFAULTS = {
     "rerank": "scale",
 }
 NO_FLOOR = {"min_relevance": 0.0}
-"""The relevance floor (tests/test_search_gate.py) is off here: a neighbour it cut would be
+"""The relevance floor (tests/integration/test_search_gate.py) is off here: a neighbour it cut would be
 missing from the hits the formula is recomputed from."""
 FILLER = [
     "Sourdough needs a twelve hour rise",

@@ -20,7 +20,7 @@ from mdmem.console import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_sea
 from mdmem.index.filters import SEARCH_PARAMS
 from mdmem.layout import running_watcher, socket_path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "example_workspace"
 BIN = Path(sys.executable).parent / "mdmem"
 KEYWORD_ONLY = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
