@@ -65,6 +65,13 @@ class Layout:
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         return self.by_rowid[np.searchsorted(self.sorted_rowids, rowids)]
 
+    def mask(self, rowids: np.ndarray) -> np.ndarray:
+        """True at the positions of these rowids, False elsewhere."""
+        mask = np.zeros(len(self.rowids), dtype=bool)
+        if rowids.size:
+            mask[self.positions(rowids)] = True
+        return mask
+
     @classmethod
     def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> Layout:
         """From (rowid, path, is_stream, archived) rows already in (path, start_line) order."""

@@ -20,7 +20,7 @@ import psycopg
 from psycopg import pq
 
 from mdmem.index.backend import ChunkRow, Layout, Scored
-from mdmem.index.filters import Filters
+from mdmem.index.filters import Filters, where_clause
 from mdmem.index.postgres import store
 from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
@@ -144,7 +144,7 @@ def nearest(
 ) -> Scored:
     """Cosine similarity of the ``limit`` nearest chunks that pass ``filters`` (HNSW with an
     iterative scan: rows the filters drop are replaced by the next nearest)."""
-    where, args = filter_sql(filters)
+    where, args = where_clause(filters, "%s")
     vector = query.astype(np.float32)
     rows = conn.execute(
         f"SELECT c.rowid, 1 - (v.embedding <=> %s) FROM {table} v "
@@ -158,38 +158,9 @@ def nearest(
 
 
 def filtered(conn: Conn, layout: Layout, filters: Filters) -> np.ndarray:
-    where, args = filter_sql(filters)
-    ids = np.fromiter(
-        (r[0] for r in conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)),
-        dtype=np.int64,
-    )
-    mask = np.zeros(len(layout.rowids), dtype=bool)
-    if ids.size:
-        mask[layout.positions(ids)] = True
-    return mask
-
-
-def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """The stored-column filters as a WHERE clause on ``chunks c`` (the path glob is not
-    SQL): the same as the SQLite side's."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if not filters.include_archived:
-        clauses.append("NOT c.archived")
-    for column, value in (("type", filters.type), ("agent", filters.agent)):
-        if value is not None:
-            clauses.append(f"c.{column} = %s")
-            args.append(value)
-    if filters.session is not None:
-        clauses.append("(c.session = %s OR c.path = %s)")
-        args += [filters.session, f".sessions/{filters.session}.md"]
-    if (since := filters.since_date()) is not None:
-        clauses.append("c.created >= %s")
-        args.append(since)
-    if (until := filters.until_date()) is not None:
-        clauses.append("substr(c.created, 1, 10) <= %s")
-        args.append(until)
-    return (" AND ".join(clauses) or "true"), args
+    where, args = where_clause(filters, "%s")
+    rows = conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)
+    return layout.mask(np.fromiter((r[0] for r in rows), dtype=np.int64))
 
 
 def chunk_rows(conn: Conn, rowids: Sequence[int]) -> dict[int, ChunkRow]:

@@ -6,13 +6,11 @@ import contextlib
 import datetime as dt
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
-from mdmem.index.backend import ChunkRow, Layout, Scored
-from mdmem.index.filters import Filters
-from mdmem.index.fts import fts_query
+from mdmem.index.backend import ChunkRow, Layout
+from mdmem.index.filters import Filters, where_clause
 from mdmem.memory.relations import Relation
 
 ROWS_PER_QUERY = 500
@@ -36,10 +34,6 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute("COMMIT")
-
-
-def layout(conn: sqlite3.Connection) -> Layout:
-    return layout_and_texts(conn)[0]
 
 
 LAYOUT_COLUMNS = "rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, text_hash"
@@ -150,52 +144,10 @@ def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarr
     return matrix
 
 
-def keyword(conn: sqlite3.Connection, layout: Layout, query: str, limit: int) -> Scored:
-    """FTS5 BM25 (with the configured column weights) of the ``limit`` best matches."""
-    match = fts_query(query)
-    rows = []
-    if match is not None:
-        rows = conn.execute(
-            "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            (match, limit),
-        ).fetchall()
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    scores = np.fromiter((max(r[1], 1e-9) for r in rows), dtype=np.float64, count=len(rows))
-    return Scored(layout.positions(ids) if len(rows) else ids, scores)
-
-
 def filtered(conn: sqlite3.Connection, layout: Layout, filters: Filters) -> np.ndarray:
-    where, args = filter_sql(filters)
-    ids = np.fromiter(
-        (r[0] for r in conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)),
-        dtype=np.int64,
-    )
-    mask = np.zeros(len(layout.rowids), dtype=bool)
-    if ids.size:
-        mask[layout.positions(ids)] = True
-    return mask
-
-
-def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """The stored-column filters as a WHERE clause (the path glob is not SQL)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if not filters.include_archived:
-        clauses.append("c.archived = 0")
-    for column, value in (("type", filters.type), ("agent", filters.agent)):
-        if value is not None:
-            clauses.append(f"c.{column} = ?")
-            args.append(value)
-    if filters.session is not None:
-        clauses.append("(c.session = ? OR c.path = ?)")
-        args += [filters.session, f".sessions/{filters.session}.md"]
-    if (since := filters.since_date()) is not None:
-        clauses.append("c.created >= ?")
-        args.append(since)
-    if (until := filters.until_date()) is not None:
-        clauses.append("substr(c.created, 1, 10) <= ?")
-        args.append(until)
-    return (" AND ".join(clauses) or "1"), args
+    where, args = where_clause(filters, "?")
+    rows = conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)
+    return layout.mask(np.fromiter((r[0] for r in rows), dtype=np.int64))
 
 
 def chunk_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, ChunkRow]:
