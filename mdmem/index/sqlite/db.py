@@ -17,6 +17,7 @@ from pathlib import Path
 import sqlite_utils
 
 from mdmem.errors import MdmemError
+from mdmem.index.backend_base import ACCESS_SINCE
 from mdmem.layout import private_file
 
 SCHEMA_VERSION = 5
@@ -150,12 +151,6 @@ def _v5(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
-
-ACCESS_SINCE = "access_since"
-"""Meta key: when this index began counting accesses (ISO time). Set when the index is made,
-or at the first open of an index made before the key existed (its history starts then); a
-deleted or rebuilt index starts again. Consolidation reads a memory with no access row as
-never returned only once this history is long enough to have seen its returns."""
 
 
 def start_access_history(conn: sqlite3.Connection) -> None:
