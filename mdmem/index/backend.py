@@ -72,6 +72,22 @@ class Layout:
             mask[self.positions(rowids)] = True
         return mask
 
+    def allowed(self, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:
+        """Which chunks ``filters`` let through: the stored columns by ``filtered`` (the
+        backend's, called only when such a filter is set), the path glob here, once per file."""
+        if filters.on_columns():
+            mask = filtered()
+        elif filters.include_archived:
+            mask = np.ones(len(self.rowids), dtype=bool)
+        else:
+            mask = ~self.archived
+        if filters.path is not None:
+            files_ok = np.fromiter(
+                (filters.path_ok(p) for p in self.file_paths), bool, len(self.file_paths)
+            )
+            mask = mask & files_ok[self.file_of]
+        return mask
+
     @classmethod
     def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> Layout:
         """From (rowid, path, is_stream, archived) rows already in (path, start_line) order."""

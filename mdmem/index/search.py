@@ -288,7 +288,7 @@ def search(
         n = len(layout.rowids)
         if n == 0 or not query.strip():
             return []
-        allowed = _allowed(index, layout, filters)
+        allowed = layout.allowed(filters, lambda: index.filtered(filters))
         found = _retrieve(index, embedder, query, mode, config, filters)
         positions = _rows(layout, list(found.values()), config)
         if not positions.size:
@@ -626,25 +626,6 @@ def _lift_when(
     dated = np.array(lifted(named, days, config.when_days), dtype=bool)
     fused[best[dated]] *= 1.0 + config.when_weight
     return dated
-
-
-def _allowed(index: IndexReader, layout: Layout, filters: Filters) -> np.ndarray:
-    """Which chunks the filters let through: stored columns by the backend (only when such a
-    filter is set), the path glob here, once per file."""
-    if filters.on_columns():
-        mask = index.filtered(filters)
-    elif filters.include_archived:
-        mask = np.ones(len(layout.rowids), dtype=bool)
-    else:
-        mask = ~layout.archived
-    if filters.path is not None:
-        files_ok = np.fromiter(
-            (filters.path_ok(p) for p in layout.file_paths),
-            dtype=bool,
-            count=len(layout.file_paths),
-        )
-        mask = mask & files_ok[layout.file_of]
-    return mask
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:

@@ -379,7 +379,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         if isinstance(cache, CompactVectors):
             layout = self.layout()
             filters = filters or Filters()
-            mask = vector_store.allowed(layout, filters, lambda: self.filtered(filters))
+            mask = layout.allowed(filters, lambda: self.filtered(filters))
             return CompactScan(cache, layout, mask)
         return ExactScan(cache)
 

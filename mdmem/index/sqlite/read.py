@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 
@@ -119,6 +119,18 @@ def vectors_of(
             ).fetchall()
         )
     return found
+
+
+def vectors_stored(
+    conn: sqlite3.Connection, model_id: str, stored: Sequence[int], missing: Collection[str]
+) -> list[tuple[str, bytes]]:
+    """(text_hash, vector bytes) to fill ``missing`` texts from, among the vectors stored since
+    (``stored``: their row ids, any model): read by row id, or by text when fewer are missing."""
+    if not stored or not missing:
+        return []
+    if len(stored) <= len(missing):
+        return vectors_at(conn, model_id, stored)
+    return vectors_of(conn, model_id, sorted(missing))
 
 
 def all_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, bytes]]:

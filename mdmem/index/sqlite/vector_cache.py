@@ -93,11 +93,7 @@ class VectorCache:
         self._claim(fresh)
         if fresh:
             self._fill(read.vectors_of(conn, self.model_id, fresh))
-        if stored and self.missing:
-            if len(stored) <= len(self.missing):
-                self._fill(read.vectors_at(conn, self.model_id, stored))
-            else:
-                self._fill(read.vectors_of(conn, self.model_id, sorted(self.missing)))
+        self._fill(read.vectors_stored(conn, self.model_id, stored, self.missing))
         self.order = self._spliced_order(spans)
         for span in spans:
             for text_hash in span.removed:

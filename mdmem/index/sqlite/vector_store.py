@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mdmem.index.backend import Layout, Scored
-from mdmem.index.filters import Filters
 from mdmem.index.sqlite import read
 from mdmem.index.sqlite.cosine import cosines
 from mdmem.index.sqlite.vector_cache import Span, VectorCache
@@ -172,11 +171,7 @@ class CompactVectors:
         fresh = [h for h in dict.fromkeys(added) if h in self.missing]
         if fresh:
             self._fill(read.vectors_of(conn, self.model_id, fresh))
-        if stored and self.missing:
-            if len(stored) <= len(self.missing):
-                self._fill(read.vectors_at(conn, self.model_id, stored))
-            else:
-                self._fill(read.vectors_of(conn, self.model_id, sorted(self.missing)))
+        self._fill(read.vectors_stored(conn, self.model_id, stored, self.missing))
         pieces: list[np.ndarray] = []
         kept = done = 0
         for span in spans:
@@ -758,23 +753,6 @@ class CompactScan:
         if keyword is None or keyword.positions is None:
             return self._near
         return self._store.with_also(self._query, self._near, self._layout, keyword.positions)
-
-
-def allowed(layout: Layout, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:
-    """The positions ranking will keep (as ``search._allowed`` decides): faiss's nearest are
-    taken among them, so a filter never leaves the vector side empty."""
-    if filters.on_columns():
-        mask = filtered()
-    elif filters.include_archived:
-        mask = np.ones(len(layout.rowids), dtype=bool)
-    else:
-        mask = ~layout.archived
-    if filters.path is not None:
-        files_ok = np.fromiter(
-            (filters.path_ok(p) for p in layout.file_paths), bool, len(layout.file_paths)
-        )
-        mask = mask & files_ok[layout.file_of]
-    return mask
 
 
 def forgotten(vectors: Vectors | None, path: Path) -> None:
