@@ -50,8 +50,8 @@ from speed import SEED, WARMUP, Corpus, fill_random_vectors, p95, vouched  # noq
 from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.sqlite import read  # noqa: E402
-from mdmem.index.sqlite.layout_cache import LayoutCache  # noqa: E402
-from mdmem.index.sqlite.vector_cache import VectorCache  # noqa: E402
+from mdmem.index.sqlite.scale.chunk_layout_cache import LayoutCache  # noqa: E402
+from mdmem.index.sqlite.scale.vector_cache import VectorCache  # noqa: E402
 
 WORK = ROOT / ".bench" / "absorb"
 

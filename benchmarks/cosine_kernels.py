@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_limits
 
-from mdmem.index.sqlite.cosine import cosines
+from mdmem.index.sqlite.scale.cosine import cosines
 
 
 def blas(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:

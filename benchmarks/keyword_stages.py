@@ -42,8 +42,8 @@ from speed import SEED, WORK, Corpus, all_terms, keyword_settings, ms
 
 from mdmem import Workspace
 from mdmem.index.fts import query_terms
-from mdmem.index.sqlite import keyword
 from mdmem.index.sqlite.index import SqliteIndex
+from mdmem.index.sqlite.scale import keyword
 
 LIMIT = 1000
 """Keyword candidates a hybrid search asks for (``search.keyword_candidates``)."""

@@ -67,7 +67,7 @@ from mdmem.config import IndexConfig, load_config
 from mdmem.index.backend import vector_candidates
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
-from mdmem.index.sqlite import keyword
+from mdmem.index.sqlite.scale import keyword
 
 T = TypeVar("T")
 VARIANTS = {"store": 0, "float32": 10**12}

@@ -86,7 +86,7 @@ from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.fts import STOPWORDS  # noqa: E402
 from mdmem.index.search import MODES, Filters, search  # noqa: E402
-from mdmem.index.sqlite import keyword  # noqa: E402
+from mdmem.index.sqlite.scale import keyword  # noqa: E402
 from mdmem.memory.scan import scan  # noqa: E402
 
 WORK = ROOT / ".bench" / "speed"

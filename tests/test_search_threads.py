@@ -161,7 +161,7 @@ def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, emb
         threads: list[int] = []
 
         def run() -> None:
-            from mdmem.index.sqlite.vector_store import load_faiss
+            from mdmem.index.sqlite.scale.faiss_threads import load_faiss
 
             scan.scan(query)
             threads.append(load_faiss().omp_get_max_threads())

@@ -112,7 +112,8 @@ CHANGES_KEPT = 65_536
 
 def _v4(db: sqlite_utils.Database) -> None:
     """The change log: which files' chunks changed and which vectors were stored, in commit
-    order, so a reader splices only those into its in-memory layout (``layout_cache.py``).
+    order, so a reader splices only those into its in-memory layout
+    (``scale/chunk_layout_cache.py``).
     Written by triggers, so no writer (whatever its code path) can change a chunk unlogged.
     A row with neither column set says "everything may have changed" (a VACUUM renumbers
     the vectors' row ids)."""

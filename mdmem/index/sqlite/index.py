@@ -22,7 +22,7 @@ from mdmem.index.backend_base import BackendBase, SyncPlan
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
-from mdmem.index.sqlite import read, store, vector_store
+from mdmem.index.sqlite import read, store
 from mdmem.index.sqlite.db import (
     connect,
     damaged,
@@ -33,17 +33,18 @@ from mdmem.index.sqlite.db import (
     remove,
     unwritable,
 )
-from mdmem.index.sqlite.keyword import TermCounts, keyword
-from mdmem.index.sqlite.layout_cache import LayoutCache
-from mdmem.index.sqlite.store import transaction
-from mdmem.index.sqlite.vector_cache import ExactScan
-from mdmem.index.sqlite.vector_store import (
+from mdmem.index.sqlite.scale import compact_vectors
+from mdmem.index.sqlite.scale.chunk_layout_cache import LayoutCache
+from mdmem.index.sqlite.scale.compact_vectors import (
     CompactScan,
     CompactVectors,
     VectorChoice,
     Vectors,
     store_path,
 )
+from mdmem.index.sqlite.scale.keyword import TermCounts, keyword
+from mdmem.index.sqlite.scale.vector_cache import ExactScan
+from mdmem.index.sqlite.store import transaction
 from mdmem.index.sync import Progress, SyncReport
 from mdmem.layout import still_there
 from mdmem.markdown.parse import Problem
@@ -77,7 +78,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         are); changing what it masks rebuilds the index once. ``read_only``: another
         workspace's index (a parent's), opened read-only and never healed or synced here.
         ``compact_vectors_from``: chunks from which vectors live in the float16 store beside
-        the index (:mod:`.vector_store`), not in a float32 matrix."""
+        the index (:mod:`.scale.compact_vectors`), not in a float32 matrix."""
         super().__init__(root, files, embedder, redactor=redactor, on_message=on_message)
         self.lock_path = lock_path or db_path.with_suffix(".lock")
         self.db_path = db_path
@@ -86,7 +87,8 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         self._read_only = False
         self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
         self._cache = LayoutCache(self._vector_choice)
-        """The layout and vectors in memory, spliced after each change (``layout_cache.py``)."""
+        """The layout and vectors in memory, spliced after each change
+        (``scale/chunk_layout_cache.py``)."""
         self._terms = TermCounts()
         self._pinned = read_only
 
@@ -354,7 +356,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
 
     def vector_cache(self, model_id: str) -> Vectors:
         """The vectors of ``model_id``, in memory, in step with the layout: after a change
-        only the texts it has not seen are read (see :mod:`.vector_cache`)."""
+        only the texts it has not seen are read (see :mod:`.scale.vector_cache`)."""
         with read.snapshot(self.conn):
             return self._cache.vector_cache(self.conn, model_id)
 
@@ -364,7 +366,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         """The most common words of a long query are scored last, or the query goes in two
-        stages (see :mod:`.keyword`). In one snapshot, so the layout and the FTS5 rows agree
+        stages (see :mod:`.scale.keyword`). In one snapshot, so the layout and the FTS5 rows agree
         also when called outside a search."""
         with read.snapshot(self.conn):
             layout = self.layout()
@@ -374,7 +376,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
         ``filters`` to all of them. Above ``compact_vectors_from`` chunks: faiss's nearest
         among those ``filters`` allow, and exact scores for this search's keyword candidates
-        (see :mod:`.vector_store`)."""
+        (see :mod:`.scale.compact_vectors`)."""
         cache = self.vector_cache(model_id)
         if isinstance(cache, CompactVectors):
             layout = self.layout()
@@ -412,4 +414,4 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         """The vector store beside the index drops what SQLite just dropped."""
         with read.snapshot(self.conn):
             self._cache.refresh(self.conn)
-        vector_store.forgotten(self._cache.vectors, self._vector_choice.path)
+        compact_vectors.forgotten(self._cache.vectors, self._vector_choice.path)

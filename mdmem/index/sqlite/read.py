@@ -141,7 +141,7 @@ def all_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, byte
 
 def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarray:
     """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none), read
-    at once: what the in-memory cache (``vector_cache.py``) must always equal."""
+    at once: what the in-memory cache (``scale/vector_cache.py``) must always equal."""
     rows = conn.execute(
         "SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
         "ON e.model = ? AND e.text_hash = c.text_hash",
