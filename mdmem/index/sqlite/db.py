@@ -2,6 +2,11 @@
 
 Derived and disposable: a missing, corrupt or foreign file is rebuilt (with a message), never a
 traceback. WAL mode lets any number of readers search while one writer syncs.
+
+Tables and indexes are made with sqlite-utils' API; SQL is written out only for what it cannot
+express: the FTS5 table (``enable_fts`` makes only external-content tables over another table,
+and this one keeps its own content, which keyword search reads back, with its own rank setting)
+and the change log (an ``AUTOINCREMENT`` key and the triggers that fill it).
 """
 
 from __future__ import annotations
@@ -139,14 +144,15 @@ def _v5(db: sqlite_utils.Database) -> None:
     so ``related`` and the contradiction lookup need not parse every file. The files stay the
     truth: forgetting the chunker version makes the next sync read every file once (as a
     chunker change does; unchanged chunks and vectors are kept), which fills the table."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS relations (source TEXT NOT NULL, kind TEXT NOT NULL, "
-        "target TEXT NOT NULL, path TEXT NOT NULL, line INTEGER NOT NULL, "
-        "source_archived INTEGER NOT NULL)"
-    )
+    columns = {"source": str, "kind": str, "target": str, "path": str, "line": int}
+    columns["source_archived"] = int
+    relations = db.table("relations")
+    relations.create(columns, not_null=set(columns), if_not_exists=True)
     for column in ("source", "target", "path"):
-        db.execute(f"CREATE INDEX IF NOT EXISTS relations_{column} ON relations({column})")
-    db.execute("CREATE INDEX IF NOT EXISTS chunks_entry_id ON chunks(entry_id)")  # targets
+        relations.create_index([column], index_name=f"relations_{column}", if_not_exists=True)
+    db.table("chunks").create_index(  # the relations' targets
+        ["entry_id"], index_name="chunks_entry_id", if_not_exists=True
+    )
     db.execute("DELETE FROM meta WHERE key = 'chunker_version'")
 
 
