@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import CONFIG_NAME, Config, Mode, RedactConfig, check_name, load_config
 from mdmem.errors import ConfigError, ModeError, WorkspaceNotFoundError
-from mdmem.index.reads import ReadCounts
+from mdmem.index.access_counting import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE, find_root
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import Document

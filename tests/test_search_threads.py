@@ -21,9 +21,9 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.backend import Scored
-from mdmem.index.beside import beside
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
+from mdmem.index.vector_worker import beside
 
 WAIT_S = 20.0
 
@@ -291,7 +291,7 @@ def test_the_worker_serves_on_when_the_thread_count_cannot_be_set(
     import threadpoolctl
     import torch  # noqa: F401 - loaded, as in a process that embeds
 
-    from mdmem.index.beside import Worker
+    from mdmem.index.vector_worker import Worker
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("no OpenMP here")

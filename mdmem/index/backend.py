@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Layout:
+class ChunkLayout:
     """Every chunk in file order, as arrays: what whole-index scoring needs, without a query
     language. Positions (0..n-1) in these arrays are how candidates name chunks."""
 
@@ -89,7 +89,7 @@ class Layout:
         return mask
 
     @classmethod
-    def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> Layout:
+    def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> ChunkLayout:
         """From (rowid, path, is_stream, archived) rows already in (path, start_line) order."""
         n = len(rows)
         rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
@@ -235,7 +235,7 @@ class IndexReader(Protocol):
         """Changes whenever the chunks or vectors change (caches are keyed by it)."""
         ...
 
-    def layout(self) -> Layout: ...
+    def layout(self) -> ChunkLayout: ...
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""

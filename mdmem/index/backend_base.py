@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 import numpy as np
 
 from mdmem.index import sync as neutral
-from mdmem.index.backend import ChunkRow, Forgotten, IndexStatus, Layout
+from mdmem.index.backend import ChunkLayout, ChunkRow, Forgotten, IndexStatus
 from mdmem.index.chunks import CHUNKER_VERSION, sha
 from mdmem.index.sync import Freshness, Progress, SyncReport
 
@@ -51,7 +51,7 @@ class ReadSQL(Protocol[C_in]):
 
     def snapshot(self, conn: C_in, /) -> AbstractContextManager[None]: ...
 
-    def filtered(self, conn: C_in, layout: Layout, filters: Filters, /) -> np.ndarray: ...
+    def filtered(self, conn: C_in, layout: ChunkLayout, filters: Filters, /) -> np.ndarray: ...
 
     def chunk_rows(self, conn: C_in, rowids: Sequence[int], /) -> dict[int, ChunkRow]: ...
 
@@ -97,7 +97,7 @@ class ConnectionReads(Generic[C]):
     def conn(self) -> C:
         raise NotImplementedError
 
-    def layout(self) -> Layout:
+    def layout(self) -> ChunkLayout:
         raise NotImplementedError
 
     def meta(self, key: str) -> str | None:

@@ -23,7 +23,7 @@ from mdmem.index.backend_base import BackendBase, SyncPlan
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.postgres import db, read, store
-from mdmem.index.postgres.view import Layouts, View, settle
+from mdmem.index.postgres.view import ChunkLayouts, View, settle
 from mdmem.index.sync import Progress, SyncReport
 from mdmem.memory.scan import FileStat
 from mdmem.redact import DEFAULT, Redactor
@@ -66,7 +66,7 @@ class PostgresIndex(View, BackendBase[psycopg.Connection[Any]]):
         self.schema = db.schema_name(self.name)
         self.candidates = candidates
         self._conn: psycopg.Connection[Any] | None = None
-        self.layouts = Layouts()
+        self.layouts = ChunkLayouts()
 
     # ---- plumbing --------------------------------------------------------------------------
 

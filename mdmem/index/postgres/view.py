@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from mdmem.index.backend import Layout, Scored, VectorScan
+from mdmem.index.backend import ChunkLayout, Scored, VectorScan
 from mdmem.index.backend_base import ConnectionReads
 from mdmem.index.filters import Filters
 from mdmem.index.postgres import db, read, store
@@ -39,14 +39,14 @@ def settle(conn: psycopg.Connection[Any], candidates: int) -> None:
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
 
-class Layouts:
+class ChunkLayouts:
     """The layout of the newest generation seen, shared by threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cached: tuple[int, Layout] | None = None
+        self._cached: tuple[int, ChunkLayout] | None = None
 
-    def get(self, conn: psycopg.Connection[Any], generation: int) -> Layout:
+    def get(self, conn: psycopg.Connection[Any], generation: int) -> ChunkLayout:
         with self._lock:
             cached = self._cached
         if cached is not None and cached[0] == generation:
@@ -68,7 +68,7 @@ class View(ConnectionReads[psycopg.Connection[Any]]):
     read_sql = read
     store_sql = store
     candidates: int
-    layouts: Layouts
+    layouts: ChunkLayouts
 
     @property
     def where(self) -> str:
@@ -79,7 +79,7 @@ class View(ConnectionReads[psycopg.Connection[Any]]):
         """The generation and last sync of what this view reads (call inside ``reading``)."""
         return Stamp(self.generation(), self.meta("last_sync"))
 
-    def layout(self) -> Layout:
+    def layout(self) -> ChunkLayout:
         """The chunk layout, cached in memory until the index generation changes."""
         return self.layouts.get(self.conn, self.generation())
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from mdmem.config import FilesConfig
 from mdmem.index import sync as neutral
-from mdmem.index.backend import Forgotten, Layout, Scored, VectorScan
+from mdmem.index.backend import ChunkLayout, Forgotten, Scored, VectorScan
 from mdmem.index.backend_base import BackendBase, SyncPlan
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
@@ -34,7 +34,7 @@ from mdmem.index.sqlite.db import (
     unwritable,
 )
 from mdmem.index.sqlite.scale import compact_vectors
-from mdmem.index.sqlite.scale.chunk_layout_cache import LayoutCache
+from mdmem.index.sqlite.scale.chunk_layout_cache import ChunkLayoutCache
 from mdmem.index.sqlite.scale.compact_vectors import (
     CompactScan,
     CompactVectors,
@@ -86,7 +86,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         self._identity: tuple[int, int] | None = None
         self._read_only = False
         self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
-        self._cache = LayoutCache(self._vector_choice)
+        self._cache = ChunkLayoutCache(self._vector_choice)
         """The layout and vectors in memory, spliced after each change
         (``scale/chunk_layout_cache.py``)."""
         self._terms = TermCounts()
@@ -117,7 +117,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        self._cache = LayoutCache(self._vector_choice)
+        self._cache = ChunkLayoutCache(self._vector_choice)
 
     # ---- healing ---------------------------------------------------------------------------
 
@@ -348,7 +348,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
 
     # ---- reading for search ----------------------------------------------------------------
 
-    def layout(self) -> Layout:
+    def layout(self) -> ChunkLayout:
         """The chunk layout, in memory; after a change only the changed files are read."""
         with read.snapshot(self.conn):
             self._cache.refresh(self.conn)

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 
-from mdmem.index.backend import ChunkRow, Layout
+from mdmem.index.backend import ChunkLayout, ChunkRow
 from mdmem.index.filters import Filters, where_clause
 from mdmem.memory.relations import Relation
 
@@ -38,19 +38,21 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
 
 LAYOUT_COLUMNS = "rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, text_hash"
 LAYOUT_ORDER = "ORDER BY path, start_line, end_line, rowid"
-LayoutRow = tuple[int, str, bool, bool, str]
+ChunkLayoutRow = tuple[int, str, bool, bool, str]
 """(rowid, path, is_stream, archived, text_hash) of one chunk."""
 
 
-def layout_and_texts(conn: sqlite3.Connection) -> tuple[Layout, list[str]]:
+def layout_and_texts(conn: sqlite3.Connection) -> tuple[ChunkLayout, list[str]]:
     """The layout, and the ``text_hash`` of each of its positions (what vectors are keyed by)."""
     rows = conn.execute(f"SELECT {LAYOUT_COLUMNS} FROM chunks {LAYOUT_ORDER}").fetchall()
-    return Layout.build(rows), [r[4] for r in rows]
+    return ChunkLayout.build(rows), [r[4] for r in rows]
 
 
-def layout_rows_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[LayoutRow]]:
+def layout_rows_of(
+    conn: sqlite3.Connection, paths: Sequence[str]
+) -> dict[str, list[ChunkLayoutRow]]:
     """The layout rows of these files' chunks, in layout order (files with none are absent)."""
-    found: dict[str, list[LayoutRow]] = {}
+    found: dict[str, list[ChunkLayoutRow]] = {}
     for start in range(0, len(paths), ROWS_PER_QUERY):
         part = list(paths[start : start + ROWS_PER_QUERY])
         marks = ",".join("?" * len(part))
@@ -139,7 +141,7 @@ def all_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, byte
     ).fetchall()
 
 
-def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarray:
+def vectors(conn: sqlite3.Connection, layout: ChunkLayout, model_id: str) -> np.ndarray:
     """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none), read
     at once: what the in-memory cache (``scale/vector_cache.py``) must always equal."""
     rows = conn.execute(
@@ -156,7 +158,7 @@ def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarr
     return matrix
 
 
-def filtered(conn: sqlite3.Connection, layout: Layout, filters: Filters) -> np.ndarray:
+def filtered(conn: sqlite3.Connection, layout: ChunkLayout, filters: Filters) -> np.ndarray:
     where, args = where_clause(filters, "?")
     rows = conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)
     return layout.mask(np.fromiter((r[0] for r in rows), dtype=np.int64))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mdmem.index.backend import Layout
+from mdmem.index.backend import ChunkLayout
 from mdmem.index.sqlite import read, store
 from mdmem.index.sqlite.scale.compact_vectors import VectorChoice, Vectors
 from mdmem.index.sqlite.scale.vector_cache import Span, VectorCache
@@ -31,7 +31,7 @@ RELOAD_FILES_SHARE = 0.2
 RELOAD_FILES_MIN = 256
 
 
-class LayoutCache:
+class ChunkLayoutCache:
     """One connection's layout, texts and vectors, in step with one generation of the index."""
 
     def __init__(self, choice: VectorChoice | None = None) -> None:
@@ -40,7 +40,7 @@ class LayoutCache:
         self.generation: int | None = None
         self.seq = 0
         """The change log's entry this layout includes."""
-        self.layout = Layout.build([])
+        self.layout = ChunkLayout.build([])
         self.texts: list[str] = []
         """The ``text_hash`` of each position."""
         self.vectors: Vectors | None = None
@@ -98,11 +98,11 @@ class LayoutCache:
 
 
 def spliced(
-    layout: Layout,
+    layout: ChunkLayout,
     texts: list[str],
     paths: Sequence[str],
-    rows: dict[str, list[read.LayoutRow]],
-) -> tuple[Layout, list[str], list[Span]]:
+    rows: dict[str, list[read.ChunkLayoutRow]],
+) -> tuple[ChunkLayout, list[str], list[Span]]:
     """The layout with the chunks of ``paths`` (sorted) replaced by ``rows`` (none: the file is
     gone), and the spans replaced (in the old positions). ``texts`` is changed in place to
     follow (slice assignments: a memmove, not a copy of every reference)."""
@@ -110,7 +110,7 @@ def spliced(
     starts = layout.file_starts
     files = layout.file_paths
     sizes = np.diff(np.append(starts, n))
-    parts: list[slice | list[read.LayoutRow]] = []
+    parts: list[slice | list[read.ChunkLayoutRow]] = []
     file_parts: list[tuple[slice, tuple[str, ...], list[int]]] = []
     spans: list[Span] = []
     kept_file = kept = 0
@@ -141,7 +141,7 @@ def spliced(
 
 
 def _columns(
-    layout: Layout, parts: list[slice | list[read.LayoutRow]]
+    layout: ChunkLayout, parts: list[slice | list[read.ChunkLayoutRow]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rowids, stream and archived: kept positions (slices) and new rows, in order."""
     rowids, stream, archived = [], [], []
@@ -163,8 +163,8 @@ def _arranged(
     archived: np.ndarray,
     file_paths: tuple[str, ...],
     file_sizes: np.ndarray,
-) -> Layout:
-    """A layout from its columns and its files' sizes (what ``Layout.build`` derives)."""
+) -> ChunkLayout:
+    """A layout from its columns and its files' sizes (what ``ChunkLayout.build`` derives)."""
     n = len(rowids)
     ends = np.cumsum(file_sizes, dtype=np.int64)
     file_starts = ends - file_sizes
@@ -172,7 +172,7 @@ def _arranged(
     prev[file_starts] = -1
     nxt = np.arange(1, n + 1, dtype=np.int64)
     nxt[ends - 1] = -1
-    return Layout(
+    return ChunkLayout(
         rowids=rowids,
         file_starts=file_starts,
         file_of=np.repeat(np.arange(len(file_sizes), dtype=np.int64), file_sizes),

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mdmem.index.backend import Layout, Scored
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.sqlite import read
 from mdmem.index.sqlite.scale import fast_scan
 from mdmem.index.sqlite.scale.cosine import cosines
@@ -189,7 +189,7 @@ class CompactVectors:
         self,
         query: np.ndarray,
         found: np.ndarray,
-        layout: Layout,
+        layout: ChunkLayout,
         also: np.ndarray | None = None,
     ) -> Scored:
         """The positions of the ``found`` base rows, every delta text, and ``also`` (keyword
@@ -197,7 +197,7 @@ class CompactVectors:
         near = self.around(query, found, layout)
         return near if also is None else self.with_also(query, near, layout, also)
 
-    def around(self, query: np.ndarray, found: np.ndarray, layout: Layout) -> Scored:
+    def around(self, query: np.ndarray, found: np.ndarray, layout: ChunkLayout) -> Scored:
         """:meth:`candidates` without the keyword candidates: this half touches no connection
         and needs no keyword result, so a search scores it on the scan's thread."""
         first, many, shared, in_delta = self._positions()
@@ -209,7 +209,7 @@ class CompactVectors:
         return Scored(picked, self._cosines(query, picked))
 
     def with_also(
-        self, query: np.ndarray, near: Scored, layout: Layout, also: np.ndarray
+        self, query: np.ndarray, near: Scored, layout: ChunkLayout, also: np.ndarray
     ) -> Scored:
         """``near`` (from :meth:`around`) and the cosines of ``also`` and its neighbours."""
         assert near.positions is not None
@@ -569,7 +569,7 @@ class CompactVectors:
         self._adopt(base, texts, order)
 
 
-def _with_neighbours(positions: np.ndarray, layout: Layout) -> np.ndarray:
+def _with_neighbours(positions: np.ndarray, layout: ChunkLayout) -> np.ndarray:
     """These positions and the chunks before and after each, sorted, once each."""
     picked = np.unique(positions)
     around = np.concatenate([picked, layout.prev[picked], layout.next[picked]])
@@ -669,7 +669,7 @@ class CompactScan:
     nearest and the exact cosines of them and their neighbours; in :meth:`scored`, those of
     the keyword candidates and their neighbours, which the keyword search beside it found."""
 
-    def __init__(self, store: CompactVectors, layout: Layout, allowed: np.ndarray) -> None:
+    def __init__(self, store: CompactVectors, layout: ChunkLayout, allowed: np.ndarray) -> None:
         self._store = store
         self._layout = layout
         self._allowed = allowed

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mdmem.index.backend import Layout, Scored
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.fts import query_terms
 from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
@@ -117,7 +117,7 @@ def split_terms(
 
 def keyword(
     conn: sqlite3.Connection,
-    layout: Layout,
+    layout: ChunkLayout,
     query: str,
     limit: int,
     counts: TermCounts,
@@ -273,7 +273,7 @@ def staged(terms: Sequence[str], found: dict[str, int], rows: int) -> bool:
 
 def two_stages(
     conn: sqlite3.Connection,
-    layout: Layout,
+    layout: ChunkLayout,
     terms: Sequence[str],
     found: dict[str, int],
     stats: tuple[int, float],
