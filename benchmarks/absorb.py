@@ -13,7 +13,7 @@ Then, with a watcher running (``ws.watch()``, the real model embedding what chan
    what that first search spent bringing the in-memory layout and vectors in step with the
    index (``ChunkLayoutCache.refresh``, timed around the call: embedding excluded, as the watcher
    did it). For comparison, in the same run: a full read of the layout and the vectors, which
-   is what every change cost before the change log (``layout_cache.py``).
+   is what every change cost before the change log (``chunk_layout_cache.py``).
 2. ``ws.search`` end to end, p50 / p95 over ``--queries`` queries per mode, with the watcher
    vouching (no stat of any file), in two phases: the index unchanged, and while a file
    changes every ``--interval`` seconds (each search may pay an absorb).

@@ -1,5 +1,5 @@
 """Which copy of the compact store picks a search's nearest rows: scan time and how much of the
-float16 scan's top 10 each copy's best rows hold (``index/sqlite/vector_store.py``).
+float16 scan's top 10 each copy's best rows hold (``index/sqlite/scale/fast_scan.py``).
 
 Usage:  .venv/bin/python benchmarks/fast_scan.py [--size 1000000] [--queries 300]
 
