@@ -11,9 +11,9 @@ Then, with a watcher running (``ws.watch()``, the real model embedding what chan
 1. ``--changes`` times: one file gains an entry; once the watcher has indexed and embedded it
    and vouches for the new generation, ``ws.search`` runs (hybrid, then keyword). "absorb" is
    what that first search spent bringing the in-memory layout and vectors in step with the
-   index (``LayoutCache.refresh``, timed around the call: embedding excluded, as the watcher
+   index (``ChunkLayoutCache.refresh``, timed around the call: embedding excluded, as the watcher
    did it). For comparison, in the same run: a full read of the layout and the vectors, which
-   is what every change cost before the change log (``layout_cache.py``).
+   is what every change cost before the change log (``chunk_layout_cache.py``).
 2. ``ws.search`` end to end, p50 / p95 over ``--queries`` queries per mode, with the watcher
    vouching (no stat of any file), in two phases: the index unchanged, and while a file
    changes every ``--interval`` seconds (each search may pay an absorb).
@@ -50,28 +50,28 @@ from speed import SEED, WARMUP, Corpus, fill_random_vectors, p95, vouched  # noq
 from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.sqlite import read  # noqa: E402
-from mdmem.index.sqlite.layout_cache import LayoutCache  # noqa: E402
-from mdmem.index.sqlite.vector_cache import VectorCache  # noqa: E402
+from mdmem.index.sqlite.scale.chunk_layout_cache import ChunkLayoutCache  # noqa: E402
+from mdmem.index.sqlite.scale.vector_cache import VectorCache  # noqa: E402
 
 WORK = ROOT / ".bench" / "absorb"
 
 
 class Absorbs:
-    """Times every ``LayoutCache.refresh`` that found a new generation (a measuring wrapper
+    """Times every ``ChunkLayoutCache.refresh`` that found a new generation (a measuring wrapper
     around the real method; what it does is unchanged)."""
 
     def __init__(self) -> None:
         self.times: list[float] = []
-        self._refresh = LayoutCache.refresh
+        self._refresh = ChunkLayoutCache.refresh
 
-        def timed_refresh(cache: LayoutCache, conn: object) -> None:
+        def timed_refresh(cache: ChunkLayoutCache, conn: object) -> None:
             before = cache.generation
             started = time.perf_counter()
             self._refresh(cache, conn)  # type: ignore[arg-type]
             if cache.generation != before:
                 self.times.append(time.perf_counter() - started)
 
-        LayoutCache.refresh = timed_refresh  # type: ignore[method-assign]
+        ChunkLayoutCache.refresh = timed_refresh  # type: ignore[method-assign]
 
 
 def ms(values: list[float]) -> str:

@@ -1,6 +1,6 @@
 """The query-by-vectors product the index runs in every vector search: numpy's ``@``
 (OpenBLAS) on its threads, on one BLAS thread (threadpoolctl, as mdmem did until issue 15's
-fix), and ``einsum`` (numpy's own loop, ``mdmem/index/sqlite/cosine.py``).
+fix), and ``einsum`` (numpy's own loop, ``mdmem/index/sqlite/scale/cosine.py``).
 
 Usage:  .venv/bin/python benchmarks/cosine_kernels.py [--sizes 6000,100000,250000]
 
@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_limits
 
-from mdmem.index.sqlite.cosine import cosines
+from mdmem.index.sqlite.scale.cosine import cosines
 
 
 def blas(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Which copy of the compact store picks a search's nearest rows: scan time and how much of the
-float16 scan's top 10 each copy's best rows hold (``index/sqlite/vector_store.py``).
+float16 scan's top 10 each copy's best rows hold (``index/sqlite/scale/fast_scan.py``).
 
 Usage:  .venv/bin/python benchmarks/fast_scan.py [--size 1000000] [--queries 300]
 
@@ -30,14 +30,9 @@ from rich.console import Console
 from rich.table import Table
 from speed import WORK, ms
 
-from mdmem.index.sqlite.vector_store import (
-    BATCH,
-    SCAN_SAMPLE,
-    CompactVectors,
-    _codes_view,
-    load_faiss,
-    store_path,
-)
+from mdmem.index.sqlite.scale.compact_vectors import BATCH, CompactVectors, _codes_view, store_path
+from mdmem.index.sqlite.scale.faiss_threads import load_faiss
+from mdmem.index.sqlite.scale.fast_scan import SCAN_SAMPLE
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -21,18 +21,18 @@ import time
 import numpy as np
 
 from mdmem.config import SearchConfig
-from mdmem.index.backend import Layout, Scored
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.search import _candidates, _fuse, _gather, _rows, _with_context
 
 
-def layout(n: int, sessions: float) -> Layout:
+def layout(n: int, sessions: float) -> ChunkLayout:
     per = 10
     new_file = np.zeros(n, dtype=bool)
     new_file[::per] = True
     index = np.arange(n)
     last = np.append(new_file[1:], True)
     stream = index < int(n * sessions)
-    return Layout(
+    return ChunkLayout(
         rowids=index.copy(),
         file_starts=np.flatnonzero(new_file),
         file_of=np.cumsum(new_file) - 1,
@@ -46,7 +46,7 @@ def layout(n: int, sessions: float) -> Layout:
 
 
 def dense(
-    lay: Layout, keyword: Scored, vector: Scored, allowed: np.ndarray, config: SearchConfig
+    lay: ChunkLayout, keyword: Scored, vector: Scored, allowed: np.ndarray, config: SearchConfig
 ) -> tuple[np.ndarray, np.ndarray]:
     """The computation before: arrays of every chunk (``tests/unit/test_search_fusion.py``)."""
     n = len(lay.rowids)
@@ -62,7 +62,7 @@ def dense(
     return best, fused[best]
 
 
-def _dense_context(fused: np.ndarray, lay: Layout, config: SearchConfig) -> np.ndarray:
+def _dense_context(fused: np.ndarray, lay: ChunkLayout, config: SearchConfig) -> np.ndarray:
     base = np.clip(fused, 0.0, None)
     out = fused.copy()
     prev = np.where(lay.prev >= 0, base[lay.prev], 0.0)
@@ -74,7 +74,7 @@ def _dense_context(fused: np.ndarray, lay: Layout, config: SearchConfig) -> np.n
 
 
 def candidates_only(
-    lay: Layout, keyword: Scored, vector: Scored, allowed: np.ndarray, config: SearchConfig
+    lay: ChunkLayout, keyword: Scored, vector: Scored, allowed: np.ndarray, config: SearchConfig
 ) -> tuple[np.ndarray, np.ndarray]:
     """What ``search`` does now."""
     rows = _rows(lay, [keyword, vector], config)

@@ -2,7 +2,7 @@
 other stage sizes.
 
 FTS5 hands back the rows matching a term for about 0.1-0.2 µs each, and BM25-ranks them for
-about 1-2 µs each; that second cost is why ``index/sqlite/keyword.py`` bounds the rows FTS5
+about 1-2 µs each; that second cost is why ``index/sqlite/scale/keyword.py`` bounds the rows FTS5
 scores (``POSTINGS_BUDGET``). Below ``STAGES_FROM`` chunks a query past the budget is split
 (the most common terms scored last, on the candidates the rarer ones find); from it on, it goes
 in two stages:
@@ -42,8 +42,8 @@ from speed import SEED, WORK, Corpus, all_terms, keyword_settings, ms
 
 from mdmem import Workspace
 from mdmem.index.fts import query_terms
-from mdmem.index.sqlite import keyword
 from mdmem.index.sqlite.index import SqliteIndex
+from mdmem.index.sqlite.scale import keyword
 
 LIMIT = 1000
 """Keyword candidates a hybrid search asks for (``search.keyword_candidates``)."""

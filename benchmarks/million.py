@@ -1,5 +1,5 @@
 """mdmem at 1M chunks: index size, RSS, cold load, no-op re-index, hybrid and keyword latency,
-with the compact vector store (faiss float16, ``index/sqlite/vector_store.py``) and, for
+with the compact vector store (faiss float16, ``index/sqlite/scale/compact_vectors.py``) and, for
 comparison, the float32 matrix (``vector_cache.py``).
 
 Usage:  nice -n 19 .venv/bin/python benchmarks/million.py [--sizes 100000,1000000]
@@ -20,7 +20,7 @@ model loaded first (its ~530 MB are in every RSS figure):
   vectors embedded up front), p50 / p95 over the queries, wall clock and (in brackets) the
   process's CPU time, which a shared machine's other load does not inflate; then every query
   again with every term scored by FTS5 ("every term": no term scored last, see
-  ``index/sqlite/keyword.py``), and "top 10 = every term's" is the share of that top 10 the
+  ``index/sqlite/scale/keyword.py``), and "top 10 = every term's" is the share of that top 10 the
   shipped search returns. The two run as separate passes: interleaved, each shipped search
   followed one that scored ~400,000 rows, and came to it with cold caches (at 1M on
   23 November that added 15-20 ms to the hybrid p95);
@@ -67,7 +67,7 @@ from mdmem.config import IndexConfig, load_config
 from mdmem.index.backend import vector_candidates
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
-from mdmem.index.sqlite import keyword
+from mdmem.index.sqlite.scale import keyword
 
 T = TypeVar("T")
 VARIANTS = {"store": 0, "float32": 10**12}

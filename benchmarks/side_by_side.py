@@ -9,7 +9,7 @@ query through all four in a random order:
 
 - shipped: the query's embedding and the vector scan on a lasting worker thread, with one
   OpenMP thread, while the keyword search runs on the caller's (``search._retrieve``,
-  ``index/beside.py``);
+  ``index/vector_worker.py``);
 - a fresh thread per search for the embedding and the scan, on torch's threads (before the
   second stop of 24 November);
 - embed first: the query embedded on the caller's thread, then only the scan beside the

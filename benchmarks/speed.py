@@ -44,7 +44,7 @@ What each figure means:
    interleaved with it, which left each shipped search cold caches), which scores the most
    common terms last, past a budget of matching rows: FTS5 finds candidates by
    the rarer terms, and the common terms' BM25 shares are added to those
-   (``index/sqlite/keyword.py``).
+   (``index/sqlite/scale/keyword.py``).
    The index is built with ``sync(embed=False)`` from the real text (real FTS5), then the
    ``embeddings`` table is filled directly with random unit float32 vectors (384-d) for every
    distinct text hash, under the real model's id: embedding 100k chunks for real would take
@@ -86,7 +86,7 @@ from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.fts import STOPWORDS  # noqa: E402
 from mdmem.index.search import MODES, Filters, search  # noqa: E402
-from mdmem.index.sqlite import keyword  # noqa: E402
+from mdmem.index.sqlite.scale import keyword  # noqa: E402
 from mdmem.memory.scan import scan  # noqa: E402
 
 WORK = ROOT / ".bench" / "speed"
@@ -409,14 +409,14 @@ def noop_reindex(corpus: Corpus, log: Console) -> Table:
 @contextlib.contextmanager
 def all_terms() -> Iterator[None]:
     """Keyword queries keep every term and FTS5 scores every matching row (as before
-    ``index/sqlite/keyword.py``)."""
+    ``index/sqlite/scale/keyword.py``)."""
     with keyword_settings(POSTINGS_BUDGET=sys.maxsize, STAGES_FROM=sys.maxsize):
         yield
 
 
 @contextlib.contextmanager
 def keyword_settings(**values: int) -> Iterator[None]:
-    """``index/sqlite/keyword.py``'s constants set to ``values`` for a while."""
+    """``index/sqlite/scale/keyword.py``'s constants set to ``values`` for a while."""
     saved = {name: getattr(keyword, name) for name in values}
     for name, value in values.items():
         setattr(keyword, name, value)

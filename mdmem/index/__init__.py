@@ -1,6 +1,7 @@
 """The derived index: chunks (chunks.py), embeddings (embed.py), keyword tokenization (fts.py),
-what a backend does (backend.py), the shared part of syncing (sync.py), filters and ranking
-(filters.py, search.py), and the SQLite backend (sqlite/)."""
+what a backend does (backend.py) and the code both backends share (backend_base.py), the shared
+part of syncing (sync.py), filters and ranking (filters.py, search.py), and the backends: SQLite
+(sqlite/, its scale machinery in sqlite/scale/) and PostgreSQL (postgres/)."""
 
 from __future__ import annotations
 

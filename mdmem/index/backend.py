@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Layout:
+class ChunkLayout:
     """Every chunk in file order, as arrays: what whole-index scoring needs, without a query
     language. Positions (0..n-1) in these arrays are how candidates name chunks."""
 
@@ -65,8 +65,31 @@ class Layout:
     def positions(self, rowids: np.ndarray) -> np.ndarray:
         return self.by_rowid[np.searchsorted(self.sorted_rowids, rowids)]
 
+    def mask(self, rowids: np.ndarray) -> np.ndarray:
+        """True at the positions of these rowids, False elsewhere."""
+        mask = np.zeros(len(self.rowids), dtype=bool)
+        if rowids.size:
+            mask[self.positions(rowids)] = True
+        return mask
+
+    def allowed(self, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:
+        """Which chunks ``filters`` let through: the stored columns by ``filtered`` (the
+        backend's, called only when such a filter is set), the path glob here, once per file."""
+        if filters.on_columns():
+            mask = filtered()
+        elif filters.include_archived:
+            mask = np.ones(len(self.rowids), dtype=bool)
+        else:
+            mask = ~self.archived
+        if filters.path is not None:
+            files_ok = np.fromiter(
+                (filters.path_ok(p) for p in self.file_paths), bool, len(self.file_paths)
+            )
+            mask = mask & files_ok[self.file_of]
+        return mask
+
     @classmethod
-    def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> Layout:
+    def build(cls, rows: Sequence[tuple[int, str, bool, bool]]) -> ChunkLayout:
         """From (rowid, path, is_stream, archived) rows already in (path, start_line) order."""
         n = len(rows)
         rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
@@ -212,7 +235,7 @@ class IndexReader(Protocol):
         """Changes whenever the chunks or vectors change (caches are keyed by it)."""
         ...
 
-    def layout(self) -> Layout: ...
+    def layout(self) -> ChunkLayout: ...
 
     def keyword_candidates(self, query: str, limit: int) -> Scored:
         """Up to ``limit`` best keyword (BM25-like) matches of the user's ``query``."""

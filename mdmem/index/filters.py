@@ -1,4 +1,5 @@
-"""Search filters: what a caller may narrow a search to, checked once, for every backend."""
+"""Search filters: what a caller may narrow a search to, checked once, for every backend, and
+the one WHERE clause both backends' SQL filters their chunks by."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pathspec
@@ -50,6 +51,30 @@ class Filters:
 SEARCH_PARAMS: tuple[str, ...] = ("k", "mode", *(f.name for f in fields(Filters)), "scopes")
 """What a search takes besides its query, by name: ``Workspace.search``'s keyword parameters,
 the warm server's request and the options of ``mdmem search`` (one list; tests compare them)."""
+
+
+def where_clause(filters: Filters, mark: str) -> tuple[str, list[Any]]:
+    """The stored-column filters as a WHERE clause on ``chunks c`` and its arguments, in SQL both
+    backends read: ``mark`` is the driver's placeholder (``?`` sqlite3, ``%s`` psycopg). The
+    path glob is not SQL: ranking applies it."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if not filters.include_archived:
+        clauses.append("NOT c.archived")
+    for column, value in (("type", filters.type), ("agent", filters.agent)):
+        if value is not None:
+            clauses.append(f"c.{column} = {mark}")
+            args.append(value)
+    if filters.session is not None:
+        clauses.append(f"(c.session = {mark} OR c.path = {mark})")
+        args += [filters.session, f".sessions/{filters.session}.md"]
+    if (since := filters.since_date()) is not None:
+        clauses.append(f"c.created >= {mark}")
+        args.append(since)
+    if (until := filters.until_date()) is not None:
+        clauses.append(f"substr(c.created, 1, 10) <= {mark}")
+        args.append(until)
+    return (" AND ".join(clauses) or "1 = 1"), args
 
 
 def iso_date(value: str, name: str) -> str:

@@ -33,13 +33,13 @@ import numpy as np
 
 from mdmem.config import SearchConfig
 from mdmem.errors import QueryTooLongError
-from mdmem.index.backend import ChunkRow, IndexBackend, IndexReader, Layout, Scored
-from mdmem.index.beside import beside
+from mdmem.index.backend import ChunkLayout, ChunkRow, IndexBackend, IndexReader, Scored
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.speakers import addressed, speaker
 from mdmem.index.sync import SyncReport, Vouch, read_own_writes
+from mdmem.index.vector_worker import beside
 from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
 from mdmem.memory.session_format import SUMMARY_SECTION
@@ -288,7 +288,7 @@ def search(
         n = len(layout.rowids)
         if n == 0 or not query.strip():
             return []
-        allowed = _allowed(index, layout, filters)
+        allowed = layout.allowed(filters, lambda: index.filtered(filters))
         found = _retrieve(index, embedder, query, mode, config, filters)
         positions = _rows(layout, list(found.values()), config)
         if not positions.size:
@@ -349,7 +349,7 @@ def _retrieve(
     """Each retriever's candidates. In hybrid mode the query's embedding and the vector
     scan run on a second thread while the keyword search runs on this one, which holds the
     index's connection: on two cores a search waits for the slower of the two, not both
-    (:mod:`.beside`).
+    (:mod:`.vector_worker`).
     Embedding the query first, on this thread, was slower at 100k chunks and no faster at 1M
     (``benchmarks/side_by_side.py``)."""
     found: dict[str, Scored] = {}
@@ -480,7 +480,7 @@ def _candidates(fused: np.ndarray, pool: int, min_relevance: float) -> np.ndarra
     return eligible[np.argsort(-scores, kind="stable")]
 
 
-def _rows(layout: Layout, found: Sequence[Scored], config: SearchConfig) -> np.ndarray:
+def _rows(layout: ChunkLayout, found: Sequence[Scored], config: SearchConfig) -> np.ndarray:
     """The layout positions (sorted) that can score above zero: the retrievers' candidates,
     their neighbours, and the event-stream files they are in. Every other chunk scores 0, so
     fusion works on these rows only; a retriever that scores every chunk makes it all of them."""
@@ -543,7 +543,7 @@ def _fuse(
 
 
 def _with_context(
-    fused: np.ndarray, rows: np.ndarray, layout: Layout, config: SearchConfig
+    fused: np.ndarray, rows: np.ndarray, layout: ChunkLayout, config: SearchConfig
 ) -> np.ndarray:
     """Event streams (sessions) have locality: a turn next to a relevant turn, or in a session
     that is about the question, is more likely relevant. An entry of a knowledge file stands
@@ -588,7 +588,7 @@ def _lift_speaker(
     best: np.ndarray,
     positions: np.ndarray,
     rows: Sequence[ChunkRow],
-    layout: Layout,
+    layout: ChunkLayout,
     query: str,
     config: SearchConfig,
 ) -> np.ndarray:
@@ -626,25 +626,6 @@ def _lift_when(
     dated = np.array(lifted(named, days, config.when_days), dtype=bool)
     fused[best[dated]] *= 1.0 + config.when_weight
     return dated
-
-
-def _allowed(index: IndexReader, layout: Layout, filters: Filters) -> np.ndarray:
-    """Which chunks the filters let through: stored columns by the backend (only when such a
-    filter is set), the path glob here, once per file."""
-    if filters.on_columns():
-        mask = index.filtered(filters)
-    elif filters.include_archived:
-        mask = np.ones(len(layout.rowids), dtype=bool)
-    else:
-        mask = ~layout.archived
-    if filters.path is not None:
-        files_ok = np.fromiter(
-            (filters.path_ok(p) for p in layout.file_paths),
-            dtype=bool,
-            count=len(layout.file_paths),
-        )
-        mask = mask & files_ok[layout.file_of]
-    return mask
 
 
 def _recency(created: str | None, today: dt.date, config: SearchConfig) -> float:

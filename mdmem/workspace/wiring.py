@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import Config, RedactConfig, load_config
 from mdmem.errors import ModeError, WorkspaceNotFoundError
-from mdmem.index.reads import ReadCounts
+from mdmem.index.access_counting import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.documents import Documents
 from mdmem.memory.store import KnowledgeStore
@@ -286,8 +286,8 @@ class Wiring:
             )
 
     def count_reads(self, ids: Sequence[str]) -> None:
-        """Count reads of ``ids`` as accesses (:mod:`mdmem.index.reads`). On a server index,
-        only through a connection this process already has."""
+        """Count reads of ``ids`` as accesses (:mod:`mdmem.index.access_counting`). On a server
+        index, only through a connection this process already has."""
         self.reads.add(ids)
         if self._backend is None and self.config.index.backend != "sqlite":
             return

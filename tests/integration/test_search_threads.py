@@ -21,9 +21,9 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.backend import Scored
-from mdmem.index.beside import beside
 from mdmem.index.filters import Filters
 from mdmem.index.search import search
+from mdmem.index.vector_worker import beside
 
 WAIT_S = 20.0
 
@@ -161,7 +161,7 @@ def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, emb
         threads: list[int] = []
 
         def run() -> None:
-            from mdmem.index.sqlite.vector_store import load_faiss
+            from mdmem.index.sqlite.scale.faiss_threads import load_faiss
 
             scan.scan(query)
             threads.append(load_faiss().omp_get_max_threads())
@@ -291,7 +291,7 @@ def test_the_worker_serves_on_when_the_thread_count_cannot_be_set(
     import threadpoolctl
     import torch  # noqa: F401 - loaded, as in a process that embeds
 
-    from mdmem.index.beside import Worker
+    from mdmem.index.vector_worker import Worker
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("no OpenMP here")

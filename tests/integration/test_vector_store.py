@@ -19,7 +19,8 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.vector_store import FAST_NEAREST, CompactVectors, StoreError, store_path
+from mdmem.index.sqlite.scale.compact_vectors import CompactVectors, StoreError, store_path
+from mdmem.index.sqlite.scale.fast_scan import FAST_NEAREST
 
 pytest.importorskip("faiss")
 
@@ -190,7 +191,7 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     script = textwrap.dedent(
         f"""
         import os, signal
-        from mdmem.index.sqlite.vector_store import CompactVectors
+        from mdmem.index.sqlite.scale.compact_vectors import CompactVectors
         store = CompactVectors({embedder.model_id!r}, __import__("pathlib").Path({str(path)!r}))
         store._load()
         def blocks():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdmem.index.sqlite.cosine import cosines
+from mdmem.index.sqlite.scale.cosine import cosines
 
 
 def test_equals_the_exact_product_and_keeps_float32() -> None:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mdmem import Workspace
-from mdmem.index.sqlite import keyword
-from mdmem.index.sqlite.keyword import split_terms
+from mdmem.index.sqlite.scale import keyword
+from mdmem.index.sqlite.scale.keyword import split_terms
 
 
 def test_the_most_common_terms_go_last_and_one_always_stays(monkeypatch) -> None:

@@ -130,7 +130,7 @@ def test_a_read_without_a_usable_index_still_answers(ws: Workspace) -> None:
 
 def test_a_read_counted_while_another_thread_counts_is_not_lost() -> None:
     """Thread A is writing counts when thread B reads: B's read waits and is counted next."""
-    from mdmem.index.reads import ReadCounts
+    from mdmem.index.access_counting import ReadCounts
 
     writing, read_meanwhile = threading.Event(), threading.Event()
     counted: list[list[str]] = []

@@ -14,7 +14,7 @@ import pytest
 
 from mdmem import Workspace
 from mdmem.config import SearchConfig
-from mdmem.index.backend import Layout, Scored
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.filters import Filters
 from mdmem.index.search import _candidates, _fuse, _gather, _rows, _with_context, search
 
@@ -23,7 +23,7 @@ def _dense_reference(
     keyword: np.ndarray,
     vector: np.ndarray | None,
     allowed: np.ndarray,
-    layout: Layout,
+    layout: ChunkLayout,
     mode: str,
     config: SearchConfig,
 ) -> np.ndarray:
@@ -59,14 +59,14 @@ def _reference_pool(fused: np.ndarray, pool: int, min_relevance: float) -> np.nd
     return order[fused[order] >= max(min_relevance * top, np.finfo(float).tiny)][:pool]
 
 
-def _layout(rng: np.random.Generator) -> Layout:
+def _layout(rng: np.random.Generator) -> ChunkLayout:
     """Files of 1-12 chunks; about half are sessions (some of their chunks not turns)."""
     rows = []
     for f in range(rng.integers(5, 40)):
         session = rng.random() < 0.5
         for _ in range(rng.integers(1, 13)):
             rows.append((len(rows) + 1, f"f{f:03d}.md", session and rng.random() < 0.9, False))
-    return Layout.build(rows)
+    return ChunkLayout.build(rows)
 
 
 def _scored(rng: np.random.Generator, n: int, share: float, low: float, ties: bool) -> Scored:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mdmem.errors import MdmemError
+from mdmem.index.backend_base import ACCESS_SINCE
 from mdmem.index.sqlite.db import BM25_WEIGHTS
 
 if TYPE_CHECKING:
@@ -314,10 +315,6 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
         )
-
-
-ACCESS_SINCE = "access_since"
-"""Meta key: when this index began counting accesses (as the SQLite index's)."""
 
 
 def start_access_history(conn: psycopg.Connection[Any]) -> None:

@@ -8,29 +8,26 @@ transaction, so a reader never sees half of it, and bumps the index generation i
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import socket
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
 from mdmem.config import FilesConfig
 from mdmem.index import sync as neutral
-from mdmem.index.backend import Forgotten, IndexStatus
-from mdmem.index.chunks import CHUNKER_VERSION, sha
+from mdmem.index.backend import Forgotten
+from mdmem.index.backend_base import BackendBase, SyncPlan
+from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.postgres import db, read, store
-from mdmem.index.postgres.view import Layouts, View, settle
-from mdmem.index.sync import Freshness, Progress, SyncReport
-from mdmem.memory.relations import Relation
+from mdmem.index.postgres.view import ChunkLayouts, View, settle
+from mdmem.index.sync import Progress, SyncReport
 from mdmem.memory.scan import FileStat
 from mdmem.redact import DEFAULT, Redactor
 
-T = TypeVar("T")
 LOCK_POLL_S = 0.05
 
 
@@ -44,8 +41,12 @@ def origin(root: Path) -> str:
     return f"{socket.gethostname()}:{root.resolve()}"
 
 
-class PostgresIndex(View):
+class PostgresIndex(View, BackendBase[psycopg.Connection[Any]]):
     """The PostgreSQL index of one workspace (schema ``mdmem_<name>``)."""
+
+    RECOVERABLE = (psycopg.OperationalError,)
+    LOOKUP_ERRORS = (psycopg.Error, db.IndexServerError)
+    SHARED = True
 
     def __init__(
         self,
@@ -59,21 +60,13 @@ class PostgresIndex(View):
         on_message: Callable[[str], None] | None = None,
         redactor: Redactor = DEFAULT,
     ) -> None:
-        self.root = root
-        self.files = files
+        super().__init__(root, files, embedder, redactor=redactor, on_message=on_message)
         self.url = url
         self.name = name or default_name(root)
         self.schema = db.schema_name(self.name)
         self.candidates = candidates
-        self.redactor = redactor
-        self.chunker_key = f"{CHUNKER_VERSION}+{redactor.key}"
-        self._embedder_factory = embedder
-        self._embedder: Embedder | None = None
-        self._on_message = on_message
         self._conn: psycopg.Connection[Any] | None = None
-        self.layouts = Layouts()
-        self._lock = threading.RLock()
-        self._recovering = False
+        self.layouts = ChunkLayouts()
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -91,101 +84,30 @@ class PostgresIndex(View):
             self._conn = None
         self.layouts.clear()
 
-    def recover(self, op: Callable[[], T]) -> T:
-        """Run ``op``; when the connection broke (a restarted server, a dropped link), connect
-        again and run it once more. A server that stays away is a one-line error."""
-        with self._lock:
-            if self._recovering:
-                return op()
-            self._recovering = True
-            try:
-                try:
-                    return op()
-                except psycopg.OperationalError as exc:
-                    if self._conn is not None and not self._conn.closed:
-                        raise
-                    self.close()
-                    if self._on_message:
-                        self._on_message(f"index {self.where} lost its connection ({exc})")
-                return op()
-            finally:
-                self._recovering = False
+    def _recovered(self, error: Exception) -> bool:
+        """A broken connection (a restarted server, a dropped link) is opened again; a server
+        that stays away is a one-line error."""
+        if self._conn is not None and not self._conn.closed:
+            return False
+        self.close()
+        if self._on_message:
+            self._on_message(f"index {self.where} lost its connection ({error})")
+        return True
 
     @property
     def where(self) -> str:
         return f"{db.where(self.url)} schema {self.schema}"
 
-    def embedder(self) -> Embedder | None:
-        if self._embedder is None:
-            self._embedder = self._embedder_factory()
-        return self._embedder
-
-    @property
-    def max_bytes(self) -> int:
-        return int(self.files.max_file_mb * 1_000_000)
-
-    def freshness(self) -> Freshness:
-        return neutral.freshness(self.root, self.files, store.known_stats(self.conn))
-
     # ---- syncing ---------------------------------------------------------------------------
 
-    def sync(
-        self,
-        *,
-        full: bool = False,
-        embed: bool = True,
-        progress: Progress | None = None,
-        lock_timeout: float = 600.0,
-        defer_bytes: int | None = None,
-    ) -> SyncReport:
-        """Bring the index up to date with the files; embed what is missing when ``embed``.
-        Past ``lock_timeout`` waiting for another indexer, nothing is written (``busy``)."""
-        started = time.perf_counter()
-        report = self.recover(
-            lambda: self._sync_once(full, embed, progress, lock_timeout, defer_bytes)
-        )
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def sync_paths(
-        self,
-        paths: Sequence[str],
-        *,
-        embed: bool = True,
-        lock_timeout: float = 600.0,
-        defer_bytes: int | None = None,
-    ) -> SyncReport:
-        """:meth:`sync` for these files only (a workspace's own writes): a stat of each."""
-        started = time.perf_counter()
-        only = list(paths)
-        report = self.recover(
-            lambda: self._sync_once(False, embed, None, lock_timeout, defer_bytes, only)
-        )
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def _sync_once(
-        self,
-        full: bool,
-        embed: bool,
-        progress: Progress | None,
-        lock_timeout: float,
-        defer_bytes: int | None,
-        only: list[str] | None = None,
-    ) -> SyncReport:
+    def _written_elsewhere(self) -> str | None:
         owner = self.meta("origin")
         if owner is not None and owner != origin(self.root):
-            readonly = (
+            return (
                 f"{self.where} is indexed from {owner}; this copy only reads it (give it an "
                 "index.workspace of its own to index it here)"
             )
-            return neutral.stale_report(SyncReport(readonly=readonly), self.freshness())
-        with self.indexer(lock_timeout) as held:
-            if not held:
-                return neutral.stale_report(SyncReport(busy=True), self.freshness())
-            report = SyncReport()
-            self._sync_locked(full, embed, progress, report, defer_bytes, only)
-            return report
+        return None
 
     @contextlib.contextmanager
     def indexer(self, timeout: float) -> Iterator[bool]:
@@ -205,96 +127,46 @@ class PostgresIndex(View):
             if self._conn is not None and not self._conn.closed:
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
-    def _sync_locked(
+    def _transaction(self) -> contextlib.AbstractContextManager[object]:
+        return self.conn.transaction()
+
+    def _write_changes(
         self,
-        full: bool,
-        embed: bool,
-        progress: Progress | None,
+        plan: SyncPlan,
+        embedder: Embedder | None,
         report: SyncReport,
-        defer_bytes: int | None,
-        only: list[str] | None = None,
-    ) -> None:
-        embedder = self.embedder() if embed else None
-        if self.meta("chunker_version") != self.chunker_key:
-            full, only = True, None  # a rebuild: every file
-        if only is None:
-            fresh = self.freshness()
-        else:
-            stats = store.known_stats_of(self.conn, neutral.relative(self.root, only))
-            fresh = neutral.freshness_of(self.root, self.files, stats, only)
-        report.problems = fresh.problems
-        changed, removed = (fresh.files if full else fresh.changed), fresh.removed
-        if defer_bytes is not None:
-            changed = neutral.defer_big(changed, defer_bytes, self.max_bytes, report)
-        known = store.known_hashes(self.conn)
-        total = len(changed)
+        progress: Progress | None,
+    ) -> bool:
+        """A batch of files at a time, then the vectors missing."""
+        total = len(plan.changed)
         for start in range(0, total, neutral.BATCH_FILES):
-            batch = changed[start : start + neutral.BATCH_FILES]
-            self._sync_batch(batch, known, full, report)
+            batch = plan.changed[start : start + neutral.BATCH_FILES]
+            touched, parsed = self._read_files(batch, plan, report)
+            self._store_files(touched, parsed, plan, report)
             if progress:
                 progress("files", min(start + neutral.BATCH_FILES, total), total)
-        if removed:
-            with self.conn.transaction():
-                store.delete_paths(self.conn, removed)
-                store.bump_generation(self.conn)
-            report.removed = len(removed)
-            report.paths.extend(removed)
-        new_model = embedder is not None and self.meta("embed_model") != embedder.model_id
-        looked = embedder is not None and (
-            new_model
-            or report.chunks_written
-            or self.meta("embedded_generation") != str(self.generation())
-        )
+        self._remove_files(plan.removed, report)
+        looked = self._look_for_missing(embedder, plan, report)
         if embedder is not None and looked:
             report.embedded = self._embed_missing(embedder, progress)
-        if looked and not (report.changed or report.embedded or full or new_model):
-            store.set_meta(self.conn, "embedded_generation", str(self.generation()))
-        elif report.changed or report.embedded or full or new_model or not self.meta("last_sync"):
-            self._mark_synced(embedder)
+        return looked
 
-    def _mark_synced(self, embedder: Embedder | None) -> None:
-        with self.conn.transaction():
-            generation = str(self.generation() + 1)
-            store.set_meta(self.conn, "generation", generation)
-            if embedder is not None:
-                store.set_meta(self.conn, "embed_model", embedder.model_id)
-                store.set_meta(self.conn, "embedded_generation", generation)
-            store.set_meta(self.conn, "chunker_version", self.chunker_key)
-            store.set_meta(self.conn, "origin", origin(self.root))
-            now = dt.datetime.now().isoformat(timespec="seconds")
-            store.set_meta(self.conn, "last_sync", now)
-
-    def _sync_batch(
-        self, batch: list[FileStat], known: dict[str, str], full: bool, report: SyncReport
-    ) -> None:
-        touched, parsed = neutral.read_batch(
-            self.root,
-            batch,
-            known,
-            full=full,
-            max_bytes=self.max_bytes,
-            redactor=self.redactor,
-            report=report,
+    def _write_files(
+        self, touched: list[FileStat], parsed: list[neutral.ParsedFile], now: str
+    ) -> int:
+        store.touch_files(self.conn, touched)
+        written = store.replace_chunks(
+            self.conn, [(item.stat.path, item.chunks) for item in parsed]
         )
-        now = dt.datetime.now().isoformat(timespec="seconds")
-        with self.conn.transaction():
-            store.touch_files(self.conn, touched)
-            report.unchanged += len(touched)
-            for item in parsed:
-                if item.stat.path in known:
-                    report.updated += 1
-                else:
-                    report.added += 1
-                report.paths.append(item.stat.path)
-            report.chunks_written += store.replace_chunks(
-                self.conn, [(item.stat.path, item.chunks) for item in parsed]
-            )
-            store.replace_relations(
-                self.conn, [(item.stat.path, item.relations) for item in parsed]
-            )
-            store.put_files(self.conn, [(item.stat, item.digest) for item in parsed], now)
-            if parsed:
-                store.bump_generation(self.conn)
+        store.replace_relations(self.conn, [(item.stat.path, item.relations) for item in parsed])
+        store.put_files(self.conn, [(item.stat, item.digest) for item in parsed], now)
+        return written
+
+    def _delete_paths(self, paths: Sequence[str]) -> None:
+        store.delete_paths(self.conn, paths)
+
+    def _owner_meta(self) -> dict[str, str]:
+        return {"origin": origin(self.root)}
 
     def _embed_missing(self, embedder: Embedder, progress: Progress | None) -> int:
         """Embed every chunk text without a vector of this model; vectors go to the table of
@@ -325,68 +197,26 @@ class PostgresIndex(View):
         dims = db.vector_dims(self.conn, model_id)
         return db.vector_table(self.conn, model_id, dims[0]) if len(dims) == 1 else None
 
-    # ---- reading for search ----------------------------------------------------------------
-
-    def searching(self) -> threading.RLock:
-        return self._lock
-
-    def relations(
-        self, entry_id: str | None = None, kind: str | None = None
-    ) -> list[Relation] | None:
-        """The relations the entries declare (from or to ``entry_id``, of ``kind``), read from
-        the relations table; None when the index cannot vouch for them (a file changed or was
-        removed since the last sync, none has run with this schema, or the server fails):
-        read the files."""
-
-        def lookup() -> list[Relation] | None:
-            with read.snapshot(self.conn):
-                return read.relations(self.conn, entry_id, kind) if neutral.in_step(self) else None
-
-        try:
-            with self._lock:
-                return self.recover(lookup)
-        except (psycopg.Error, db.IndexServerError):
-            return None
-
     # ---- status and forgetting -------------------------------------------------------------
 
-    def status(self, model_id: str | None) -> IndexStatus:
-        return self.recover(lambda: self._status(model_id))
-
-    def _status(self, model_id: str | None) -> IndexStatus:
+    def _counts(self, model_id: str | None) -> tuple[int, int, int]:
         table = self._model_table(model_id) if model_id else None
-        files, chunks, embedded = read.counts(self.conn, table)
-        fresh = self.freshness()
-        return IndexStatus(
-            files=files,
-            chunks=chunks,
-            embedded=embedded,
-            model=model_id,
-            index_bytes=read.size_bytes(self.conn, self.schema),
-            stale=[f.path for f in fresh.changed],
-            removed=fresh.removed,
-            problems=[str(p) for p in fresh.problems],
-            last_sync=self.meta("last_sync"),
-            db_path=self.where,
-            generation=self.generation(),
-        )
+        return read.counts(self.conn, table)
 
-    def forget(self, entry_ids: Collection[str], texts: Sequence[str]) -> Forgotten:
-        """Re-sync, then remove what is left of these entries, their vectors, access counts and
-        first-seen dates. The server keeps dead row versions until VACUUM reuses their space
-        (and its WAL until a checkpoint), so ``truncated`` is False."""
-        with self.searching():
-            rows = store.entry_rows(self.conn, sorted(entry_ids))
-            self.sync(embed=False)
-            plain = [sha(text) for _, text, _ in rows] + [sha(text) for text in texts]
-            tables = [
-                str(r[0]) for r in self.conn.execute("SELECT name FROM vector_tables").fetchall()
-            ]
-            with self.conn.transaction():
-                store.delete_rows(self.conn, [rowid for rowid, _, _ in rows])
-                vectors = store.drop_unused_vectors(self.conn, tables, [h for _, _, h in rows])
-                store.forget_keys(self.conn, [*entry_ids, *plain], plain)
-                store.bump_generation(self.conn)
-            for table in ("chunks", "first_seen", "access", *tables):
-                self.conn.execute(f"VACUUM {table}")  # type: ignore[arg-type]
+    def _size_bytes(self) -> int:
+        return read.size_bytes(self.conn, self.schema)
+
+    def _forget(
+        self, rows: list[tuple[int, str, str]], keys: list[str], hashes: list[str]
+    ) -> Forgotten:
+        """The server keeps dead row versions until VACUUM reuses their space (and its WAL
+        until a checkpoint), so ``truncated`` is False."""
+        tables = [str(r[0]) for r in self.conn.execute("SELECT name FROM vector_tables").fetchall()]
+        with self.conn.transaction():
+            store.delete_rows(self.conn, [rowid for rowid, _, _ in rows])
+            vectors = store.drop_unused_vectors(self.conn, tables, [h for _, _, h in rows])
+            store.forget_keys(self.conn, keys, hashes)
+            store.bump_generation(self.conn)
+        for table in ("chunks", "first_seen", "access", *tables):
+            self.conn.execute(f"VACUUM {table}")  # type: ignore[arg-type]
         return Forgotten(len(rows), vectors, False)

@@ -19,8 +19,8 @@ import numpy as np
 import psycopg
 from psycopg import pq
 
-from mdmem.index.backend import ChunkRow, Layout, Scored
-from mdmem.index.filters import Filters
+from mdmem.index.backend import ChunkLayout, ChunkRow, Scored
+from mdmem.index.filters import Filters, where_clause
 from mdmem.index.postgres import store
 from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
@@ -47,15 +47,15 @@ def snapshot(conn: Conn) -> Iterator[None]:
         yield
 
 
-def layout(conn: Conn) -> Layout:
+def layout(conn: Conn) -> ChunkLayout:
     rows = conn.execute(
         "SELECT rowid, path, session IS NOT NULL AND path LIKE '.sessions/%%', archived "
         "FROM chunks ORDER BY path, start_line, end_line, rowid"
     ).fetchall()
-    return Layout.build(rows)
+    return ChunkLayout.build(rows)
 
 
-def keyword(conn: Conn, layout: Layout, query: str, limit: int) -> Scored:
+def keyword(conn: Conn, layout: ChunkLayout, query: str, limit: int) -> Scored:
     """FTS5's BM25 of the ``limit`` best matches of ``query``, in one statement over the
     postings of its terms (never a chunk's ``tsvector``). A word's postings hold its weighted
     frequency in each chunk; a term that is several tokens (``o'brien``: ``o`` then
@@ -133,18 +133,18 @@ def _idf(n_docs: int, hits: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
-def _scored(layout: Layout, rows: Sequence[tuple[Any, ...]]) -> Scored:
+def _scored(layout: ChunkLayout, rows: Sequence[tuple[Any, ...]]) -> Scored:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     scores = np.fromiter((max(float(r[1]), 1e-9) for r in rows), dtype=np.float64, count=len(rows))
     return Scored(layout.positions(ids) if len(rows) else ids, scores)
 
 
 def nearest(
-    conn: Conn, layout: Layout, table: str, query: np.ndarray, limit: int, filters: Filters
+    conn: Conn, layout: ChunkLayout, table: str, query: np.ndarray, limit: int, filters: Filters
 ) -> Scored:
     """Cosine similarity of the ``limit`` nearest chunks that pass ``filters`` (HNSW with an
     iterative scan: rows the filters drop are replaced by the next nearest)."""
-    where, args = filter_sql(filters)
+    where, args = where_clause(filters, "%s")
     vector = query.astype(np.float32)
     rows = conn.execute(
         f"SELECT c.rowid, 1 - (v.embedding <=> %s) FROM {table} v "
@@ -157,39 +157,10 @@ def nearest(
     return Scored(layout.positions(ids) if len(rows) else ids, scores)
 
 
-def filtered(conn: Conn, layout: Layout, filters: Filters) -> np.ndarray:
-    where, args = filter_sql(filters)
-    ids = np.fromiter(
-        (r[0] for r in conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)),
-        dtype=np.int64,
-    )
-    mask = np.zeros(len(layout.rowids), dtype=bool)
-    if ids.size:
-        mask[layout.positions(ids)] = True
-    return mask
-
-
-def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """The stored-column filters as a WHERE clause on ``chunks c`` (the path glob is not
-    SQL): the same as the SQLite side's."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if not filters.include_archived:
-        clauses.append("NOT c.archived")
-    for column, value in (("type", filters.type), ("agent", filters.agent)):
-        if value is not None:
-            clauses.append(f"c.{column} = %s")
-            args.append(value)
-    if filters.session is not None:
-        clauses.append("(c.session = %s OR c.path = %s)")
-        args += [filters.session, f".sessions/{filters.session}.md"]
-    if (since := filters.since_date()) is not None:
-        clauses.append("c.created >= %s")
-        args.append(since)
-    if (until := filters.until_date()) is not None:
-        clauses.append("substr(c.created, 1, 10) <= %s")
-        args.append(until)
-    return (" AND ".join(clauses) or "true"), args
+def filtered(conn: Conn, layout: ChunkLayout, filters: Filters) -> np.ndarray:
+    where, args = where_clause(filters, "%s")
+    rows = conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)
+    return layout.mask(np.fromiter((r[0] for r in rows), dtype=np.int64))
 
 
 def chunk_rows(conn: Conn, rowids: Sequence[int]) -> dict[int, ChunkRow]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from mdmem.config import SearchConfig
 from mdmem.errors import MdmemError
 from mdmem.index.postgres import db, read, store
-from mdmem.index.postgres.view import Layouts, Stamp, View, settle
+from mdmem.index.postgres.view import ChunkLayouts, Stamp, View, settle
 
 if TYPE_CHECKING:
     import psycopg
@@ -126,7 +126,7 @@ class RemoteIndex:
         self.where = f"{db.where(self.url)} schema {self.schema}"
         self.config = search or SearchConfig()
         self.candidates = candidates
-        self.layouts = Layouts()
+        self.layouts = ChunkLayouts()
         self._embedder = embedder
         self._pool_size = pool_size
         self._pool: ConnectionPool[Any] | None = None

@@ -8,16 +8,15 @@ file order) is cached by index generation, shared by all the views of one proces
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
 
-from mdmem.index.backend import ChunkRow, Layout, Scored, VectorScan
+from mdmem.index.backend import ChunkLayout, Scored, VectorScan
+from mdmem.index.backend_base import ConnectionReads
 from mdmem.index.filters import Filters
 from mdmem.index.postgres import db, read, store
 
@@ -40,14 +39,14 @@ def settle(conn: psycopg.Connection[Any], candidates: int) -> None:
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
 
-class Layouts:
+class ChunkLayouts:
     """The layout of the newest generation seen, shared by threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cached: tuple[int, Layout] | None = None
+        self._cached: tuple[int, ChunkLayout] | None = None
 
-    def get(self, conn: psycopg.Connection[Any], generation: int) -> Layout:
+    def get(self, conn: psycopg.Connection[Any], generation: int) -> ChunkLayout:
         with self._lock:
             cached = self._cached
         if cached is not None and cached[0] == generation:
@@ -63,35 +62,24 @@ class Layouts:
             self._cached = None
 
 
-class View:
+class View(ConnectionReads[psycopg.Connection[Any]]):
     """The reading methods of an index (:class:`~mdmem.index.backend.IndexReader`) over ``conn``."""
 
+    read_sql = read
+    store_sql = store
     candidates: int
-    layouts: Layouts
-
-    @property
-    def conn(self) -> psycopg.Connection[Any]:
-        raise NotImplementedError
+    layouts: ChunkLayouts
 
     @property
     def where(self) -> str:
         """The server and schema, for messages."""
         raise NotImplementedError
 
-    def meta(self, key: str) -> str | None:
-        return store.meta(self.conn, key)
-
-    def generation(self) -> int:
-        return store.generation(self.conn)
-
     def stamp(self) -> Stamp:
         """The generation and last sync of what this view reads (call inside ``reading``)."""
         return Stamp(self.generation(), self.meta("last_sync"))
 
-    def reading(self) -> contextlib.AbstractContextManager[None]:
-        return read.snapshot(self.conn)
-
-    def layout(self) -> Layout:
+    def layout(self) -> ChunkLayout:
         """The chunk layout, cached in memory until the index generation changes."""
         return self.layouts.get(self.conn, self.generation())
 
@@ -127,21 +115,6 @@ class View:
                 f"{self.where} holds vectors of {held}, not of {model_id}: set embedding.model "
                 "to the indexer's model, or run `mdmem index` where the files are"
             )
-
-    def filtered(self, filters: Filters) -> np.ndarray:
-        return read.filtered(self.conn, self.layout(), filters)
-
-    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
-        return read.chunk_rows(self.conn, rowids)
-
-    def access_counts(self, keys: Sequence[str]) -> dict[str, int]:
-        return read.access_counts(self.conn, keys)
-
-    def bump_access(self, keys: Sequence[str], *, wait_s: float | None = None) -> bool:
-        return read.bump_access(self.conn, keys, wait_s)
-
-    def access_since(self) -> str | None:
-        return self.meta(db.ACCESS_SINCE)
 
 
 class _ServerScan:

@@ -2,6 +2,11 @@
 
 Derived and disposable: a missing, corrupt or foreign file is rebuilt (with a message), never a
 traceback. WAL mode lets any number of readers search while one writer syncs.
+
+Tables and indexes are made with sqlite-utils' API; SQL is written out only for what it cannot
+express: the FTS5 table (``enable_fts`` makes only external-content tables over another table,
+and this one keeps its own content, which keyword search reads back, with its own rank setting)
+and the change log (an ``AUTOINCREMENT`` key and the triggers that fill it).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 import sqlite_utils
 
 from mdmem.errors import MdmemError
+from mdmem.index.backend_base import ACCESS_SINCE
 from mdmem.layout import private_file
 
 SCHEMA_VERSION = 5
@@ -111,7 +117,8 @@ CHANGES_KEPT = 65_536
 
 def _v4(db: sqlite_utils.Database) -> None:
     """The change log: which files' chunks changed and which vectors were stored, in commit
-    order, so a reader splices only those into its in-memory layout (``layout_cache.py``).
+    order, so a reader splices only those into its in-memory layout
+    (``scale/chunk_layout_cache.py``).
     Written by triggers, so no writer (whatever its code path) can change a chunk unlogged.
     A row with neither column set says "everything may have changed" (a VACUUM renumbers
     the vectors' row ids)."""
@@ -137,25 +144,20 @@ def _v5(db: sqlite_utils.Database) -> None:
     so ``related`` and the contradiction lookup need not parse every file. The files stay the
     truth: forgetting the chunker version makes the next sync read every file once (as a
     chunker change does; unchanged chunks and vectors are kept), which fills the table."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS relations (source TEXT NOT NULL, kind TEXT NOT NULL, "
-        "target TEXT NOT NULL, path TEXT NOT NULL, line INTEGER NOT NULL, "
-        "source_archived INTEGER NOT NULL)"
-    )
+    columns = {"source": str, "kind": str, "target": str, "path": str, "line": int}
+    columns["source_archived"] = int
+    relations = db.table("relations")
+    relations.create(columns, not_null=set(columns), if_not_exists=True)
     for column in ("source", "target", "path"):
-        db.execute(f"CREATE INDEX IF NOT EXISTS relations_{column} ON relations({column})")
-    db.execute("CREATE INDEX IF NOT EXISTS chunks_entry_id ON chunks(entry_id)")  # targets
+        relations.create_index([column], index_name=f"relations_{column}", if_not_exists=True)
+    db.table("chunks").create_index(  # the relations' targets
+        ["entry_id"], index_name="chunks_entry_id", if_not_exists=True
+    )
     db.execute("DELETE FROM meta WHERE key = 'chunker_version'")
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Plain functions; MIGRATIONS[n] takes the schema from version n to n + 1."""
-
-ACCESS_SINCE = "access_since"
-"""Meta key: when this index began counting accesses (ISO time). Set when the index is made,
-or at the first open of an index made before the key existed (its history starts then); a
-deleted or rebuilt index starts again. Consolidation reads a memory with no access row as
-never returned only once this history is long enough to have seen its returns."""
 
 
 def start_access_history(conn: sqlite3.Connection) -> None:

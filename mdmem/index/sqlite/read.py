@@ -5,14 +5,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 
-from mdmem.index.backend import ChunkRow, Layout, Scored
-from mdmem.index.filters import Filters
-from mdmem.index.fts import fts_query
+from mdmem.index.backend import ChunkLayout, ChunkRow
+from mdmem.index.filters import Filters, where_clause
 from mdmem.memory.relations import Relation
 
 ROWS_PER_QUERY = 500
@@ -38,25 +36,23 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("COMMIT")
 
 
-def layout(conn: sqlite3.Connection) -> Layout:
-    return layout_and_texts(conn)[0]
-
-
 LAYOUT_COLUMNS = "rowid, path, session IS NOT NULL AND path LIKE '.sessions/%', archived, text_hash"
 LAYOUT_ORDER = "ORDER BY path, start_line, end_line, rowid"
-LayoutRow = tuple[int, str, bool, bool, str]
+ChunkLayoutRow = tuple[int, str, bool, bool, str]
 """(rowid, path, is_stream, archived, text_hash) of one chunk."""
 
 
-def layout_and_texts(conn: sqlite3.Connection) -> tuple[Layout, list[str]]:
+def layout_and_texts(conn: sqlite3.Connection) -> tuple[ChunkLayout, list[str]]:
     """The layout, and the ``text_hash`` of each of its positions (what vectors are keyed by)."""
     rows = conn.execute(f"SELECT {LAYOUT_COLUMNS} FROM chunks {LAYOUT_ORDER}").fetchall()
-    return Layout.build(rows), [r[4] for r in rows]
+    return ChunkLayout.build(rows), [r[4] for r in rows]
 
 
-def layout_rows_of(conn: sqlite3.Connection, paths: Sequence[str]) -> dict[str, list[LayoutRow]]:
+def layout_rows_of(
+    conn: sqlite3.Connection, paths: Sequence[str]
+) -> dict[str, list[ChunkLayoutRow]]:
     """The layout rows of these files' chunks, in layout order (files with none are absent)."""
-    found: dict[str, list[LayoutRow]] = {}
+    found: dict[str, list[ChunkLayoutRow]] = {}
     for start in range(0, len(paths), ROWS_PER_QUERY):
         part = list(paths[start : start + ROWS_PER_QUERY])
         marks = ",".join("?" * len(part))
@@ -127,15 +123,27 @@ def vectors_of(
     return found
 
 
+def vectors_stored(
+    conn: sqlite3.Connection, model_id: str, stored: Sequence[int], missing: Collection[str]
+) -> list[tuple[str, bytes]]:
+    """(text_hash, vector bytes) to fill ``missing`` texts from, among the vectors stored since
+    (``stored``: their row ids, any model): read by row id, or by text when fewer are missing."""
+    if not stored or not missing:
+        return []
+    if len(stored) <= len(missing):
+        return vectors_at(conn, model_id, stored)
+    return vectors_of(conn, model_id, sorted(missing))
+
+
 def all_vectors(conn: sqlite3.Connection, model_id: str) -> list[tuple[str, bytes]]:
     return conn.execute(
         "SELECT text_hash, vector FROM embeddings WHERE model = ?", (model_id,)
     ).fetchall()
 
 
-def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarray:
+def vectors(conn: sqlite3.Connection, layout: ChunkLayout, model_id: str) -> np.ndarray:
     """All chunk vectors of ``model_id`` in layout order (zeros where a chunk has none), read
-    at once: what the in-memory cache (``vector_cache.py``) must always equal."""
+    at once: what the in-memory cache (``scale/vector_cache.py``) must always equal."""
     rows = conn.execute(
         "SELECT c.rowid, e.vector FROM chunks c JOIN embeddings e "
         "ON e.model = ? AND e.text_hash = c.text_hash",
@@ -150,52 +158,10 @@ def vectors(conn: sqlite3.Connection, layout: Layout, model_id: str) -> np.ndarr
     return matrix
 
 
-def keyword(conn: sqlite3.Connection, layout: Layout, query: str, limit: int) -> Scored:
-    """FTS5 BM25 (with the configured column weights) of the ``limit`` best matches."""
-    match = fts_query(query)
-    rows = []
-    if match is not None:
-        rows = conn.execute(
-            "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            (match, limit),
-        ).fetchall()
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    scores = np.fromiter((max(r[1], 1e-9) for r in rows), dtype=np.float64, count=len(rows))
-    return Scored(layout.positions(ids) if len(rows) else ids, scores)
-
-
-def filtered(conn: sqlite3.Connection, layout: Layout, filters: Filters) -> np.ndarray:
-    where, args = filter_sql(filters)
-    ids = np.fromiter(
-        (r[0] for r in conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)),
-        dtype=np.int64,
-    )
-    mask = np.zeros(len(layout.rowids), dtype=bool)
-    if ids.size:
-        mask[layout.positions(ids)] = True
-    return mask
-
-
-def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """The stored-column filters as a WHERE clause (the path glob is not SQL)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if not filters.include_archived:
-        clauses.append("c.archived = 0")
-    for column, value in (("type", filters.type), ("agent", filters.agent)):
-        if value is not None:
-            clauses.append(f"c.{column} = ?")
-            args.append(value)
-    if filters.session is not None:
-        clauses.append("(c.session = ? OR c.path = ?)")
-        args += [filters.session, f".sessions/{filters.session}.md"]
-    if (since := filters.since_date()) is not None:
-        clauses.append("c.created >= ?")
-        args.append(since)
-    if (until := filters.until_date()) is not None:
-        clauses.append("substr(c.created, 1, 10) <= ?")
-        args.append(until)
-    return (" AND ".join(clauses) or "1"), args
+def filtered(conn: sqlite3.Connection, layout: ChunkLayout, filters: Filters) -> np.ndarray:
+    where, args = where_clause(filters, "?")
+    rows = conn.execute(f"SELECT c.rowid FROM chunks c WHERE {where}", args)
+    return layout.mask(np.fromiter((r[0] for r in rows), dtype=np.int64))
 
 
 def chunk_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, ChunkRow]:

@@ -1,4 +1,9 @@
-"""Keyword candidates at a bounded cost: the most common words of a query are scored last.
+"""Keyword candidates at a bounded cost: the most common words of a query are scored last, or,
+in a large index, the query goes in two stages over FTS5's own tables.
+
+Why: at 1M chunks FTS5 scoring every row a common-word query matched took p95 369 ms of CPU;
+bounded to 20,000 rows it takes 59 ms, and in two stages 27.6 ms with 0.987 of the every-term top
+10 (``benchmarks/million.py --budgets``, ``benchmarks/keyword_stages.py``).
 
 FTS5 scores every chunk that matches any term before it sorts and cuts to the best ``limit``,
 so one word found in a tenth of 1M chunks makes a query score 100,000 rows while adding little
@@ -19,8 +24,8 @@ stages instead, because FTS5 hands back a term's matching row ids for about 0.1 
 BM25-ranks them for about 1-2 µs each. Stage 1 reads the row ids of each term, rarest first,
 up to :data:`STAGE_ROWS` rows, and ranks the rows by the summed IDF of the terms they hold;
 stage 2 gives the best :data:`STAGE_SCORED` of them the full query's exact BM25
-(:func:`later_scores`). At 1M chunks that is faster than the split above and finds more of the
-every-term top 10; at 100k the split is exact and as fast (``benchmarks/keyword_stages.py``).
+(:func:`later_scores`): at 1M chunks faster than the split above, and it finds more of the
+every-term top 10; at 100k the split is exact and as fast.
 """
 
 from __future__ import annotations
@@ -32,29 +37,25 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mdmem.index.backend import Layout, Scored
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.fts import query_terms
 from mdmem.index.sqlite.db import BM25_WEIGHTS, FTS_TOKENIZER
 
 POSTINGS_BUDGET = 20_000
 """Matching rows (summed over the terms) FTS5 may score for a keyword query; past it the most
-common terms are scored only on the candidates the others find. At 1M chunks (keyword search,
-p95 ms of CPU, and the share of the full query's top 10 kept; ``benchmarks/million.py
---budgets``): 10,000 took 46 ms for 0.74, 20,000 59 ms for 0.88, 30,000 67 ms for 0.94; every
-term, 369 ms (docs/performance.md, "Speed and memory")."""
+common terms are scored only on the candidates the others find. This many: at 1M chunks 59 ms
+p95 of CPU for 0.88 of the full query's top 10, against 369 ms for every term
+(``benchmarks/million.py --budgets``)."""
 STAGES_FROM = 500_000
-"""Chunks in the index from which a query past the budget goes in two stages. At 100k chunks
-the budget is a fifth of the index and the split finds the every-term top 10 exactly (two
-stages: 0.998 of it, in CPU time within the noise); at 1M the split finds 0.872 of it and two
-stages 0.987, in 17.2 / 27.6 ms p50 / p95 against 31.7 / 43.2 (``benchmarks/keyword_stages.py``).
-Sizes in between were not measured."""
+"""Chunks in the index from which a query past the budget goes in two stages: at 1M chunks they
+keep 0.987 of the every-term top 10 where the split keeps 0.872, in less time; at 100k the split
+is exact (``benchmarks/keyword_stages.py``; sizes in between were not measured)."""
 STAGE_ROWS = 100_000
 """Row ids stage 1 reads (each term whole, rarest first; the rarest always)."""
 STAGE_SCORED = 300
-"""Stage 1's best rows that stage 2 scores exactly: the candidates returned. At 1M chunks
-(``benchmarks/keyword_stages.py``, CPU ms p50 / p95 and the every-term top 10 kept): 50,000 rows
-read and 300 scored, 14.1 / 25.5 for 0.940; 100,000 and 300, 16.8 / 26.5 for 0.987; 100,000 and
-500, 18.8 / 26.3 for 0.985; 200,000 and 1,000, 22.8 / 34.8 for 0.985."""
+"""Stage 1's best rows that stage 2 scores exactly: the candidates returned. With
+``STAGE_ROWS`` read, 300 keep 0.987 of the every-term top 10 at 1M chunks; more keep no more
+(``benchmarks/keyword_stages.py``)."""
 K1, B = 1.2, 0.75
 """FTS5's BM25 constants (``fts5_aux.c``)."""
 
@@ -116,7 +117,7 @@ def split_terms(
 
 def keyword(
     conn: sqlite3.Connection,
-    layout: Layout,
+    layout: ChunkLayout,
     query: str,
     limit: int,
     counts: TermCounts,
@@ -272,7 +273,7 @@ def staged(terms: Sequence[str], found: dict[str, int], rows: int) -> bool:
 
 def two_stages(
     conn: sqlite3.Connection,
-    layout: Layout,
+    layout: ChunkLayout,
     terms: Sequence[str],
     found: dict[str, int],
     stats: tuple[int, float],

@@ -1,13 +1,14 @@
 """Two halves of a hybrid search at once: the vector half (the query's embedding, then the scan)
-on a worker thread that runs OpenMP on one thread, the keyword half on the caller's thread.
+on a lasting worker thread that runs OpenMP on one thread, the keyword half on the caller's.
+
+Why: at 100k chunks ``ws.search`` with a watcher took p50 / p95 26.1 / 31.6 ms with this worker
+against 28.9 / 34.0 with a fresh thread per search (``benchmarks/side_by_side.py``).
 
 OpenMP keeps a thread count per OS thread, and torch gives each thread, on its first parallel
 work, the process-wide count (two here). A fresh thread per search embedded its query on two
 threads while the keyword search beside it needed one of the two cores; a lasting worker keeps a
 count of one and leaves every other thread's alone (``torch.set_num_threads`` would have
-changed the count of every thread started later, an indexing thread's too). At 100k chunks
-``ws.search`` with a watcher took p50 / p95 26.1 / 31.6 ms against 28.9 / 34.0 with a fresh
-thread, alternating in one process.
+changed the count of every thread started later, an indexing thread's too).
 
 The worker runs one vector half at a time: a search that finds it busy (another thread's
 search) runs its vector half on a fresh thread, as before. The worker is process-wide because
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
-log = logging.getLogger("mdmem.index.beside")
+log = logging.getLogger("mdmem.index.vector_worker")
 WORKER_NAME = "mdmem-vector-worker"
 """The lasting worker's thread (a thread that outlives a search by design)."""
 

@@ -1,14 +1,15 @@
-"""The vectors of a large workspace: float16 in faiss, in a file beside the index, scanned by
-faiss's fast-scan kernel over a 4-bit product-quantized copy (docs/performance.md).
+"""The vectors of a large workspace: float16 in faiss, in a file beside the index
+(``index.db-vectors``), used from ``index.compact_vectors_from`` chunks instead of the float32
+matrix of :mod:`.vector_cache`.
 
-Above ``index.compact_vectors_from`` chunks the float32 matrix of :mod:`.vector_cache` costs
-too much: 1.5 GB and 208 ms per scan at 1M chunks, where faiss's float16 scan takes 87 ms in
-776 MB and finds the same top 10. The *base* is a faiss ``IndexScalarQuantizer`` (fp16, inner
-product) loaded from ``index.db-vectors``; texts new since the file was written sit in a small
-float32 *delta* scanned with numpy, and base rows no layout position holds any more are *dead*
-(masked out of every search). When delta and dead together pass ``REWRITE_SHARE`` of the rows,
-or after ``forget``, the file is rewritten (a temporary file, then an atomic rename) and loaded
-again.
+Why: at 1M chunks the float32 matrix took 1.5 GB and 208 ms a scan; faiss's float16 scan takes
+87 ms in 776 MB and finds the same top 10 (``benchmarks/million.py``).
+
+The *base* is a faiss ``IndexScalarQuantizer`` (fp16, inner product) loaded from the file;
+texts new since the file was written sit in a small float32 *delta* scanned with numpy, and
+base rows no layout position holds any more are *dead* (masked out of every search). When delta
+and dead together pass ``REWRITE_SHARE`` of the rows, or after ``forget``, the file is
+rewritten (a temporary file, then an atomic rename) and loaded again.
 
 Like the cache, the store is keyed by content (``text_hash``): the vector of one text under one
 model never changes, so a file written at an older generation of the index is still right for
@@ -18,10 +19,8 @@ far behind (more than ``REWRITE_SHARE`` to add) is rebuilt from SQLite.
 
 A search takes faiss's ``NEAREST`` best rows among the allowed ones plus exact (fp16) scores for
 the keyword candidates and the neighbours of both, so that fusion sees the scores the numpy path
-gives every chunk that can rank. From ``FAST_SCAN_FROM`` rows the nearest are picked from the
-*scanner*, a copy of the base in 4 bits per two dimensions that faiss scans in registers (at 1M
-chunks 4 ms against 34 for the float16 codes), built in memory when the base loads; it only
-picks rows, whose cosines still come from the float16 codes.
+gives every chunk that can rank. From ``FAST_SCAN_FROM`` rows the nearest are picked by the
+fast-scan copy of the base (:mod:`.fast_scan`).
 
 The file: ``MAGIC``, a 4-byte header length, a JSON header (model, dim, rows, the change log
 entry it reflects, the code size), the rows' text hashes (32 bytes each), their sort order
@@ -44,11 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mdmem.index.backend import Layout, Scored
-from mdmem.index.filters import Filters
+from mdmem.index.backend import ChunkLayout, Scored
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.cosine import cosines
-from mdmem.index.sqlite.vector_cache import Span, VectorCache
+from mdmem.index.sqlite.scale import fast_scan
+from mdmem.index.sqlite.scale.cosine import cosines
+from mdmem.index.sqlite.scale.faiss_threads import load_faiss, one_faiss_thread
+from mdmem.index.sqlite.scale.fast_scan import FAST_SCAN_FROM
+from mdmem.index.sqlite.scale.vector_cache import Span, VectorCache
 
 if TYPE_CHECKING:
     import faiss
@@ -61,37 +62,12 @@ NEAREST = 1000
 """Rows faiss returns per search (the fused pool is ``search.candidates``, 100)."""
 BATCH = 16384
 """Vectors read from SQLite, encoded or written per step (memory stays flat)."""
-FAST_SCAN_FROM = 50_000
-"""Base rows from which the scanner is built (below, the float16 scan takes about 2 ms)."""
-FAST_NEAREST = 2
-"""The scanner picks this many times ``nearest`` rows: its order is approximate."""
-SCAN_SAMPLE = 16 * 256
-"""Rows the scanner's codebooks are trained on: faiss's k-means keeps at most 256 points per
-centroid, and each of its codebooks has 16."""
 SUFFIX = "-vectors"
 
 
 def store_path(db_path: Path) -> Path:
     """``index.db-vectors``: counted with the index's size, removed with it."""
     return Path(str(db_path) + SUFFIX)
-
-
-def load_faiss() -> Any:
-    """faiss, imported on first use only (``mdmem --help`` never pays for it), on one thread
-    in the thread that imports it."""
-    import faiss
-
-    one_faiss_thread(faiss)
-    return faiss
-
-
-def one_faiss_thread(faiss: Any) -> None:
-    """faiss on one thread, set by each thread that searches (OpenMP keeps the setting per
-    thread, and a search scans on a thread of its own): with the model loaded in the same
-    process, its two OpenMP threads made a search's vector part take 2.4 times the CPU and
-    2.2 times the wall time at 100k chunks (43.8 against 18.1 ms of CPU), and 1.6 times at
-    1M (docs/performance.md, "Speed and memory")."""
-    faiss.omp_set_num_threads(1)
 
 
 class StoreError(Exception):
@@ -116,7 +92,7 @@ class CompactVectors:
         self.faiss = load_faiss()
         self.base: faiss.IndexScalarQuantizer | None = None
         self.scanner: faiss.IndexPQFastScan | None = None
-        """The base again in 4-bit codes, to pick the nearest rows (:meth:`_scanner_of`)."""
+        """The base again in 4-bit codes, to pick the nearest rows (:mod:`.fast_scan`)."""
         self.dim = 0
         self.hashes = np.zeros(0, dtype=f"S{HASH_BYTES}")
         """The text of each base row."""
@@ -172,11 +148,7 @@ class CompactVectors:
         fresh = [h for h in dict.fromkeys(added) if h in self.missing]
         if fresh:
             self._fill(read.vectors_of(conn, self.model_id, fresh))
-        if stored and self.missing:
-            if len(stored) <= len(self.missing):
-                self._fill(read.vectors_at(conn, self.model_id, stored))
-            else:
-                self._fill(read.vectors_of(conn, self.model_id, sorted(self.missing)))
+        self._fill(read.vectors_stored(conn, self.model_id, stored, self.missing))
         pieces: list[np.ndarray] = []
         kept = done = 0
         for span in spans:
@@ -217,7 +189,7 @@ class CompactVectors:
         self,
         query: np.ndarray,
         found: np.ndarray,
-        layout: Layout,
+        layout: ChunkLayout,
         also: np.ndarray | None = None,
     ) -> Scored:
         """The positions of the ``found`` base rows, every delta text, and ``also`` (keyword
@@ -225,7 +197,7 @@ class CompactVectors:
         near = self.around(query, found, layout)
         return near if also is None else self.with_also(query, near, layout, also)
 
-    def around(self, query: np.ndarray, found: np.ndarray, layout: Layout) -> Scored:
+    def around(self, query: np.ndarray, found: np.ndarray, layout: ChunkLayout) -> Scored:
         """:meth:`candidates` without the keyword candidates: this half touches no connection
         and needs no keyword result, so a search scores it on the scan's thread."""
         first, many, shared, in_delta = self._positions()
@@ -237,7 +209,7 @@ class CompactVectors:
         return Scored(picked, self._cosines(query, picked))
 
     def with_also(
-        self, query: np.ndarray, near: Scored, layout: Layout, also: np.ndarray
+        self, query: np.ndarray, near: Scored, layout: ChunkLayout, also: np.ndarray
     ) -> Scored:
         """``near`` (from :meth:`around`) and the cosines of ``also`` and its neighbours."""
         assert near.positions is not None
@@ -279,26 +251,8 @@ class CompactVectors:
         return rows[rows >= 0]
 
     def _picked(self, query: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray | None:
-        """The scanner's nearest ``ok`` rows, or None where the float16 scan must decide: no
-        scanner, or a mask that hides more than half the rows or the ones nearest the query
-        (faiss's fast scan takes no row selector, so it asks for more and drops the rest)."""
-        scanner, nb = self.scanner, self.rows
-        if scanner is None or not k:
-            return None
-        alive = int(np.count_nonzero(ok))
-        if 2 * alive < nb:
-            return None
-        wanted = FAST_NEAREST * k
-        if alive < nb:
-            wanted = -(-wanted * nb // alive) + k
-        _, rows = scanner.search(query[None, :], min(wanted, nb))
-        rows = rows[0]
-        rows = rows[rows >= 0]
-        if alive < nb:
-            rows = rows[ok[rows]]
-        if len(rows) < min(FAST_NEAREST * k, alive):
-            return None
-        return rows[: FAST_NEAREST * k]
+        """The fast-scan copy's nearest ``ok`` rows; None where the float16 scan decides."""
+        return None if self.scanner is None else fast_scan.pick(self.scanner, query, ok, k)
 
     def _positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For each slot a layout position holding it and whether several do; the positions
@@ -317,8 +271,7 @@ class CompactVectors:
 
     def _vectors(self, slots: np.ndarray) -> np.ndarray:
         """float32 vectors of these slots: base rows decoded from faiss's own fp16 codes in one
-        call (``reconstruct_batch`` took 3.5 times as long, numpy's float16 cast 1.4 times;
-        filling a zeroed matrix through a mask cost more than the decoding)."""
+        call (the fastest of the ways measured: ``reconstruct_batch``, numpy's float16 cast)."""
         nb = self.rows
         in_base = slots < nb
         one_faiss_thread(self.faiss)
@@ -501,26 +454,10 @@ class CompactVectors:
         self.scanner = self._scanner_of(base)
 
     def _scanner_of(self, base: faiss.IndexScalarQuantizer) -> faiss.IndexPQFastScan | None:
-        """The base's vectors product-quantized to 4 bits per pair of dimensions (codebooks
-        trained on a sample of rows), which faiss's fast-scan kernel scans from SIMD registers:
-        at 1M chunks 4 ms a query against 34 for the float16 codes, and its best 2,000 held
-        all of the float16 scan's top 10 for 300 random queries (``benchmarks/million.py``).
-        Built when the base is loaded: 5-6 s on two cores and 96 MB at 1M chunks."""
-        rows = base.ntotal
-        if rows < max(self.fast_scan_from, 1) or self.dim % 2:
+        if base.ntotal < max(self.fast_scan_from, 1) or self.dim % 2:
             return None
-        faiss = self.faiss
-        codes = _codes_view(faiss, base, rows, self._code_size())
-        scanner = faiss.IndexPQFastScan(self.dim, self.dim // 2, 4, faiss.METRIC_INNER_PRODUCT)
-        step = max(1, rows // SCAN_SAMPLE)
-        faiss.omp_set_num_threads(_usable_cores())  # 10.8 s on one core, 5.3 on two
-        try:
-            scanner.train(base.sa_decode(np.ascontiguousarray(codes[::step])))
-            for start in range(0, rows, BATCH):
-                scanner.add(base.sa_decode(codes[start : start + BATCH]))
-        finally:
-            one_faiss_thread(faiss)
-        return scanner
+        codes = _codes_view(self.faiss, base, base.ntotal, self._code_size())
+        return fast_scan.build(self.faiss, base, codes)
 
     def _encode(self, block: np.ndarray) -> bytes:
         return self._quantizer().sa_encode(np.ascontiguousarray(block, np.float32)).tobytes()
@@ -632,14 +569,7 @@ class CompactVectors:
         self._adopt(base, texts, order)
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (a container's share, not the host's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
-def _with_neighbours(positions: np.ndarray, layout: Layout) -> np.ndarray:
+def _with_neighbours(positions: np.ndarray, layout: ChunkLayout) -> np.ndarray:
     """These positions and the chunks before and after each, sorted, once each."""
     picked = np.unique(positions)
     around = np.concatenate([picked, layout.prev[picked], layout.next[picked]])
@@ -739,7 +669,7 @@ class CompactScan:
     nearest and the exact cosines of them and their neighbours; in :meth:`scored`, those of
     the keyword candidates and their neighbours, which the keyword search beside it found."""
 
-    def __init__(self, store: CompactVectors, layout: Layout, allowed: np.ndarray) -> None:
+    def __init__(self, store: CompactVectors, layout: ChunkLayout, allowed: np.ndarray) -> None:
         self._store = store
         self._layout = layout
         self._allowed = allowed
@@ -758,23 +688,6 @@ class CompactScan:
         if keyword is None or keyword.positions is None:
             return self._near
         return self._store.with_also(self._query, self._near, self._layout, keyword.positions)
-
-
-def allowed(layout: Layout, filters: Filters, filtered: Callable[[], np.ndarray]) -> np.ndarray:
-    """The positions ranking will keep (as ``search._allowed`` decides): faiss's nearest are
-    taken among them, so a filter never leaves the vector side empty."""
-    if filters.on_columns():
-        mask = filtered()
-    elif filters.include_archived:
-        mask = np.ones(len(layout.rowids), dtype=bool)
-    else:
-        mask = ~layout.archived
-    if filters.path is not None:
-        files_ok = np.fromiter(
-            (filters.path_ok(p) for p in layout.file_paths), bool, len(layout.file_paths)
-        )
-        mask = mask & files_ok[layout.file_of]
-    return mask
 
 
 def forgotten(vectors: Vectors | None, path: Path) -> None:
