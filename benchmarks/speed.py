@@ -430,12 +430,14 @@ def keyword_settings(**values: int) -> Iterator[None]:
 def vouched(ws: Workspace, timeout: float = 120.0) -> None:
     """Wait until the watcher vouches for the index (its start-up scan is done)."""
     try:
-        from mdmem.live.watch import current_vouch
+        from mdmem.live.watch import watcher_caught_up
     except ImportError:  # (mdmem before issue 15: no watcher vouches; wait for its scan)
         time.sleep(3)
         return
     deadline = time.monotonic() + timeout
-    while (v := current_vouch(ws.root)) is None or v.generation != ws.index.backend.generation():
+    while (
+        v := watcher_caught_up(ws.root)
+    ) is None or v.generation != ws.index.backend.generation():
         if time.monotonic() > deadline:
             raise RuntimeError("the watcher never vouched for the index")
         time.sleep(0.05)

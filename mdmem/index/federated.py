@@ -26,7 +26,7 @@ from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
 from mdmem.index.search import Hit, SearchResults, final_score, search
-from mdmem.index.sync import Vouch
+from mdmem.index.sync import CaughtUp
 from mdmem.redact import Redactor
 from mdmem.sharing.scopes import (
     GLOBAL,
@@ -63,7 +63,7 @@ class Member:
     scope: str
     index: IndexBackend
     """Opened read-only."""
-    vouched: Callable[[], Vouch | None] | None = None
+    vouched: Callable[[], CaughtUp | None] | None = None
     """A live watcher's word that its index is fresh (then its files are not scanned)."""
     files: Callable[[], SqliteIndex] | None = None
     """A keyword index of its files kept by the reading workspace (:meth:`Federation._mirror`):
@@ -328,7 +328,7 @@ class Federation:
         config: Config,
         embedder: Callable[[], Embedder | None],
         redactor: Redactor,
-        vouch: Callable[[Path], Vouch | None] | None = None,
+        vouch: Callable[[Path], CaughtUp | None] | None = None,
     ) -> None:
         self.root = root
         self.config = config
@@ -397,7 +397,7 @@ class Federation:
     def embedder(self) -> Embedder | None:
         return self._embedder()
 
-    def _vouched(self, root: Path) -> Callable[[], Vouch | None] | None:
+    def _vouched(self, root: Path) -> Callable[[], CaughtUp | None] | None:
         vouch = self._vouch
         return None if vouch is None else lambda: vouch(root)
 

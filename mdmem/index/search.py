@@ -38,7 +38,7 @@ from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters, glob_spec
 from mdmem.index.speakers import addressed, speaker
-from mdmem.index.sync import SyncReport, Vouch, read_own_writes
+from mdmem.index.sync import CaughtUp, SyncReport, read_own_writes
 from mdmem.index.vector_worker import beside
 from mdmem.index.when import chunk_days, lifted, spans
 from mdmem.layout import SESSIONS_DIR
@@ -210,7 +210,7 @@ def fresh_search(
     lock_timeout: float,
     defer_bytes: int,
     mask: Callable[[str], str],
-    vouched: Callable[[], Vouch | None] | None = None,
+    vouched: Callable[[], CaughtUp | None] | None = None,
     embedder: Embedder | None = None,
     own_writes: OwnWrites | None = None,
 ) -> SearchResults:

@@ -74,7 +74,7 @@ class SyncReport:
 
 
 @dataclass(frozen=True)
-class Vouch:
+class CaughtUp:
     """A live watcher's word that the index matched the files at ``generation`` as of the
     moment it was asked (no change before that moment is left to index); ``problems``: what
     its last sync found wrong in them."""
@@ -210,13 +210,13 @@ class PathSyncing(Protocol):
 
 def read_own_writes(
     index: PathSyncing,
-    vouched: Callable[[], Vouch | None] | None,
+    vouched: Callable[[], CaughtUp | None] | None,
     own: OwnWrites | None,
     *,
     embed: bool,
     lock_timeout: float,
     defer_bytes: int | None,
-) -> tuple[Vouch | None, int | None]:
+) -> tuple[CaughtUp | None, int | None]:
     """What a live watcher vouches for, and the mark of this workspace's writes no sync has
     indexed yet (None: none), for a search about to run.
 

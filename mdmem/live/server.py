@@ -28,7 +28,7 @@ from mdmem.live.client import ping, request
 __all__ = ["MAX_REQUEST", "SOCKET_MODE", "QueryServer", "ping", "request"]
 
 if TYPE_CHECKING:
-    from mdmem.index.sync import Vouch
+    from mdmem.index.sync import CaughtUp
     from mdmem.live.protocol import Indexed
 
 MAX_REQUEST = 1_000_000
@@ -42,7 +42,7 @@ class QueryServer:
         path: Path | None = None,
         scanned: threading.Event | None = None,
         *,
-        word: Callable[[], Vouch | None] | None = None,
+        word: Callable[[], CaughtUp | None] | None = None,
         writable: Callable[[], bool] | None = None,
     ) -> None:
         """``scanned``: set once the watcher's start-up scan is done (a first client shows
@@ -158,7 +158,7 @@ def _about(owner: QueryServer, ws: Indexed) -> dict[str, Any]:
     }
 
 
-def _word(vouch: Vouch | None) -> dict[str, Any]:
+def _word(vouch: CaughtUp | None) -> dict[str, Any]:
     if vouch is None:
         return {"ok": True, "pid": os.getpid(), "vouched": None}
     problems = [{"path": p.path, "message": p.message, "line": p.line} for p in vouch.problems]

@@ -39,7 +39,7 @@ from mdmem.live.watched_folders import WatchedFolders
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from mdmem.index.sync import SyncReport, Vouch
+    from mdmem.index.sync import CaughtUp, SyncReport
     from mdmem.live.protocol import Indexed
     from mdmem.live.server import QueryServer
 
@@ -323,11 +323,11 @@ class Watcher:
             return f"{self._lock.path} was removed"
         return None
 
-    def word(self) -> Vouch | None:
+    def word(self) -> CaughtUp | None:
         """What this watcher vouches for as of now: first every change the kernel queued
         before this call is heard of (which takes back a word given before it), then its
         word, or None (a change not indexed yet, no barrier, a removal under way)."""
-        from mdmem.index.sync import Vouch
+        from mdmem.index.sync import CaughtUp
         from mdmem.markdown.parse import Problem
 
         changes = self._changes
@@ -339,7 +339,7 @@ class Watcher:
                 return None
             generation, problems = self._vouched
         found = tuple(Problem(p["path"], p["message"], p["line"]) for p in problems)
-        return Vouch(generation, found)
+        return CaughtUp(generation, found)
 
     def _heard_of(self, heard: Heard) -> None:
         """What a drain of the kernel's record read (under its lock: told before it ends)."""
@@ -630,9 +630,9 @@ def _join(thread: Any, deadline: float | None) -> bool:
     return not thread.is_alive()
 
 
-def current_vouch(root: Path) -> Vouch | None:
+def watcher_caught_up(root: Path) -> CaughtUp | None:
     """What the workspace's live watcher vouches for as of this call (see
-    :class:`~mdmem.index.sync.Vouch`), or None: a search then checks every file itself.
+    :class:`~mdmem.index.sync.CaughtUp`), or None: a search then checks every file itself.
 
     A heartbeat file alone cannot say it: a change whose event the watcher has not handled yet
     would let the old text through. So the watcher is asked: directly when it runs in this
@@ -640,7 +640,7 @@ def current_vouch(root: Path) -> Vouch | None:
     kernel queued before the question (:mod:`mdmem.live.changes`). A watcher with no server
     (``mdmem watch --no-serve``), a frozen one (no answer within :data:`WORD_TIMEOUT_S`) or one
     with no such barrier (not Linux) vouches for nothing."""
-    from mdmem.index.sync import Vouch
+    from mdmem.index.sync import CaughtUp
     from mdmem.markdown.parse import Problem
 
     live = _LIVE.get(os.path.realpath(root))
@@ -654,14 +654,9 @@ def current_vouch(root: Path) -> Vouch | None:
         if not reply or not reply.get("ok") or reply.get("vouched") is None:
             return None
         problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in reply["problems"])
-        return Vouch(int(reply["vouched"]), problems)
+        return CaughtUp(int(reply["vouched"]), problems)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-watcher_word = current_vouch
-"""(The name searches use: a watcher that has heard of changes it has not indexed yet gives no
-word at all, so the search indexes them itself.)"""
 
 
 def watcher_info(root: Path) -> dict[str, Any] | None:

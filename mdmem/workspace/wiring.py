@@ -235,11 +235,11 @@ class Wiring:
         """The workspaces this one reads besides itself: its parents and GLOBAL, their indexes
         opened read-only."""
         from mdmem.index.federated import Federation
-        from mdmem.live.watch import current_vouch
+        from mdmem.live.watch import watcher_caught_up
 
         if self._federation is None or self._federation.config is not self.config:
             self._federation = Federation(
-                self.root, self.config, self.embedder, self.redactor, current_vouch
+                self.root, self.config, self.embedder, self.redactor, watcher_caught_up
             )
         return self._federation
 
@@ -248,7 +248,7 @@ class Wiring:
         from mdmem.index.federated import search_all
         from mdmem.index.latency import timed
         from mdmem.index.search import check_k, fresh_search
-        from mdmem.live.watch import watcher_word
+        from mdmem.live.watch import watcher_caught_up
         from mdmem.sharing.scopes import check_scopes
 
         cfg = self.config.search
@@ -266,7 +266,7 @@ class Wiring:
             lock_timeout=SEARCH_LOCK_WAIT_S,
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
-            vouched=lambda: watcher_word(self.root),
+            vouched=lambda: watcher_caught_up(self.root),
             embedder=model,
             own_writes=self.own_writes,
         )

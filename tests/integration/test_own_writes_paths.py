@@ -18,7 +18,7 @@ import pytest
 from postgres_cluster import both_backends
 
 from mdmem import Workspace
-from mdmem.live.watch import current_vouch
+from mdmem.live.watch import watcher_caught_up
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 CONFIG = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
@@ -78,7 +78,7 @@ def test_an_own_write_and_a_change_behind_the_back_are_both_found(tmp_path: Path
         with Workspace.open(root) as ws:
             wait_until(
                 lambda: (
-                    (v := current_vouch(root)) is not None
+                    (v := watcher_caught_up(root)) is not None
                     and v.generation == ws.index.backend.generation()
                 ),
                 "the watcher never vouched for the index",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from mdmem import Workspace
-from mdmem.live.watch import current_vouch
+from mdmem.live.watch import watcher_caught_up
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_workspace"
 CONFIG = (
@@ -39,7 +39,7 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
     try:
         wait_until(
             lambda: (
-                (v := current_vouch(root)) is not None
+                (v := watcher_caught_up(root)) is not None
                 and v.generation == ws.index.backend.generation()
             ),
             "the watcher never vouched for the index",
@@ -50,12 +50,12 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
             (root / "notes" / "zebra.md").write_text(
                 "# Town\n\n- The zebra crossing is on Elm Street\n"
             )
-            assert current_vouch(root) is None  # it cannot answer: no word
+            assert watcher_caught_up(root) is None  # it cannot answer: no word
             hits = ws.search("zebra crossing", mode="keyword")  # checked, and re-indexed
             assert hits and "zebra" in hits[0].text
         finally:
             os.kill(watch.pid, signal.SIGCONT)
-        wait_until(lambda: current_vouch(root) is not None, "the watcher never vouched again")
+        wait_until(lambda: watcher_caught_up(root) is not None, "the watcher never vouched again")
         (root / "notes" / "yak.md").write_text("# Farm\n\n- The yak shed is behind the barn\n")
         hits = ws.search("yak shed", mode="keyword")  # at once: its word is taken back first
         assert hits and "yak" in hits[0].text
@@ -64,7 +64,7 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
         watch.wait(timeout=30)
         ws.close()
     assert watch.returncode == 0, log.read_text()
-    assert current_vouch(root) is None  # a stopped watcher vouches for nothing
+    assert watcher_caught_up(root) is None  # a stopped watcher vouches for nothing
 
 
 def test_a_watcher_with_no_server_vouches_for_no_other_process(tmp_path: Path) -> None:
@@ -74,10 +74,10 @@ def test_a_watcher_with_no_server_vouches_for_no_other_process(tmp_path: Path) -
     with Workspace.open(root) as ws, ws.watch() as watcher:  # (serves no socket)
         assert watcher.wait_idle(timeout=30)
         wait_until(lambda: watcher.word() is not None, "the watcher never vouched")
-        assert current_vouch(root) is not None  # in its own process: asked directly
+        assert watcher_caught_up(root) is not None  # in its own process: asked directly
         other = subprocess.run(
-            [sys.executable, "-c", "import sys; from mdmem.live.watch import current_vouch; "
-             "from pathlib import Path; print(current_vouch(Path(sys.argv[1])))", str(root)],
+            [sys.executable, "-c", "import sys; from mdmem.live.watch import watcher_caught_up; "
+             "from pathlib import Path; print(watcher_caught_up(Path(sys.argv[1])))", str(root)],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         assert other.stdout.strip() == "None"  # elsewhere: nobody to ask

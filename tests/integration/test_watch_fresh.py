@@ -21,7 +21,7 @@ import pytest
 from mdmem import Workspace
 from mdmem.layout import running_watcher
 from mdmem.live.client import ask
-from mdmem.live.watch import current_vouch
+from mdmem.live.watch import watcher_caught_up
 
 BIN = Path(sys.executable).parent / "mdmem"
 CONFIG = 'mode = "full"\nagent = "coder"\n[embedding]\nmodel = ""\n'
@@ -47,7 +47,7 @@ def served(tmp_path: Path) -> Iterator[Path]:
     assert first.reply is not None, first.note
     pid = first.reply["pid"]
     try:
-        wait_until(lambda: current_vouch(root) is not None, "the watcher never vouched")
+        wait_until(lambda: watcher_caught_up(root) is not None, "the watcher never vouched")
         yield root
     finally:
         os.kill(pid, signal.SIGTERM)
