@@ -21,6 +21,7 @@ import subprocess
 import sys
 import typing
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -37,7 +38,22 @@ def cli_reference() -> str:
         check=True,
     )
     body = done.stdout.strip().replace("# `mdmem`", "# CLI reference", 1)
+    listing, _, sections = body.partition("\n## ")  # the app's command list, then one each
+    sections = "\n## " + sections
+    for name in hidden_commands():  # old names kept for scripts: not documented (docs/cli.md)
+        listing = re.sub(rf"\n\* `{name}`: [^\n]*", "", listing)
+        sections = re.sub(rf"\n## `mdmem {name}`\n.*?(?=\n## |\Z)", "", sections, flags=re.S)
+    body = listing + sections
     return GENERATED + body + "\n"
+
+
+def hidden_commands() -> list[str]:
+    import typer
+
+    from mdmem.cli import app
+
+    group: Any = typer.main.get_command(app)
+    return [name for name, command in group.commands.items() if command.hidden]
 
 
 def field_docs(cls: type) -> dict[str, str]:
