@@ -516,7 +516,7 @@ class ByService:
 
 CHILD = f"""
 import sys
-sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_consolidate import ByService
 from mdmem import Workspace
 Workspace(sys.argv[1], embedder=ByService()).lifecycle.consolidate(offline=True)

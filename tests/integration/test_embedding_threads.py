@@ -14,7 +14,7 @@ def test_embedding_threads_reach_torch(tmp_path: Path) -> None:
     """The real model, loaded by a workspace configured with ``threads``: each forward pass of
     the model while the workspace indexes its files runs torch on that many threads (seen from
     inside the pass, on whichever thread runs it, through torch's global forward hook). A
-    search's query is embedded on the vector worker, one thread by design (``index/beside.py``):
+    search's query is embedded on the vector worker, one thread by design (``index/vector_worker.py``):
     not counted here. torch's count is process-wide: put back afterwards."""
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook

@@ -22,7 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(python|console)\n(.*?)^```", re.M | re.S)
-SKIP = re.compile(r"<!-- not run by tests/test_readme\.py: (.+?) -->\s*$")
+SKIP = re.compile(r"<!-- not run by tests/integration/test_readme\.py: (.+?) -->\s*$")
 """Put right above a block that cannot run offline (it needs a model provider, or a user's own
 framework objects), with the reason; the test lists them so none hides."""
 LONG_RUNNING = {"mdmem watch"}

@@ -2,7 +2,7 @@
 and the vector scan on a second thread, the keyword search on the caller's, which holds the
 index's connection. These tests make the keyword search wait for the vector half, so a search
 that ran them one after the other would never finish. The second thread is a lasting worker
-that runs OpenMP (torch, faiss) on one thread, its own setting alone (``index/beside.py``)."""
+that runs OpenMP (torch, faiss) on one thread, its own setting alone (``index/vector_worker.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The index's query-by-vectors product (mdmem/index/sqlite/cosine.py): numpy's own loop, no
+"""The index's query-by-vectors product (mdmem/index/sqlite/scale/cosine.py): numpy's own loop, no
 BLAS, so no BLAS worker is left spinning beside the keyword search."""
 
 from __future__ import annotations
