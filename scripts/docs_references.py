@@ -44,7 +44,14 @@ def cli_reference() -> str:
         listing = re.sub(rf"\n\* `{name}`: [^\n]*", "", listing)
         sections = re.sub(rf"\n## `mdmem {name}`\n.*?(?=\n## |\Z)", "", sections, flags=re.S)
     body = listing + sections
-    return GENERATED + body + "\n"
+    return GENERATED + _escape_tags(body) + "\n"
+
+
+def _escape_tags(markdown: str) -> str:
+    """Help texts say ``shared/<pool>.md``: outside code spans, Markdown would take ``<pool>``
+    for an HTML tag and the page would show ``shared/.md``."""
+    parts = markdown.split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
 
 
 def hidden_commands() -> list[str]:

@@ -71,11 +71,32 @@ def test_every_config_key_says_what_it_means() -> None:
     assert nested == sections[1:]  # every section is in the reference
 
 
+HTML_TAGS = frozenset(
+    """a abbr address article aside audio b blockquote body br button canvas caption cite code
+    col colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset figcaption
+    figure footer form h1 h2 h3 h4 h5 h6 head header hr html i iframe img input ins kbd label
+    legend li link main mark meta meter nav noscript object ol optgroup option output p param
+    picture pre progress q rp rt ruby s samp script section select small source span strong
+    style sub summary sup table tbody td template textarea tfoot th thead time title tr track u
+    ul var video wbr svg path g circle rect line polyline polygon defs use symbol""".split()
+)
+"""What a browser renders. Any other tag in a page is prose that Markdown took for HTML
+(``When <error>: <fix>`` shows as "When : ")."""
+LIST_IN_PARAGRAPH = re.compile(r"(?:^|\n)[ \t]*(?:[-*+]|\d+\.) \S")
+"""A line of a paragraph that starts like a list item: a list with no blank line before it,
+run together with the text above."""
+
+
 class _Links(HTMLParser):
+    """A built page's links and anchors, and what it renders wrongly."""
+
     def __init__(self) -> None:
         super().__init__()
         self.links: list[str] = []
         self.ids: set[str] = set()
+        self.unknown_tags: list[str] = []
+        self.paragraphs: list[str] = []
+        self._open: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
@@ -83,6 +104,25 @@ class _Links(HTMLParser):
             self.ids.add(values["id"] or "")
         if tag in ("a", "link") and values.get("href"):
             self.links.append(values["href"] or "")
+        if tag not in HTML_TAGS:
+            self.unknown_tags.append(f"<{tag}>")
+        if tag == "p":
+            self.paragraphs.append("")
+        if tag not in ("br", "img", "input", "link", "meta", "hr", "wbr", "source", "col"):
+            self._open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._open:
+            while self._open.pop() != tag:
+                pass
+
+    def handle_data(self, data: str) -> None:
+        if "p" in self._open and not {"code", "pre"} & set(self._open):
+            self.paragraphs[-1] += data
+
+    def run_on_lists(self) -> list[str]:
+        """Paragraphs that hold a list Markdown did not see."""
+        return [p.strip()[:80] for p in self.paragraphs if LIST_IN_PARAGRAPH.search(p.strip())]
 
 
 @pytest.mark.slow
@@ -102,6 +142,20 @@ def test_the_site_builds_with_no_warning_and_no_broken_internal_link(tmp_path: P
     pages = {p: _parsed(p) for p in site.rglob("*.html")}
     roles = re.compile(r":(meth|class|func|data|attr|mod|exc|obj|const):<code>")
     assert [p.name for p in pages if roles.search(p.read_text())] == []  # shown as code
+    raw_roles = re.compile(r":(meth|class|func|data|attr|mod|exc|obj|const):`")
+    assert [p.name for p in pages if raw_roles.search(p.read_text())] == []
+    swallowed = {
+        f"{p.relative_to(site)}: {tag}"
+        for p, parsed in pages.items()
+        for tag in parsed.unknown_tags
+    }
+    assert sorted(swallowed) == []  # prose that Markdown read as an HTML tag
+    run_on = [
+        f"{p.relative_to(site)}: {text!r}"
+        for p, parsed in pages.items()
+        for text in parsed.run_on_lists()
+    ]
+    assert run_on == []  # a list with no blank line above it renders as one paragraph
     broken = []
     for page, parsed in pages.items():
         for href in parsed.links:
