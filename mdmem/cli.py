@@ -57,6 +57,9 @@ IndexWorkspaceOpt = Annotated[
 ]
 STOP_WAIT_S = 2.0
 """How long `mdmem watch` waits, when stopped, for a model load or embedding batch to end."""
+ORPHAN_POLL_S = 0.1
+"""How often `mdmem watch` checks that its workspace and lock file are still there (two
+stats): a deleted workspace's server exits within half a second, as docs/search.md says."""
 
 
 @app.callback()
@@ -397,13 +400,16 @@ def watch(
     where = f"; answering searches on {watcher.server.path}" if watcher.server else ""
     typer.echo(f"mdmem: watching {ws.root}{where}. Ctrl-C stops.", err=True)
     idle_s = ws.config.server.idle_minutes * 60 if idle_exit else None
+    wait_s = STOP_WAIT_S
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(ORPHAN_POLL_S):
             if reason := _watch_ends(watcher, idle_s):
                 typer.echo(f"mdmem: {reason}.", err=True)
                 break
     finally:
-        if watcher.stop(timeout=STOP_WAIT_S):
+        if watcher.orphaned():  # its files are gone: nothing a thread finishes can be kept
+            wait_s = 0.0
+        if watcher.stop(timeout=wait_s):
             ws.close()
         typer.echo("mdmem: watcher stopped.", err=True)
     # The socket, heartbeat and lock are gone, and every thread of ours has ended, or is inside

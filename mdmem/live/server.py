@@ -95,8 +95,11 @@ class QueryServer:
             raise
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, name="mdmem-server", daemon=True
+        self._thread = threading.Thread(  # stop() waits for one poll: a short one
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="mdmem-server",
+            daemon=True,
         )
         self._thread.start()
         self._warming = threading.Thread(target=self._warm_up, name="mdmem-warm-up", daemon=True)
