@@ -54,6 +54,10 @@ _EXPORTS = {
     "UnsafePathError": "mdmem.errors",
     "VersionConflict": "mdmem.errors",
     "WorkspaceNotFoundError": "mdmem.errors",
+    "EditNotApplicable": "mdmem.errors",
+    "QueryTooLongError": "mdmem.errors",
+    "StateDirError": "mdmem.errors",
+    "DiskFullError": "mdmem.errors",
     "LLMError": "mdmem.distill.llm",
 }
 __all__ = [*_EXPORTS]
@@ -66,13 +70,17 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export (mypy's no_implicit_reexpor
     from mdmem.distill.llm import LLMError as LLMError
     from mdmem.errors import ConfigError as ConfigError
     from mdmem.errors import ConflictError as ConflictError
+    from mdmem.errors import DiskFullError as DiskFullError
+    from mdmem.errors import EditNotApplicable as EditNotApplicable
     from mdmem.errors import EntryNotFoundError as EntryNotFoundError
     from mdmem.errors import FileProblem as FileProblem
     from mdmem.errors import InvalidNameError as InvalidNameError
     from mdmem.errors import MdmemError as MdmemError
     from mdmem.errors import ModeError as ModeError
     from mdmem.errors import ParentCycleError as ParentCycleError
+    from mdmem.errors import QueryTooLongError as QueryTooLongError
     from mdmem.errors import ScopeError as ScopeError
+    from mdmem.errors import StateDirError as StateDirError
     from mdmem.errors import UnsafePathError as UnsafePathError
     from mdmem.errors import VersionConflict as VersionConflict
     from mdmem.errors import WorkspaceNotFoundError as WorkspaceNotFoundError

@@ -26,10 +26,6 @@ class Filters:
     until: str | None = None
     include_archived: bool = False
 
-    def only_archived_flag(self) -> bool:
-        """True when no filter but the archived one is set (the common, fast case)."""
-        return self == Filters(include_archived=self.include_archived)
-
     def on_columns(self) -> bool:
         """True when a filter on stored columns (type, agent, session, dates) is set."""
         return any(

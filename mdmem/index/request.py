@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from mdmem.index.filters import SEARCH_PARAMS, Filters
 
@@ -64,3 +64,31 @@ class SearchRequest:
 
 FILTER_NAMES = frozenset(f.name for f in fields(Filters))
 KNOWN = ", ".join((*SEARCH_PARAMS, "track_access"))
+
+
+class SearchOptions(TypedDict, total=False):
+    """The keywords ``Workspace.search`` takes after ``query`` and ``k``, typed for IDEs and
+    type checkers (``**options: Unpack[SearchOptions]``); each is :class:`SearchRequest`'s.
+    A test holds the keys to :data:`~mdmem.index.filters.SEARCH_PARAMS`."""
+
+    mode: Literal["hybrid", "keyword", "vector"] | None
+    """``hybrid`` (keyword and vector, fused), ``keyword`` (FTS5 BM25) or ``vector``; None:
+    the workspace's ``[search] mode``."""
+    type: str | None
+    """Only entries of this type: preference, fact, pattern, skill, event, note …"""
+    path: str | None
+    """Only files matching this gitignore-style glob (``notes/*.md``, ``.sessions/``)."""
+    agent: str | None
+    """Only this agent's sessions."""
+    session: str | None
+    """Only this session (its id)."""
+    since: str | None
+    """Only what was created on or after this ISO date."""
+    until: str | None
+    """Only what was created on or before this ISO date."""
+    include_archived: bool
+    """Also search ``## Archive`` sections (superseded and consolidated entries)."""
+    scopes: str | Sequence[str] | None
+    """Some of LOCAL, SHARED, INHERITED, GLOBAL (a list, or ``"shared,inherited"``)."""
+    track_access: bool
+    """Count the hits as accesses (default True; consolidation keeps what is used)."""

@@ -59,14 +59,26 @@ class Entry:
     text: str
     """The entry's text: no list marker, no checkbox, no metadata comment."""
     heading_path: tuple[str, ...]
+    """The headings above it, outermost first (``("Memory", "Facts")``)."""
     kind: str
     """``item`` (list item) or ``paragraph``."""
     type: str
+    """One of :data:`MEMORY_TYPES`: from the metadata comment, else from the heading it is
+    under (``## Preferences`` → ``preference``), else ``note``."""
     importance: float
+    """0 to 1: from the metadata comment, else 0.5."""
     id: str
+    """The metadata comment's ``id`` (``m-…``: kept through edits and moves), or for a
+    hand-written entry one derived from its file and text (``h-…``: a new one when either
+    changes)."""
     created: str | None = None
+    """``YYYY-MM-DD`` the program wrote it (its metadata comment's ``created``); None for a
+    hand-written entry, which the index dates from when it first saw it."""
     source: str | None = None
+    """The session it was extracted or remembered from (its id), if any."""
     archived: bool = False
+    """Under ``## Archive``: superseded, consolidated or archived by hand; searched only
+    with ``include_archived``."""
     checked: bool | None = None
     """For task-list items (``- [x]``): whether the box is ticked; else None."""
     meta: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -77,14 +89,17 @@ class Entry:
 
     @property
     def lines(self) -> tuple[int, int]:
+        """``(start_line, end_line)``."""
         return (self.start_line, self.end_line)
 
     @property
     def heading(self) -> str:
+        """The headings above it as one string, ``Memory > Facts``."""
         return " > ".join(self.heading_path)
 
     @property
     def written_by_program(self) -> bool:
+        """Whether it carries mdmem's metadata comment (a hand-written entry does not)."""
         return "id" in self.meta
 
     def to_dict(self) -> dict[str, object]:

@@ -20,10 +20,12 @@ from mdmem.workspace.parts import Files, Index, Lifecycle, Sharing
 from mdmem.workspace.wiring import Wiring
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from mdmem.context.pack import Context
     from mdmem.distill.workflow import Conversation
     from mdmem.index.embed import Embedder
-    from mdmem.index.request import SearchRequest
+    from mdmem.index.request import SearchOptions, SearchRequest
     from mdmem.index.search import SearchResults
     from mdmem.live.watch import Watcher
     from mdmem.memory.documents import Documents
@@ -57,6 +59,7 @@ class Workspace:
         """``embedder`` replaces the configured embedding model (e.g. one shared, loaded model)."""
         self._w = Wiring(root, config, embedder)
         self.root: Path = self._w.root
+        """The workspace folder, absolute."""
         """The workspace's folder."""
 
     def __repr__(self) -> str:
@@ -157,13 +160,14 @@ class Workspace:
         return entry
 
     def search(
-        self, query: str | SearchRequest, k: int | None = None, **options: Any
+        self, query: str | SearchRequest, k: int | None = None, **options: Unpack[SearchOptions]
     ) -> SearchResults:
         """The passages that answer ``query``, best first, each citing ``path:start-end``.
 
-        ``options`` are :class:`~mdmem.index.request.SearchRequest`'s: ``mode``, the filters
-        ``type``, ``path``, ``agent``, ``session``, ``since``, ``until``,
-        ``include_archived``, and ``scopes``, ``track_access``; or pass a SearchRequest.
+        ``options`` are :class:`~mdmem.index.request.SearchOptions` (typed: an IDE or mypy
+        sees each): ``mode``, the filters ``type``, ``path``, ``agent``, ``session``,
+        ``since``, ``until``, ``include_archived``, and ``scopes``, ``track_access``; or pass
+        a SearchRequest.
 
         Changed files are re-indexed first, so a hand edit is seen at once; if a file cannot be
         read, the results say so in ``.stale``. While a live watcher runs, the files are not
@@ -180,7 +184,7 @@ class Workspace:
         return self._w.search(SearchRequest.of(query, k, **options))
 
     async def asearch(
-        self, query: str | SearchRequest, k: int | None = None, **options: Any
+        self, query: str | SearchRequest, k: int | None = None, **options: Unpack[SearchOptions]
     ) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
         from mdmem.index.request import SearchRequest

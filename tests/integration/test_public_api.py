@@ -4,9 +4,14 @@ checkers, imported lazily (issue 34 §2)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
 import importlib
+import inspect
+import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import mdmem
@@ -75,3 +80,77 @@ def test_the_workspace_shows_the_daily_calls_and_its_parts() -> None:
     parts = {"index", "files", "sessions", "sharing", "lifecycle", "task", "world"}
     assert public == daily | parts
     assert len(public) <= 30
+
+
+def _rendered() -> set[object]:
+    """What the API reference renders: each ``::: module.Name`` (a module with ``members:``
+    renders those members only), as the objects they name."""
+    text = (INIT.parents[1] / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
+    found: set[object] = set()
+    for match in re.finditer(r"^::: (\S+)\n((?:    .*\n)*)", text, re.M):
+        target, options = match.groups()
+        members = re.search(r"members:\s*\[([^\]]*)\]", options)
+        module_name, _, name = target.rpartition(".")
+        if name:
+            found.add(getattr(importlib.import_module(module_name), name, None))
+        if members and target in sys.modules:  # a module: only the members listed
+            module = importlib.import_module(target)
+            found.update(getattr(module, m.strip()) for m in members.group(1).split(","))
+    return found
+
+
+def _checking_names(module: object) -> dict[str, object]:
+    """The names a module imports under ``if TYPE_CHECKING:`` (its annotations use them)."""
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    names: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for sub in node.body:
+                if isinstance(sub, ast.ImportFrom) and sub.module:
+                    imported = importlib.import_module(sub.module)
+                    for alias in sub.names:
+                        names[alias.asname or alias.name] = getattr(imported, alias.name)
+    return names
+
+
+def _returned_types(cls: type) -> set[type]:
+    """The mdmem classes ``cls``'s public methods and properties return."""
+    found: set[type] = set()
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, property):
+            function = member.fget
+        elif isinstance(member, functools.cached_property):
+            function = member.func
+        else:
+            function = member
+        if not callable(function) or not getattr(function, "__module__", "").startswith("mdmem"):
+            continue  # not a function of mdmem's (a dataclass's or a builtin's)
+        module = sys.modules[function.__module__]
+        hints = typing.get_type_hints(function, {**vars(module), **_checking_names(module)})
+        pending = [hints.get("return")]
+        while pending:
+            hint = pending.pop()
+            pending.extend(typing.get_args(hint))
+            if isinstance(hint, type) and hint.__module__.startswith("mdmem."):
+                found.add(hint)
+    return found
+
+
+def test_the_reference_renders_every_export_and_every_returned_type() -> None:
+    """docs/reference/api.md: every name ``mdmem`` exports has its section, and so has every
+    type a user can hold: what a public call of ``Workspace`` returns (its parts among them),
+    and what the values among those return in turn."""
+    rendered = _rendered()
+    exported = {name: getattr(mdmem, name) for name in mdmem.__all__ if name != "MEMORY_TYPES"}
+    assert sorted(name for name, value in exported.items() if value not in rendered) == []
+    held: set[type] = set()
+    pending: list[type] = [Workspace]
+    while pending:
+        holder = pending.pop()
+        for found in _returned_types(holder) - held:
+            held.add(found)
+            if dataclasses.is_dataclass(found):  # a value: what its calls return is held too
+                pending.append(found)
+    assert sorted(t.__qualname__ for t in held if t not in rendered) == []

@@ -54,3 +54,13 @@ def test_an_unknown_parameter_is_named() -> None:
         SearchRequest.of("x", tpye="fact")
     with pytest.raises(TypeError, match="not both"):
         SearchRequest.of(SearchRequest("x"), k=3)
+
+
+def test_the_typed_keywords_are_the_search_parameters() -> None:
+    """`ws.search(query, k, **options: Unpack[SearchOptions])`: what IDEs and mypy see is what
+    `SearchRequest.of` takes, no more and no less."""
+    from mdmem.index.request import SearchOptions
+
+    assert sorted(SearchOptions.__annotations__) == sorted(
+        [*(p for p in SEARCH_PARAMS if p != "k"), "track_access"]
+    )
