@@ -227,6 +227,15 @@ def read_input(text: str) -> dict[str, Any]:
     return data
 
 
+def transcript_roots(workspace: Path) -> list[Path]:
+    """Where a hook may read a transcript from: Claude Code's ``projects`` folder (in
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``: the local user's own sessions, which the hook
+    runs as) and the workspace."""
+    config = os.environ.get("CLAUDE_CONFIG_DIR")
+    base = Path(config).expanduser() if config else Path.home() / ".claude"
+    return [base / "projects", workspace]
+
+
 def session_start(ws: Workspace, budget: int | None = None) -> str:
     """The memory section Claude Code adds to a new (or resumed, or compacted) session."""
     return ws.build_context(None, budget, agent=AGENT).text
@@ -236,13 +245,19 @@ def import_transcript(
     ws: Workspace, payload: Mapping[str, Any], *, extract: bool = False
 ) -> ImportReport | None:
     """Import the session log the hook names (only its new turns); None when it names none
-    or the log does not exist yet (a session with nothing said)."""
+    or the log does not exist yet (a session with nothing said).
+
+    ``transcript_path`` goes through the resolver for hook payloads: it must lie (symlinks
+    followed) where Claude Code keeps transcripts (:func:`transcript_roots`) or inside the
+    workspace; any other file is refused (UnsafePathError naming ``transcript_path``), so a
+    payload cannot make the hook copy an arbitrary file into the memory."""
     from mdmem.integrations.importers import import_path
+    from mdmem.paths import client_file
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return None
-    path = Path(transcript).expanduser()
+    path = client_file(transcript, transcript_roots(ws.root), "transcript_path")
     if not path.is_file():
         return None
     return import_path(ws, path, "claude-code", extract=extract, agent=AGENT)

@@ -108,7 +108,10 @@ def test_scopes_and_a_broken_settings_file(ws: Workspace, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -> None:
+def test_the_hooks_run_as_claude_code_runs_them(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))  # transcripts: tmp_path/projects/
     settings = tmp_path / "settings.json"
     hooks.install(settings, hooks.commands(ws.root, str(BIN), budget=2000))
     commands = _commands(settings)
@@ -149,5 +152,37 @@ def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -
     assert "pytest -p no:randomly" in start.stdout
     assert "Fix flaky login test" in start.stdout
     # a session with nothing written yet: nothing to do, no error
-    empty = hook(commands["Stop"], {**payload, "transcript_path": str(tmp_path / "none.jsonl")})
+    none = tmp_path / "projects" / "none.jsonl"
+    empty = hook(commands["Stop"], {**payload, "transcript_path": str(none)})
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_payload_cannot_import_a_file_from_elsewhere(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transcript_path must lie where Claude Code keeps transcripts ($CLAUDE_CONFIG_DIR or
+    ~/.claude, then projects/) or in the workspace, symlinks followed: any other file is
+    refused in one line, and nothing of it reaches the memory."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    projects = tmp_path / "claude" / "projects" / "-home-dev-shop"
+    projects.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere" / LOG.name
+    elsewhere.parent.mkdir()
+    shutil.copy(LOG, elsewhere)
+    (projects / "link.jsonl").symlink_to(elsewhere)
+    commands = hooks.commands(ws.root, str(BIN))
+    for path in (
+        str(elsewhere),
+        str(projects / "link.jsonl"),
+        f"{projects}/../../../elsewhere/{LOG.name}",
+        "/etc/passwd",
+    ):
+        result = hook(commands["Stop"], {"transcript_path": path, "hook_event_name": "Stop"})
+        assert result.returncode == 1, result.stdout
+        [line] = result.stderr.splitlines()
+        assert line.startswith("mdmem: error: transcript_path ") and "is refused" in line, line
+    assert not list((ws.root / ".sessions").glob("*.md"))
+    shutil.copy(LOG, projects / LOG.name)  # where Claude Code writes it: imported
+    ok = hook(commands["Stop"], {"transcript_path": str(projects / LOG.name)})
+    assert ok.returncode == 0 and "1 conversation (1 created)" in ok.stdout, ok.stderr
