@@ -1366,7 +1366,11 @@ def mcp_serve(
     ] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option("--allow-host", help="--http: another Host header name to accept."),
+        typer.Option(
+            "--allow-host",
+            help="--http: accept clients that reach this machine by another name or address: "
+            "HOST:PORT as in their URL, or HOST for any port (repeatable).",
+        ),
     ] = None,
     url: IndexUrlOpt = None,
     index_workspace: IndexWorkspaceOpt = None,
@@ -1376,14 +1380,17 @@ def mcp_serve(
     Over stdio by default (the client starts it: give -w, clients start servers anywhere);
     --http serves streamable HTTP at http://HOST:PORT/mcp, on loopback unless --token is given.
     """
-    from mdmem.integrations.http_guard import check_host
+    from mdmem.integrations.http_guard import allowed_hosts, check_host
 
     if http:
         try:
             check_host(host, token)
+            allowed_hosts(host, allow_host or [])
         except ValueError as exc:
             _fail(str(exc), 2)
     remote = _remote(url, index_workspace)
+    if remote is None:
+        _a_workspace_to_serve(ctx)
     ws = _open(ctx) if remote is None else None  # before the SDK import: said at once
     try:
         from mdmem.integrations import mcp_server
@@ -1828,6 +1835,22 @@ def _remote_status(remote: Any, as_json: bool) -> None:
     ]
     for name, value in rows:
         typer.echo(f"{name:>10}  {value}")
+
+
+def _a_workspace_to_serve(ctx: typer.Context) -> None:
+    """`mdmem -w FOLDER mcp` on a folder that is no workspace would serve every .md below it
+    and make memory.md and .mdmem/ there at the first `remember`: refused, before anything is
+    opened or written (a folder found by looking upwards holds a marker by definition)."""
+    import shlex
+
+    from mdmem.layout import MARKERS, find_root
+
+    root = find_root(ctx.obj.get("workspace"))
+    if not any((root / marker).is_file() for marker in MARKERS):
+        _fail(
+            f"{root} is no mdmem workspace (no {' or '.join(MARKERS)}); create one with "
+            f"`mdmem init {shlex.quote(str(root))}`, or give -w the workspace's folder"
+        )
 
 
 def _remote_mcp(remote: Any) -> Any:

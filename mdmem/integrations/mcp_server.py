@@ -644,7 +644,7 @@ def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from mdmem.integrations.http_guard import BearerToken, allowed_hosts, check_host
+    from mdmem.integrations.http_guard import BearerToken, HostGuard, allowed_hosts, check_host
 
     check_host(host, token)
     hosts = allowed_hosts(host, extra_hosts)
@@ -654,6 +654,7 @@ def serve_http(
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
     )
     app: Any = server.streamable_http_app(transport_security=security, host=host)
+    app = HostGuard(app, hosts)  # (the same rule as the SDK's, with what to pass on a 421)
     if token:
         app = BearerToken(app, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")

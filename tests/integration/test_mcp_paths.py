@@ -390,3 +390,90 @@ def test_resources_refuse_hostile_paths(session: Any, name: str) -> None:
             f"mdmem://{urllib.parse.quote(name, safe='/', errors='surrogateescape')}",
         )
     assert CANARY not in str(caught.value)
+
+
+# ---- a client that reaches the machine by another name (loopback addresses only) -----------
+
+
+def _post(port: int, host_header: str) -> httpx2.Response:
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": "Bearer t0ken",
+        "Host": host_header,
+    }
+    return httpx2.post(f"http://127.0.0.1:{port}/mcp", json=hello, headers=headers, timeout=60)
+
+
+@pytest.mark.slow
+def test_allow_host_takes_host_and_port_and_the_421_says_what_to_pass(tmp_path: Path) -> None:
+    """127.0.0.2 plays the machine's address as a remote client types it in the URL (the
+    request goes to 127.0.0.1 with that Host header: no traffic leaves loopback)."""
+    ws, _ = _workspace(tmp_path)
+    port = _free_port()
+    other = f"127.0.0.2:{port}"
+    process = _serve_http(ws.root, port)
+    try:
+        refused = _post(port, other)
+        assert refused.status_code == 421
+        assert f"--allow-host {other}" in refused.text, refused.text
+        assert _post(port, f"127.0.0.1:{port}").status_code != 421  # (400: no session yet)
+    finally:
+        _stop(process)
+    for exact in (True, False):  # HOST:PORT exactly, or HOST at any port
+        port = _free_port()
+        allow = f"127.0.0.2:{port}" if exact else "127.0.0.2"
+        process = _serve_http(ws.root, port, "--allow-host", allow)
+        try:
+            assert _post(port, f"127.0.0.2:{port}").status_code != 421, allow
+
+            async def session(port: int = port) -> list[str]:
+                headers = {"Authorization": "Bearer t0ken", "Host": f"127.0.0.2:{port}"}
+                async with (
+                    httpx2.AsyncClient(headers=headers, timeout=120) as http,
+                    Client(
+                        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
+                    ) as client,
+                ):
+                    return [tool.name for tool in (await client.list_tools()).tools]
+
+            assert "search" in anyio.run(session)
+            if exact:  # that port only
+                assert _post(port, "127.0.0.2:1").status_code == 421
+        finally:
+            _stop(process)
+
+
+def test_a_malformed_allow_host_is_one_line() -> None:
+    result = subprocess.run(
+        [str(BIN), "mcp", "--http", "--allow-host", "box:port"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "mdmem: error: --allow-host 'box:port': expected HOST, HOST:PORT or [IPv6]:PORT"
+    )
+
+
+def test_a_folder_that_is_no_workspace_is_not_served(tmp_path: Path) -> None:
+    plain = tmp_path / "notes"
+    (plain / "sub").mkdir(parents=True)
+    (plain / "sub" / "private.md").write_text("# private\n")
+    for args, env in (
+        (["-w", str(plain), "mcp"], _env()),
+        (["mcp"], {**_env(), "MDMEM_WORKSPACE": str(plain)}),
+        (["-w", str(plain), "mcp", "--http"], _env()),
+    ):
+        result = subprocess.run(
+            [str(BIN), *args], env=env, capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        [line] = result.stderr.splitlines()
+        assert (
+            line.startswith(f"mdmem: error: {plain} is no mdmem workspace") and "mdmem init" in line
+        )
+        assert sorted(p.name for p in plain.iterdir()) == ["sub"]  # no memory.md, no .mdmem/
