@@ -1258,7 +1258,10 @@ def hooks_install(
     ] = False,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings: the memory context at session start; the
-    session imported (new messages only) before compaction, at each stop and at the end."""
+    session imported (new messages only) before compaction, at each stop and at the end.
+
+    --scope project writes commands that work in any clone (the workspace under
+    $CLAUDE_PROJECT_DIR, mdmem as found on PATH); local and user, absolute paths."""
     from mdmem.errors import ModeError
     from mdmem.integrations import hooks
 
@@ -1267,7 +1270,14 @@ def hooks_install(
     if ws.config.mode != "full":
         raise ModeError("the hooks import sessions, which only full mode keeps (`mdmem mode full`)")
     path = _hooks_settings(scope, settings, project)
-    wanted = hooks.commands(ws.root, extract=extract_, budget=budget)
+    shared = scope == "project" and settings is None  # the team's file: no path of this machine
+    where = (project or Path.cwd()).absolute() if shared else None
+    wanted = hooks.commands(ws.root, extract=extract_, budget=budget, project=where)
+    if shared and not hooks.portable_command().startswith("mdmem"):
+        _warn(
+            "mdmem is not on PATH here: the hooks run `python3 -m mdmem`, so each teammate "
+            "needs mdmem installed for that Python (or on PATH)"
+        )
     report = hooks.install(path, wanted, dry_run=dry_run)
     if dry_run:
         typer.echo(report.text, nl=False)
