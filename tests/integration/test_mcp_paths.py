@@ -379,6 +379,25 @@ def test_benign_names_are_not_refused(
     assert not (answer.startswith("ERROR: ") and REFUSAL.search(answer)), (tool, name, answer)
 
 
+@pytest.fixture(scope="module")
+def remote_session() -> Iterator[tuple[Any, Client]]:
+    """The search-only server of a machine without the files, over no index at all: a
+    hostile glob must be refused before the index is asked anything."""
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(Client(build_remote_server(None))) as client,
+    ):
+        yield portal, client
+
+
+@given(name=hostile_names(links=()))
+def test_the_remote_search_refuses_hostile_globs(remote_session: Any, name: str) -> None:
+    portal, client = remote_session
+    result = portal.call(client.call_tool, "search", {"query": "x", "path": name})
+    text = result.content[0].text
+    assert result.is_error and REFUSAL.search(text) and "path " in text, (name, text)
+
+
 @given(name=hostile_names())
 def test_resources_refuse_hostile_paths(session: Any, name: str) -> None:
     portal, client, _ = session
