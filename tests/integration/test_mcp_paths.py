@@ -496,3 +496,18 @@ def test_a_folder_that_is_no_workspace_is_not_served(tmp_path: Path) -> None:
             line.startswith(f"mdmem: error: {plain} is no mdmem workspace") and "mdmem init" in line
         )
         assert sorted(p.name for p in plain.iterdir()) == ["sub"]  # no memory.md, no .mdmem/
+
+
+def test_the_local_cli_user_still_extracts_and_compacts_any_file(tmp_path: Path) -> None:
+    """The resolver is for clients: the person at the terminal already has the file."""
+    ws, outside = _workspace(tmp_path)
+    for args in (
+        ["extract", str(outside / "private_chat.jsonl"), "--offline", "--dry-run"],
+        ["compact", str(outside / "private_session.md"), "--offline", "--dry-run"],
+    ):
+        result = subprocess.run(
+            [str(BIN), "-w", str(ws.root), *args], env=_env(), capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert "refused" not in result.stderr
