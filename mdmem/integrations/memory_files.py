@@ -398,8 +398,20 @@ class MemoryFiles:
         /memories is the workspace root, mdmem.toml)."""
         kept = {CONFIG_FILE} if not self.folder else set()
         names = sorted(n for n in os.listdir(self.root) if not n.startswith(".") and n not in kept)
-        self._archive([self.locate(f"{MEMORIES}/{name}") for name in names])
+        items, refused = [], []
+        for name in names:  # a name a person gave that the resolver refuses stays, said so
+            try:
+                items.append(self.locate(f"{MEMORIES}/{name}"))
+            except MemoryCommandError:
+                refused.append(f"{MEMORIES}/{escaped_name(name)}")
+        self._archive(items)
         self.root.mkdir(parents=True, exist_ok=True)
+        if refused:
+            return (
+                "All memory cleared but "
+                + ", ".join(refused)
+                + " (names the memory tool does not use; a person can move them)"
+            )
         return "All memory cleared"
 
     def _archive(self, items: list[Located]) -> Path:

@@ -163,3 +163,14 @@ def test_benign_names_are_created_where_they_say(shared: Any, name: str) -> None
     said = tool.call({"command": "create", "path": path, "file_text": "- benign\n"})
     assert said == f"File created successfully at: {path}"
     assert target.read_text() == "- benign\n"
+
+
+def test_clear_all_moves_what_it_can_and_names_what_it_leaves(tmp_path: Path) -> None:
+    tool, ws = _tool(tmp_path)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "- a\n"})
+    (ws.root / "notes" / "by hand.").write_text("- a person's file\n")  # refused as a name
+    said = tool.call({"command": "view", "path": "/memories"})
+    assert "by hand." in said
+    cleared = tool.clear_all_memory()
+    assert cleared.startswith("All memory cleared but /memories/by hand. (")
+    assert sorted(os.listdir(ws.root / "notes")) == ["by hand."]
