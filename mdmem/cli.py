@@ -1264,7 +1264,10 @@ def hooks_install(
     ] = False,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings: the memory context at session start; the
-    session imported (new messages only) before compaction, at each stop and at the end."""
+    session imported (new messages only) before compaction, at each stop and at the end.
+
+    --scope project writes commands that work in any clone (the workspace under
+    $CLAUDE_PROJECT_DIR, mdmem as found on PATH); local and user, absolute paths."""
     from mdmem.errors import ModeError
     from mdmem.integrations import hooks
 
@@ -1273,7 +1276,14 @@ def hooks_install(
     if ws.config.mode != "full":
         raise ModeError("the hooks import sessions, which only full mode keeps (`mdmem mode full`)")
     path = _hooks_settings(scope, settings, project)
-    wanted = hooks.commands(ws.root, extract=extract_, budget=budget)
+    shared = scope == "project" and settings is None  # the team's file: no path of this machine
+    where = (project or Path.cwd()).absolute() if shared else None
+    wanted = hooks.commands(ws.root, extract=extract_, budget=budget, project=where)
+    if shared and not hooks.portable_command().startswith("mdmem"):
+        _warn(
+            "mdmem is not on PATH here: the hooks run `python3 -m mdmem`, so each teammate "
+            "needs mdmem installed for that Python (or on PATH)"
+        )
     report = hooks.install(path, wanted, dry_run=dry_run)
     if dry_run:
         typer.echo(report.text, nl=False)
@@ -1372,7 +1382,11 @@ def mcp_serve(
     ] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option("--allow-host", help="--http: another Host header name to accept."),
+        typer.Option(
+            "--allow-host",
+            help="--http: accept clients that reach this machine by another name or address: "
+            "HOST:PORT as in their URL, or HOST for any port (repeatable).",
+        ),
     ] = None,
     url: IndexUrlOpt = None,
     index_workspace: IndexWorkspaceOpt = None,
@@ -1382,14 +1396,17 @@ def mcp_serve(
     Over stdio by default (the client starts it: give -w, clients start servers anywhere);
     --http serves streamable HTTP at http://HOST:PORT/mcp, on loopback unless --token is given.
     """
-    from mdmem.integrations.http_guard import check_host
+    from mdmem.integrations.http_guard import allowed_hosts, check_host
 
     if http:
         try:
             check_host(host, token)
+            allowed_hosts(host, allow_host or [])
         except ValueError as exc:
             _fail(str(exc), 2)
     remote = _remote(url, index_workspace)
+    if remote is None:
+        _a_workspace_to_serve(ctx)
     ws = _open(ctx) if remote is None else None  # before the SDK import: said at once
     try:
         from mdmem.integrations import mcp_server
@@ -1834,6 +1851,22 @@ def _remote_status(remote: Any, as_json: bool) -> None:
     ]
     for name, value in rows:
         typer.echo(f"{name:>10}  {value}")
+
+
+def _a_workspace_to_serve(ctx: typer.Context) -> None:
+    """`mdmem -w FOLDER mcp` on a folder that is no workspace would serve every .md below it
+    and make memory.md and .mdmem/ there at the first `remember`: refused, before anything is
+    opened or written (a folder found by looking upwards holds a marker by definition)."""
+    import shlex
+
+    from mdmem.layout import MARKERS, find_root
+
+    root = find_root(ctx.obj.get("workspace"))
+    if not any((root / marker).is_file() for marker in MARKERS):
+        _fail(
+            f"{root} is no mdmem workspace (no {' or '.join(MARKERS)}); create one with "
+            f"`mdmem init {shlex.quote(str(root))}`, or give -w the workspace's folder"
+        )
 
 
 def _remote_mcp(remote: Any) -> Any:

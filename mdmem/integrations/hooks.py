@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -87,11 +88,21 @@ def commands(
     *,
     extract: bool = False,
     budget: int | None = None,
+    project: Path | None = None,
 ) -> dict[str, str]:
-    """The command each hook runs (the workspace by absolute path: Claude Code starts hooks
-    in the project's folder, which need not be the workspace)."""
-    program = shlex.quote(executable) if executable else mdmem_command()
-    base = f"{program} -w {shlex.quote(str(workspace.absolute()))} {MARKER}"
+    """The command each hook runs. By default the workspace and this installation's mdmem by
+    absolute path (Claude Code starts hooks in the project's folder, which need not be the
+    workspace): right for ``--scope local`` and ``user``, this machine's own settings. With
+    ``project`` (``--scope project``: ``.claude/settings.json``, which the team shares) the
+    commands must work in any clone: the workspace relative to ``$CLAUDE_PROJECT_DIR`` (it must
+    be inside the project) and ``mdmem`` as found on PATH (:func:`portable_command`)."""
+    if project is None:
+        program = shlex.quote(executable) if executable else mdmem_command()
+        where = shlex.quote(str(workspace.absolute()))
+    else:
+        program = shlex.quote(executable) if executable else portable_command()
+        where = project_relative(workspace, project)
+    base = f"{program} -w {where} {MARKER}"
     out = {}
     for event, action in EVENTS.items():
         extra = ""
@@ -101,6 +112,32 @@ def commands(
             extra = f" --budget {int(budget)}"
         out[event] = f"{base} {action}{extra}"
     return out
+
+
+def project_relative(workspace: Path, project: Path) -> str:
+    """``"$CLAUDE_PROJECT_DIR/…"``: the workspace as every clone of the project finds it (a
+    shell word, double-quoted so the variable expands and nothing else does)."""
+    real_ws, real_project = Path(os.path.realpath(workspace)), Path(os.path.realpath(project))
+    try:
+        rel = real_ws.relative_to(real_project).as_posix()
+    except ValueError:
+        raise FileProblem(
+            str(workspace),
+            f"is not inside the project {project}: .claude/settings.json is shared with the "
+            "team, whose clones would not have it. Put the workspace in the project, or use "
+            "--scope local (this machine only)",
+        ) from None
+    inner = "" if rel == "." else "/" + "".join(f"\\{c}" if c in '"\\$`' else c for c in rel)
+    return f'"$CLAUDE_PROJECT_DIR{inner}"'
+
+
+def portable_command() -> str:
+    """``mdmem`` when it is on PATH here (so, presumably, on the team's), else ``python3 -m
+    mdmem`` (or ``python``): a command with no path of this machine in it."""
+    if shutil.which("mdmem"):
+        return "mdmem"
+    python = next((name for name in ("python3", "python") if shutil.which(name)), "python3")
+    return f"{python} -m mdmem"
 
 
 def mdmem_command() -> str:
@@ -227,6 +264,15 @@ def read_input(text: str) -> dict[str, Any]:
     return data
 
 
+def transcript_roots(workspace: Path) -> list[Path]:
+    """Where a hook may read a transcript from: Claude Code's ``projects`` folder (in
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``: the local user's own sessions, which the hook
+    runs as) and the workspace."""
+    config = os.environ.get("CLAUDE_CONFIG_DIR")
+    base = Path(config).expanduser() if config else Path.home() / ".claude"
+    return [base / "projects", workspace]
+
+
 def session_start(ws: Workspace, budget: int | None = None) -> str:
     """The memory section Claude Code adds to a new (or resumed, or compacted) session."""
     return ws.build_context(None, budget, agent=AGENT).text
@@ -236,13 +282,19 @@ def import_transcript(
     ws: Workspace, payload: Mapping[str, Any], *, extract: bool = False
 ) -> ImportReport | None:
     """Import the session log the hook names (only its new turns); None when it names none
-    or the log does not exist yet (a session with nothing said)."""
+    or the log does not exist yet (a session with nothing said).
+
+    ``transcript_path`` goes through the resolver for hook payloads: it must lie (symlinks
+    followed) where Claude Code keeps transcripts (:func:`transcript_roots`) or inside the
+    workspace; any other file is refused (UnsafePathError naming ``transcript_path``), so a
+    payload cannot make the hook copy an arbitrary file into the memory."""
     from mdmem.integrations.importers import import_path
+    from mdmem.paths import client_file
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return None
-    path = Path(transcript).expanduser()
+    path = client_file(transcript, transcript_roots(ws.root), "transcript_path")
     if not path.is_file():
         return None
     return import_path(ws, path, "claude-code", extract=extract, agent=AGENT)

@@ -29,6 +29,7 @@ from mdmem.integrations.mcp_server import (
     _citation,
     description,
 )
+from mdmem.paths import client_glob
 
 __all__ = ["build_remote_server"]
 
@@ -61,6 +62,8 @@ class RemoteTools:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
         citation path:start-end and the index generation and sync time it was read from."""
         with _as_tool_error():
+            if path is not None:
+                path = client_glob(path, "path")
             results = self.index.search(
                 SearchRequest.of(
                     query,

@@ -21,6 +21,7 @@ import stat
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
@@ -29,11 +30,12 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import InputRequiredResult, Resource, ToolAnnotations
 from pydantic import Field
 
-from mdmem import Entry, Session, Workspace
+from mdmem import Entry, Session, SessionRecord, Workspace
 from mdmem.errors import MdmemError
 from mdmem.index.request import SearchRequest
 from mdmem.integrations.viewer import capped, masked_lines, numbered
 from mdmem.integrations.warm import warm_search, warm_server_running
+from mdmem.paths import client_glob, client_name, client_path
 
 __all__ = ["build_server", "serve_http", "serve_stdio"]
 
@@ -49,6 +51,25 @@ READ_AGAIN = "read again with start_line={next} for the rest"
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
+PATH_KEY = "x-mdmem-path"
+"""Marks, in a tool's input schema, an argument that names a file, a folder or a source, and
+how it goes through the one resolver (:mod:`mdmem.paths`): ``file`` (:func:`client_path`),
+``source`` (a session id, or a transcript inside the workspace: :func:`client_path`),
+``glob`` (:func:`client_glob`), ``name`` (:func:`client_name`). A test lists the tools and
+fails for a path-like argument without it; a property test sends hostile names to each one
+that has it."""
+
+
+NOT_A_PATH_KEY = "x-mdmem-not-a-path"
+"""Marks an argument that only looks path-like (a pool key ``findings/paris``), with why it
+never reaches the file system as a path."""
+KEY_IN_POOL = "a key inside shared/<pool>.md: text in that file, never a file name"
+
+
+def _resolved(kind: str) -> dict[str, Any]:
+    return {PATH_KEY: kind}
+
+
 Query = Annotated[str, Field(description="What to look for, in plain words.")]
 # The search filters, shared with the search-only server of mcp_remote.py.
 HitCount = Annotated[int | None, Field(ge=1, le=100, description="How many hits.")]
@@ -56,13 +77,25 @@ SearchMode = Literal["hybrid", "keyword", "vector"] | None
 TypeFilter = Annotated[
     str | None, Field(description="Only this type: preference, fact, pattern, skill …")
 ]
-PathFilter = Annotated[str | None, Field(description="Only files matching this glob.")]
+PathFilter = Annotated[
+    str | None,
+    Field(description="Only files matching this glob.", json_schema_extra=_resolved("glob")),
+]
 AgentFilter = Annotated[str | None, Field(description="Only this agent's sessions.")]
 SessionFilter = Annotated[str | None, Field(description="Only this session (id).")]
 Since = Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")]
 Until = Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")]
 SessionSource = Annotated[
-    str | None, Field(description="Session id or transcript (default: the latest).")
+    str | None,
+    Field(
+        description="Session id, or a transcript file inside the workspace (default: the "
+        "latest session).",
+        json_schema_extra=_resolved("source"),
+    ),
+]
+PoolName = Annotated[
+    str,
+    Field(description="The pool: shared/<pool>.md.", json_schema_extra=_resolved("name")),
 ]
 
 
@@ -125,6 +158,8 @@ class Tools:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
         citation path:start-end to read back or quote. Hand edits are seen at once."""
         with _as_tool_error():
+            if path is not None:
+                path = client_glob(path, "path")
             request = SearchRequest.of(
                 query, k, mode=mode, type=type, path=path, agent=agent, session=session,
                 since=since, until=until, include_archived=include_archived,
@@ -164,14 +199,19 @@ class Tools:
 
     def read(
         self,
-        path: Annotated[str, Field(description="A workspace file, e.g. memory.md.")],
+        path: Annotated[
+            str,
+            Field(
+                description="A workspace file, e.g. memory.md.", json_schema_extra=_resolved("file")
+            ),
+        ],
         start_line: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None,
         end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive).")] = None,
     ) -> str:
         """Read a workspace file, or a line range of it (a citation's lines), numbered like a
         viewer. Secrets show as [REDACTED:kind]. Long files are paged."""
         with _as_tool_error():
-            rel, text = self._text(path)
+            rel, text = self._text(path, "path")
         lines = text.split("\n")
         if len(lines) > 1 and lines[-1] == "":
             lines.pop()
@@ -187,11 +227,11 @@ class Tools:
         body = capped(rows, first, len(lines), resume=READ_AGAIN)
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
 
-    def _text(self, path: str) -> tuple[str, str]:
+    def _text(self, path: str, argument: str) -> tuple[str, str]:
         """A workspace file's text. Only a regular file is opened: opening a FIFO would wait
         for a writer forever (and pin a worker thread), so its kind is checked first, and the
         open itself never waits (``O_NONBLOCK``) in case the name changed in between."""
-        rel, absolute = self.ws.files.resolve(path)
+        rel, absolute = client_path(self.ws.root, path, argument)
         try:
             if not stat.S_ISREG(os.stat(absolute).st_mode):
                 raise ToolError(_not_regular(rel, absolute))
@@ -254,13 +294,20 @@ class Tools:
         text: Annotated[str, Field(description="The memory, one plain statement.")],
         type: Literal["preference", "fact", "pattern", "skill"] = "fact",
         importance: Annotated[float, Field(ge=0, le=1)] = 0.5,
-        file: Annotated[str | None, Field(description="Markdown file (default by type).")] = None,
+        file: Annotated[
+            str | None,
+            Field(
+                description="Markdown file (default by type).", json_schema_extra=_resolved("file")
+            ),
+        ] = None,
         section: Annotated[str | None, Field(description="Heading to put it under.")] = None,
     ) -> dict[str, Any]:
         """Remember a lasting fact, preference, pattern or skill: appended under the heading
         for its type (skills to learnings.md, the rest to memory.md). The same text already
         there is returned instead of a duplicate. Reports the lines written."""
         with _as_tool_error():
+            if file is not None:
+                file = client_path(self.ws.root, file, "file")[0]
             entry = self.ws.remember(
                 text, type=type, importance=importance, file=file, section=section
             )
@@ -368,7 +415,8 @@ class Tools:
         """Compact a session: its current state and key events, after saving its lasting
         memories. Uses the configured LLM, or the offline engine."""
         with _as_tool_error():
-            return self.ws.compact(source, offline=offline, dry_run=dry_run).to_dict()
+            conversation = self._source(source)
+            return self.ws.compact(conversation, offline=offline, dry_run=dry_run).to_dict()
 
     def extract(
         self,
@@ -379,14 +427,32 @@ class Tools:
         """Extract lasting memories from a session into memory.md / learnings.md,
         deduplicated against what is there."""
         with _as_tool_error():
-            return self.ws.extract(source, offline=offline, dry_run=dry_run).to_dict()
+            conversation = self._source(source)
+            return self.ws.extract(conversation, offline=offline, dry_run=dry_run).to_dict()
+
+    def _source(self, source: str | None) -> Path | SessionRecord | None:
+        """What ``source`` names, never outside the workspace: a transcript file inside it (by
+        the one resolver), else a recorded session by id. The library reads a path it is given
+        from anywhere (the local user's ``mdmem extract FILE``); a client only gets this."""
+        if source is None:
+            return None
+        _, absolute = client_path(self.ws.root, source, "source")
+        if absolute.is_file():
+            return absolute
+        return self.ws.sessions.record(source)
 
     # ---- the shared pool ------------------------------------------------------------------
 
     def pool_get(
         self,
-        key: Annotated[str | None, Field(description="The key (omit to list the pool).")] = None,
-        pool: Annotated[str, Field(description="The pool: shared/<pool>.md.")] = "default",
+        key: Annotated[
+            str | None,
+            Field(
+                description="The key (omit to list the pool).",
+                json_schema_extra={NOT_A_PATH_KEY: KEY_IN_POOL},
+            ),
+        ] = None,
+        pool: PoolName = "default",
         prefix: Annotated[str, Field(description="List: only keys starting with this.")] = "",
         limit: Annotated[int, Field(ge=1, le=200, description="List: at most this many.")] = 50,
     ) -> dict[str, Any]:
@@ -394,7 +460,7 @@ class Tools:
         it and when), or its entries newest first. Pass the version to pool_set to update it
         safely."""
         with _as_tool_error():
-            shared = self.ws.sharing.pool(pool)
+            shared = self.ws.sharing.pool(client_name(pool, "pool"))
             if key is None:
                 entries = shared.list(prefix=prefix, limit=limit)
                 return {"pool": pool, "entries": [e.to_dict() for e in entries]}
@@ -405,11 +471,17 @@ class Tools:
 
     def pool_set(
         self,
-        key: Annotated[str, Field(description="The key, e.g. findings/paris.")],
+        key: Annotated[
+            str,
+            Field(
+                description="The key, e.g. findings/paris.",
+                json_schema_extra={NOT_A_PATH_KEY: KEY_IN_POOL},
+            ),
+        ],
         value: Annotated[
             Any, Field(description="Text, or any JSON value (object, list, number, …).")
         ],
-        pool: Annotated[str, Field(description="The pool: shared/<pool>.md.")] = "default",
+        pool: PoolName = "default",
         expected_version: Annotated[
             int | None,
             Field(ge=0, description="Write only if the key is at this version (0: absent)."),
@@ -422,7 +494,8 @@ class Tools:
         expected_version the write happens only if nobody changed the key since you read it;
         else an error says which version is there now: read it again and retry."""
         with _as_tool_error():
-            entry = self.ws.sharing.pool(pool).write(key, value, None, expected_version, metadata)
+            shared = self.ws.sharing.pool(client_name(pool, "pool"))
+            entry = shared.write(key, value, None, expected_version, metadata)
         return {**entry.to_dict(), "secrets_masked": entry.redacted}
 
     # ---- resources ------------------------------------------------------------------------
@@ -430,7 +503,7 @@ class Tools:
     def file_resource(self, path: str) -> str:
         """A workspace file's text, secrets masked."""
         try:
-            _, text = self._text(urllib.parse.unquote(path))
+            _, text = self._text(_unquoted(path), "resource path")
         except (ToolError, MdmemError) as exc:
             raise ResourceNotFoundError(str(exc)) from None
         return "\n".join(masked_lines(text.split("\n"), self.ws.files.redactor.mask))
@@ -445,6 +518,17 @@ class Tools:
             )
             for f in self.ws.files.scan().files
         ]
+
+
+def _unquoted(path: str) -> str:
+    """A resource URI's path, percent-escapes decoded once; an escape that is not UTF-8 (an
+    overlong encoding) is refused, never replaced by U+FFFD."""
+    try:
+        return urllib.parse.unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        raise ToolError(
+            f"resource path {path!r} holds a percent-escape that is not UTF-8"
+        ) from None
 
 
 def mime_type(path: str) -> str:
@@ -536,6 +620,7 @@ def build_server(
         "mdmem://{+path}",
         name="workspace file",
         description="A workspace file (mdmem://memory.md, mdmem://.sessions/…), secrets masked.",
+        meta={PATH_KEY: {"path": "file"}},
     )(tools.file_resource)
     return server
 
@@ -559,7 +644,7 @@ def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from mdmem.integrations.http_guard import BearerToken, allowed_hosts, check_host
+    from mdmem.integrations.http_guard import BearerToken, HostGuard, allowed_hosts, check_host
 
     check_host(host, token)
     hosts = allowed_hosts(host, extra_hosts)
@@ -569,6 +654,7 @@ def serve_http(
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
     )
     app: Any = server.streamable_http_app(transport_security=security, host=host)
+    app = HostGuard(app, hosts)  # (the same rule as the SDK's, with what to pass on a 421)
     if token:
         app = BearerToken(app, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")

@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mdmem import Workspace
-from mdmem.errors import MdmemError
+from mdmem.errors import FileProblem, MdmemError
 from mdmem.integrations.viewer import MAX_VIEW_CHARS, capped, masked_lines, numbered
+from mdmem.paths import RefusedPath, client_path
 from mdmem.paths import shown as escaped_name
 
+REDACTED = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]+\]")
 MEMORIES = "/memories"
 TRASH_DIR = ".trash"
 """Where deleted memory files go (the folder ``mdmem forget`` also scrubs)."""
@@ -84,21 +87,28 @@ class MemoryFiles:
         not in a folder mdmem keeps to itself (``.mdmem/``, ``.trash/``, ``.git/`` …)."""
         if not isinstance(path, str) or not (path == MEMORIES or path.startswith(MEMORIES + "/")):
             raise MemoryCommandError(f"Path must start with /memories, got: {path}")
+        if "\0" in path:  # (the reference lets out ValueError('embedded null byte'))
+            raise MemoryCommandError(f"Path {escaped_name(path)}: embedded null byte")
         inner = path[len(MEMORIES) :].replace("\\", "/").strip("/")
-        parts = PurePosixPath(inner).parts if inner else ()
-        if ".." in parts or "\0" in path:
-            raise MemoryCommandError(f"Path {path} would escape /memories directory")
-        absolute = self.root.joinpath(*parts)
-        real_root = Path(os.path.realpath(self.root))
-        real = Path(os.path.realpath(absolute))
-        if real != real_root and real_root not in real.parents:  # a symlink leads out
-            raise MemoryCommandError(f"Path {path} would escape /memories directory")
-        rel = "/".join([self.folder, *parts] if self.folder else parts)
-        if rel:
+        absolute = self.root
+        if inner:  # the one resolver of names from outside, against the /memories folder
             try:
-                self.ws.files.resolve(rel)
-            except MdmemError as exc:
-                raise MemoryCommandError(f"Path {path} cannot be used: {exc}") from None
+                absolute = client_path(self.root, inner, "path")[1]
+            except RefusedPath as exc:
+                if exc.escapes:
+                    raise MemoryCommandError(
+                        f"Path {path} would escape /memories directory"
+                    ) from None
+                raise MemoryCommandError(
+                    f"Path {escaped_name(path)} cannot be used: {exc.why}"
+                ) from None
+            except FileProblem as exc:  # a symlink loop on the way
+                raise MemoryCommandError(
+                    f"Path {escaped_name(path)} cannot be used: {exc.reason}"
+                ) from None
+        parts = PurePosixPath(inner).parts if inner else ()
+        real = Path(os.path.realpath(absolute))
+        rel = "/".join([self.folder, *parts] if self.folder else parts)
         target = real.relative_to(os.path.realpath(self.ws.root)).as_posix()
         return Located(path, rel, absolute, rel if target == "." else target)
 
@@ -239,6 +249,7 @@ class MemoryFiles:
 
     def create(self, path: str, file_text: str) -> str:
         """A new file; an existing one is never overwritten."""
+        _text_given(file_text, "file_text", "create", path)
         located = self.locate(path)
         if os.path.lexists(located.absolute):
             raise MemoryCommandError(f"File {path} already exists")
@@ -250,8 +261,8 @@ class MemoryFiles:
                 raise MemoryCommandError(f"File {path} already exists")
             return file_text
 
-        self._write(located, edit, create=True)
-        return f"File created successfully at: {path}"
+        written = self._write(located, edit, create=True)
+        return f"File created successfully at: {path}" + _masked_note(file_text, written)
 
     def _folder_on_the_way(self, located: Located, verb: str) -> None:
         """Refuse a path whose parent is a file (the reference crashes with NotADirectoryError)."""
@@ -268,6 +279,8 @@ class MemoryFiles:
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replace the one occurrence of ``old_str``; show the lines around the change."""
+        _text_given(old_str, "old_str", "str_replace", path)
+        _text_given(new_str, "new_str", "str_replace", path)
         located = self._existing_file(path)
         changed: list[int] = []
 
@@ -287,17 +300,19 @@ class MemoryFiles:
             changed[:] = [content[: content.find(old_str)].count("\n")]
             return content.replace(old_str, new_str)
 
-        new_lines = self._write(located, edit).split("\n")
+        written = self._write(located, edit)
+        new_lines = written.split("\n")
         at = changed[0]
         first, last = max(0, at - 2), min(len(new_lines), at + 3)
         snippet = numbered(new_lines[first:last], first + 1)
         return (
             "The memory file has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + "\n".join(snippet)
+            "(with line numbers):\n" + "\n".join(snippet) + _masked_note(new_str, written)
         )
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         """Insert ``insert_text`` after line ``insert_line`` (0: at the top)."""
+        _text_given(insert_text, "insert_text", "insert", path)
         located = self._existing_file(path)
 
         def edit(content: str) -> str:
@@ -313,8 +328,8 @@ class MemoryFiles:
             text = "\n".join(lines)
             return text if text.endswith("\n") else text + "\n"
 
-        self._write(located, edit)
-        return f"The file {path} has been edited."
+        written = self._write(located, edit)
+        return f"The file {path} has been edited." + _masked_note(insert_text, written)
 
     def _existing_file(self, path: str) -> Located:
         located = self.locate(path)
@@ -383,8 +398,20 @@ class MemoryFiles:
         /memories is the workspace root, mdmem.toml)."""
         kept = {CONFIG_FILE} if not self.folder else set()
         names = sorted(n for n in os.listdir(self.root) if not n.startswith(".") and n not in kept)
-        self._archive([self.locate(f"{MEMORIES}/{name}") for name in names])
+        items, refused = [], []
+        for name in names:  # a name a person gave that the resolver refuses stays, said so
+            try:
+                items.append(self.locate(f"{MEMORIES}/{name}"))
+            except MemoryCommandError:
+                refused.append(f"{MEMORIES}/{escaped_name(name)}")
+        self._archive(items)
         self.root.mkdir(parents=True, exist_ok=True)
+        if refused:
+            return (
+                "All memory cleared but "
+                + ", ".join(refused)
+                + " (names the memory tool does not use; a person can move them)"
+            )
         return "All memory cleared"
 
     def _archive(self, items: list[Located]) -> Path:
@@ -408,6 +435,26 @@ class MemoryFiles:
             with self.ws.files.locked(item.rel, item.path):
                 os.rename(item.absolute, target)
         return folder
+
+
+def _text_given(value: object, name: str, command: str, path: object) -> None:
+    """A command's text argument must be text: ``None`` (a model that left it out) answers
+    one clear line, not the reference's AttributeError or a TypeError."""
+    if not isinstance(value, str):
+        got = "missing (null)" if value is None else f"{type(value).__name__}, not text"
+        raise MemoryCommandError(f"Parameter `{name}` of {command} {path} is {got}; give text")
+
+
+def _masked_note(given: str, written: str) -> str:
+    """What the model must know when a secret it wrote was masked: the file holds
+    ``[REDACTED:kind]``, so a later ``str_replace`` of its own words would not match."""
+    masks = sorted(set(REDACTED.findall(written)) - set(REDACTED.findall(given)))
+    if not masks or given in written:
+        return ""
+    return (
+        f"\nNote: a secret in the text was saved masked as {', '.join(masks)}; the file holds "
+        "the masked text, so use it (not the secret) in a later str_replace."
+    )
 
 
 def move_no_replace(source: Path, target: Path, folder: bool) -> None:

@@ -6,6 +6,8 @@ stop."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -59,8 +61,9 @@ def test_install_merges_and_keeps_other_settings(ws: Workspace, tmp_path: Path) 
         "permissions": {"allow": ["Bash(pytest:*)"]},
         "hooks": {"Stop": [{"matcher": "", "hooks": [theirs]}]},
     }))  # fmt: skip
-    result = run("-w", str(ws.root), "hooks", "install", "claude-code",
-                 "--project", str(tmp_path / "project"))  # fmt: skip
+    result = run(
+        "-w", str(ws.root), "hooks", "install", "claude-code", "--settings", str(settings)
+    )  # fmt: skip (a file named: absolute paths)
     assert result.returncode == 0, result.stderr
     assert "added SessionStart, PreCompact, Stop, SessionEnd" in result.stdout
     data = json.loads(settings.read_text())
@@ -108,7 +111,10 @@ def test_scopes_and_a_broken_settings_file(ws: Workspace, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -> None:
+def test_the_hooks_run_as_claude_code_runs_them(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))  # transcripts: tmp_path/projects/
     settings = tmp_path / "settings.json"
     hooks.install(settings, hooks.commands(ws.root, str(BIN), budget=2000))
     commands = _commands(settings)
@@ -149,5 +155,85 @@ def test_the_hooks_run_as_claude_code_runs_them(ws: Workspace, tmp_path: Path) -
     assert "pytest -p no:randomly" in start.stdout
     assert "Fix flaky login test" in start.stdout
     # a session with nothing written yet: nothing to do, no error
-    empty = hook(commands["Stop"], {**payload, "transcript_path": str(tmp_path / "none.jsonl")})
+    none = tmp_path / "projects" / "none.jsonl"
+    empty = hook(commands["Stop"], {**payload, "transcript_path": str(none)})
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_payload_cannot_import_a_file_from_elsewhere(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transcript_path must lie where Claude Code keeps transcripts ($CLAUDE_CONFIG_DIR or
+    ~/.claude, then projects/) or in the workspace, symlinks followed: any other file is
+    refused in one line, and nothing of it reaches the memory."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    projects = tmp_path / "claude" / "projects" / "-home-dev-shop"
+    projects.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere" / LOG.name
+    elsewhere.parent.mkdir()
+    shutil.copy(LOG, elsewhere)
+    (projects / "link.jsonl").symlink_to(elsewhere)
+    commands = hooks.commands(ws.root, str(BIN))
+    for path in (
+        str(elsewhere),
+        str(projects / "link.jsonl"),
+        f"{projects}/../../../elsewhere/{LOG.name}",
+        "/etc/passwd",
+    ):
+        result = hook(commands["Stop"], {"transcript_path": path, "hook_event_name": "Stop"})
+        assert result.returncode == 1, result.stdout
+        [line] = result.stderr.splitlines()
+        assert line.startswith("mdmem: error: transcript_path ") and "is refused" in line, line
+    assert not list((ws.root / ".sessions").glob("*.md"))
+    shutil.copy(LOG, projects / LOG.name)  # where Claude Code writes it: imported
+    ok = hook(commands["Stop"], {"transcript_path": str(projects / LOG.name)})
+    assert ok.returncode == 0 and "1 conversation (1 created)" in ok.stdout, ok.stderr
+
+
+def test_project_scope_writes_commands_that_work_in_any_clone(tmp_path: Path) -> None:
+    """`--scope project` writes .claude/settings.json, which the team commits: no path of this
+    machine in it (neither the venv's nor the workspace's), the workspace under
+    $CLAUDE_PROJECT_DIR and mdmem as found on PATH; a teammate's clone elsewhere runs them
+    against its own workspace. --scope local keeps absolute paths."""
+    project = tmp_path / "shop"
+    ws = Workspace.init(project / "memory dir", mode="full", agent="dev")
+    ws.remember("Releases are tagged from main only", type="fact")
+    path = f"{BIN.parent}:/usr/bin:/bin"
+    result = subprocess.run(
+        [str(BIN), "-w", str(ws.root), "hooks", "install", "claude-code", "--scope", "project"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = (project / ".claude" / "settings.json").read_text()
+    assert str(tmp_path) not in text and sys.prefix not in text and str(BIN.parent) not in text
+    commands = _commands(project / ".claude" / "settings.json")
+    assert commands["SessionStart"] == (
+        'mdmem -w "$CLAUDE_PROJECT_DIR/memory dir" hooks run claude-code session-start'
+    )
+    clone = tmp_path / "elsewhere" / "teammate-clone"
+    shutil.copytree(project, clone, ignore=shutil.ignore_patterns(".mdmem"))
+    memory = clone / "memory dir" / "memory.md"
+    memory.write_text(memory.read_text().replace("main only", "the release branch only"))
+    env = {**os.environ, "PATH": path, "CLAUDE_PROJECT_DIR": str(clone)}
+    started = subprocess.run(
+        ["bash", "-c", commands["SessionStart"]], input="{}", cwd=clone, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert "tagged from the release branch only" in started.stdout  # the clone's workspace
+    local = subprocess.run(
+        [str(BIN), "-w", str(ws.root), "hooks", "install", "claude-code", "--scope", "local"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    mine = _commands(project / ".claude" / "settings.local.json")
+    assert f"-w {shlex.quote(str(ws.root))} " in mine["Stop"] and mine["Stop"].startswith("/")
+    outside = Workspace.init(tmp_path / "outside-ws", mode="full")
+    refused = subprocess.run(
+        [str(BIN), "-w", str(outside.root), "hooks", "install", "claude-code"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "is not inside the project" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr

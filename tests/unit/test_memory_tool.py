@@ -793,7 +793,7 @@ ROOT_COMMANDS: list[tuple[dict[str, Any], tuple[str, str] | None]] = [
      ("error", "Cannot edit /memories/mdmem.toml: it is this workspace's configuration "
                "(mdmem.toml), which only a person changes")),
     ({"command": "view", "path": "/memories/.mdmem"}, ("error", (
-        "Path /memories/.mdmem cannot be used: file '.mdmem' is inside .mdmem/, which mdmem "
+        "Path /memories/.mdmem cannot be used: inside .mdmem/, which mdmem "
         "never reads or indexes (its own state and other tools' folders); use a path outside it"))),
 ]  # fmt: skip
 
