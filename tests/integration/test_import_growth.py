@@ -1,0 +1,190 @@
+"""The import logs stay bounded: Claude Code's Stop hook imports the growing session at every
+stop, and each import keeps a log for ``undo`` in ``.mdmem/imports/``. Those logs once kept the
+whole earlier text of the session file per stop (199 stops of a 0.46 MB session: 40.5 MB);
+now they keep deltas, the newest ``KEEP_WHOLE`` whole, and a hard cap over the folder
+(mdmem/integrations/importers/logs.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from in_process import mdmem
+
+from mdmem import Workspace
+from mdmem.errors import EntryNotFoundError
+from mdmem.integrations import hooks
+from mdmem.integrations.importers import import_ids, import_path, undo
+from mdmem.integrations.importers.logs import (
+    IMPORTS_DIR,
+    KEEP_WHOLE,
+    MAX_BYTES,
+    MAX_LOGS,
+    apply_delta,
+    folder_bytes,
+    reverse_delta,
+)
+
+SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
+WORDS = "the login test fails because a cookie race in the session fixture retries".split()
+
+
+def _turn(n: int, rng: random.Random) -> str:
+    kind = "user" if n % 2 else "assistant"
+    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(200, 500)))
+    record = {
+        "sessionId": SESSION,
+        "isSidechain": False,
+        "type": kind,
+        "uuid": f"u-{n}",
+        "parentUuid": f"u-{n - 1}",
+        "timestamp": f"2026-03-01T{8 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]},
+    }  # fmt: skip
+    return json.dumps(record) + "\n"
+
+
+def _stop(ws: Workspace, log: Path, cli: bool) -> str:
+    """What Claude Code's Stop hook runs: the installed command (in this process), or what that
+    command calls once it has read the hook's JSON (typer's parsing costs 0.4 s a call)."""
+    payload = {"hook_event_name": "Stop", "session_id": SESSION, "transcript_path": str(log)}
+    if not cli:
+        report = hooks.import_transcript(Workspace.open(ws.root), payload)
+        assert report is not None
+        return report.summary()
+    ran = mdmem(
+        "-w", str(ws.root), "hooks", "run", "claude-code", "import", input=json.dumps(payload)
+    )
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout
+
+
+@pytest.mark.slow
+def test_two_hundred_stops_keep_the_import_logs_under_the_cap(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    log = tmp_path / f"{SESSION}.jsonl"
+    rng = random.Random(40)
+    imports = ws.files.state_dir / IMPORTS_DIR
+    texts: list[str] = []  # the session file after each stop
+    ids: list[str] = []  # each stop's import
+    session = ""
+    for n in range(1, 201):
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(_turn(n, rng))
+        ids.append(_stop(ws, log, cli=n in (1, 200)).split()[1].rstrip(":"))
+        (session,) = (p for p in (ws.root / ".sessions").glob("*.md"))
+        texts.append(session.read_text(encoding="utf-8"))
+        total = folder_bytes(imports)
+        assert total <= MAX_BYTES, f"stop {n}: {total:,} bytes of import logs"
+    assert log.stat().st_size > 400_000  # a long session, as in the report
+    assert len(set(ids)) == 200
+    assert import_ids(ws) == [*reversed(ids[-KEEP_WHOLE:]), ids[0]]  # newest first
+    assert len(import_ids(ws)) <= MAX_LOGS
+    # the deltas: all the logs together are far smaller than the session file they undo
+    assert folder_bytes(imports) < Path(session).stat().st_size // 4
+    # the newest imports undo step by step, exactly
+    assert undo(ws, ids[-1]).restored == (f".sessions/{Path(session).name}",)
+    assert Path(session).read_text(encoding="utf-8") == texts[-2]
+    assert undo(ws, ids[-2]).restored == (f".sessions/{Path(session).name}",)
+    assert Path(session).read_text(encoding="utf-8") == texts[-3]
+    # a stop that only appended and is older than KEEP_WHOLE newer ones is forgotten, said so
+    with pytest.raises(EntryNotFoundError, match=f"older than the newest {KEEP_WHOLE}"):
+        undo(ws, ids[50])
+    # the import that created the session is kept: undoing it moves the session to .trash
+    first = ids[0]
+    assert json.loads((imports / first / "log.jsonl").read_text().splitlines()[0])["created"]
+    done = undo(ws, first)
+    assert done.moved == (f".sessions/{Path(session).name}",)
+    assert not Path(session).exists()
+    assert (ws.root / ".trash" / "imports" / first / Path(session).name).exists()
+
+
+def test_an_old_import_keeps_what_it_created_and_says_what_it_no_longer_can(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """Past KEEP_WHOLE newer imports, an import that created a session and appended to another
+    still moves what it created; the appended file is kept, with the reason."""
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    first_log = pair / "a.jsonl"
+    first_log.write_text('{"role": "user", "content": "first", "conversation_id": "a"}\n')
+    import_path(ws, first_log, "jsonl")
+    with first_log.open("a") as handle:
+        handle.write('{"role": "assistant", "content": "a reply", "conversation_id": "a"}\n')
+    second_log = pair / "b.jsonl"
+    second_log.write_text('{"role": "user", "content": "second", "conversation_id": "b"}\n')
+    both = import_path(ws, pair, "jsonl")
+    assert sorted(o.status for o in both.outcomes) == ["appended", "created"]
+    other = tmp_path / "other"
+    other.mkdir()
+    growing = other / "c.jsonl"
+    for n in range(KEEP_WHOLE):
+        with growing.open("a") as handle:
+            handle.write(
+                json.dumps({"role": "user", "content": f"turn {n}", "conversation_id": "c"}) + "\n"
+            )
+        import_path(ws, growing, "jsonl")
+    assert both.id in import_ids(ws)
+    assert not (ws.files.state_dir / IMPORTS_DIR / both.id / "before").exists()
+    done = undo(ws, both.id)
+    created = next(o.path for o in both.outcomes if o.status == "created")
+    appended = next(o.path for o in both.outcomes if o.status == "appended")
+    assert done.moved == (created,) and done.restored == ()
+    assert done.kept == (f"{appended}: its earlier text is no longer kept (only the newest "
+                         f"{KEEP_WHOLE} imports keep it); left as it is",)  # fmt: skip
+    assert (ws.root / appended).exists()
+
+
+def test_a_file_appended_twice_in_one_import_goes_back_through_both(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    log = tmp_path / "a.jsonl"
+    log.write_text('{"role": "user", "content": "hello", "conversation_id": "a"}\n')
+    path = import_path(ws, log, "jsonl").outcomes[0].path
+    assert path is not None
+    before = (ws.root / path).read_text()
+    longer = tmp_path / "longer"
+    longer.mkdir()
+    (longer / "1.jsonl").write_text(log.read_text() + '{"role": "assistant", "content": "hi"}\n')
+    (longer / "2.jsonl").write_text(
+        (longer / "1.jsonl").read_text() + '{"role": "user", "content": "bye"}\n'
+    )
+    report = import_path(ws, longer, "jsonl")
+    assert [o.status for o in report.outcomes] == ["appended", "appended"]
+    assert undo(ws, report.id).restored == (path,)
+    assert (ws.root / path).read_text() == before
+
+
+def test_a_log_written_before_deltas_still_undoes(ws: Workspace, tmp_path: Path) -> None:
+    """Logs of earlier versions kept the whole earlier text (``"before": NAME``)."""
+    log = tmp_path / "a.jsonl"
+    log.write_text('{"role": "user", "content": "hello"}\n')
+    path = import_path(ws, log, "jsonl").outcomes[0].path
+    assert path is not None
+    before = (ws.root / path).read_text()
+    with log.open("a") as handle:
+        handle.write('{"role": "assistant", "content": "hi"}\n')
+    report = import_path(ws, log, "jsonl")
+    folder = ws.files.state_dir / IMPORTS_DIR / str(report.id)
+    (entry,) = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    (folder / "before" / entry.pop("delta")).unlink()
+    (folder / "before" / "old.md").write_text(before)
+    (folder / "log.jsonl").write_text(json.dumps({**entry, "before": "old.md"}) + "\n")
+    assert undo(ws, str(report.id)).restored == (path,)
+    assert (ws.root / path).read_text() == before
+
+
+_LINES = st.lists(
+    st.sampled_from(["a\n", "b\n", "\n", "---\n", "c", "é\r\n", "x y\n"]), max_size=30
+)
+
+
+@given(_LINES, _LINES)
+def test_a_reverse_delta_gives_the_earlier_text_back(before: list[str], after: list[str]) -> None:
+    old, new = "".join(before), "".join(after)
+    assert apply_delta(new, reverse_delta(old, new)) == old
