@@ -10,7 +10,8 @@ is kept whole in the event's metadata comment, so ``get_items`` returns exactly 
 may edit a message's text in the file; the edit is what the agent gets back. ``pop_item`` and
 ``clear_session`` archive (to ``## Archive`` in the same file): nothing is deleted.
 
-The SDK is not imported here: the protocol is structural, so ``mdmem`` does not need it to load.
+The protocol is structural, so loading this module does not import the SDK; a session made
+imports only its ``SessionSettings`` (the default settings, as the SDK's own sessions have them).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class MdmemSession:
     """
 
     session_settings: Any = None
-    """The SDK's per-session settings (None: the SDK's defaults)."""
+    """The SDK's per-session settings: ``SessionSettings()`` (no limit) unless given, as for the
+    SDK's own sessions (None only when the SDK is not installed)."""
 
     def __init__(
         self,
@@ -202,14 +204,16 @@ class MdmemSession:
 
 
 def _settings(value: Any) -> Any:
-    """The SDK's ``SessionSettings`` for ``value`` (one already, or a dict of its fields): the
-    Runner merges a run's settings into it with ``resolve``, so a dict is coerced as the SDK's
-    own sessions do. The SDK is imported only when settings are given."""
-    if value is None:
-        return None
-    from agents.memory.session_settings import coerce_session_settings
-
-    return coerce_session_settings(value)
+    """The SDK's ``SessionSettings`` for ``value`` (one already, or a dict of its fields; None:
+    the defaults, ``SessionSettings(limit=None)``): the Runner merges a run's settings into it
+    with ``resolve``, so a dict is coerced as the SDK's own sessions do."""
+    try:
+        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+    except ImportError:  # no SDK: nothing can have made settings of its kind
+        if value is None:
+            return None
+        raise
+    return SessionSettings() if value is None else coerce_session_settings(value)
 
 
 # ---- items as events ---------------------------------------------------------------------------
@@ -283,10 +287,14 @@ def _encode(item: Any) -> str:
 
 
 def _plain(item: Any, redact: Callable[[str], str]) -> Any:
-    """An item as plain JSON data (the SDK may hand over pydantic models), its strings masked."""
+    """An item as plain JSON data (the SDK may hand over pydantic models), its strings masked.
+
+    A value JSON cannot hold raises ``TypeError`` before anything is written, as the SDK's
+    ``SQLiteSession`` does (``json.dumps`` of the item): stored as its ``str()``, it would come
+    back from ``get_items`` as something else than was added."""
     if hasattr(item, "model_dump"):
         item = item.model_dump(exclude_unset=True, mode="json")
-    data = json.loads(json.dumps(item, default=str))
+    data = json.loads(json.dumps(item))
     return _mask(data, redact)
 
 

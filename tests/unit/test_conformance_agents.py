@@ -41,7 +41,39 @@ def _new_id() -> str:
 def test_it_is_a_session_of_the_sdk(full_ws: Workspace) -> None:
     session = MdmemSession(_new_id(), full_ws)
     assert isinstance(session, Session)  # the SDK's runtime-checkable protocol
-    assert session.session_settings is None  # the SDK's defaults, as the protocol declares
+    reference = SQLiteSession("reference")
+    try:  # the SDK's defaults, as its own sessions hold them
+        assert session.session_settings == reference.session_settings == SessionSettings()
+        assert session.session_settings.limit is None
+    finally:
+        reference.close()
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"role": "user", "content": object()},
+        {"role": "user", "content": b"bytes"},
+        {"type": "function_call_output", "call_id": "c", "output": {1, 2}},
+    ],
+)
+def test_an_item_json_cannot_hold_is_refused_as_sqlite_session_does(
+    full_ws: Workspace, item: dict[str, Any]
+) -> None:
+    """SQLiteSession raises TypeError (``json.dumps``); storing ``str(value)`` instead would give
+    back something else than was added. Nothing of the call is written."""
+    reference = SQLiteSession("reference")
+    session = MdmemSession(_new_id(), full_ws)
+    good = {"role": "user", "content": "fine"}
+    try:
+        with pytest.raises(TypeError) as expected:
+            asyncio.run(reference.add_items([good, item]))
+        with pytest.raises(TypeError) as got:
+            asyncio.run(session.add_items([good, item]))
+        assert type(got.value) is type(expected.value)
+        assert asyncio.run(reference.get_items()) == asyncio.run(session.get_items()) == []
+    finally:
+        reference.close()
 
 
 # ---- get_items, pop_item, clear_session: generated calls against SQLiteSession ----------------
