@@ -112,6 +112,10 @@ class MdmemSession:
         """Archive every item: the next run starts with no history."""
         await asyncio.to_thread(self.clear)
 
+    def close(self) -> None:
+        """Nothing to release (each call opens and closes the file it needs): here so that code
+        written for the SDK's ``SQLiteSession``, which calls ``close()``, runs unchanged."""
+
     # ---- the same, synchronous ---------------------------------------------------------------
 
     @property

@@ -6,6 +6,7 @@ its id. The oracle is the SDK's own ``SQLiteSession``, driven with the same call
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -243,3 +244,47 @@ def test_pop_and_clear_archive_in_the_file(full_ws: Workspace) -> None:
     assert asyncio.run(session.get_items()) == [] and asyncio.run(session.pop_item()) is None
     text = Path(full_ws.root / str(session.path)).read_text()
     assert "## Archive" in text and "pop me" in text and "keep me" in text  # nothing deleted
+
+
+def test_what_the_sdks_own_session_tests_ask_of_a_session(full_ws: Workspace) -> None:
+    """The cases of the SDK's tests/memory/test_session.py that test no SQLite internals, written
+    for MdmemSession: writes from threads with their own event loops all kept, text SQL would
+    choke on and non-ASCII text back as added, two sessions written together kept apart, and
+    ``close()`` (which code written for SQLiteSession calls)."""
+    session = MdmemSession(_new_id(), full_ws)
+    items = [{"role": "user", "content": f"Message {i}"} for i in range(10)]
+
+    def add(item: dict[str, Any]) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(session.add_items([item]))
+        finally:
+            loop.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+        list(pool.map(add, items))
+    got = asyncio.run(session.get_items())
+    assert sorted(i["content"] for i in got) == sorted(i["content"] for i in items)
+    odd = [
+        {"role": "user", "content": "O'Reilly"},
+        {"role": "assistant", "content": "Robert'); DROP TABLE students;--"},
+        {"role": "user", "content": '"SELECT * FROM users WHERE name = "admin";"'},
+        {"role": "assistant", "content": "こんにちは 😊👍 Привет"},
+    ]
+    other = MdmemSession(_new_id(), full_ws)
+    asyncio.run(other.add_items(odd))
+    assert asyncio.run(other.get_items()) == odd
+    one, two = MdmemSession(_new_id(), full_ws), MdmemSession(_new_id(), full_ws)
+
+    async def together() -> None:
+        await asyncio.gather(
+            one.add_items([{"role": "user", "content": "one"}]),
+            two.add_items([{"role": "user", "content": "two"}]),
+        )
+
+    asyncio.run(together())
+    assert asyncio.run(one.get_items()) == [{"role": "user", "content": "one"}]
+    assert asyncio.run(two.get_items()) == [{"role": "user", "content": "two"}]
+    for each in (session, other, one, two):
+        each.close()
+    assert asyncio.run(MdmemSession(other.session_id, full_ws).get_items()) == odd
