@@ -10,8 +10,8 @@ is kept whole in the event's metadata comment, so ``get_items`` returns exactly 
 may edit a message's text in the file; the edit is what the agent gets back. ``pop_item`` and
 ``clear_session`` archive (to ``## Archive`` in the same file): nothing is deleted.
 
-The protocol is structural, so loading this module does not import the SDK; a session made
-imports only its ``SessionSettings`` (the default settings, as the SDK's own sessions have them).
+The protocol is structural, so this module does not import the SDK; reading a session's
+``session_settings`` (as the Runner does) imports its ``SessionSettings`` for the default.
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ class MdmemSession:
     for the SDK's own sessions. The file is created on the first ``add_items``.
     """
 
-    session_settings: Any = None
-    """The SDK's per-session settings: ``SessionSettings()`` (no limit) unless given, as for the
-    SDK's own sessions (None only when the SDK is not installed)."""
-
     def __init__(
         self,
         session_id: str,
@@ -77,7 +73,7 @@ class MdmemSession:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError("session_id must be a non-empty string")
         self.session_id = session_id
-        self.session_settings = _settings(session_settings)
+        self._settings = None if session_settings is None else _settings(session_settings)
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         if self.ws.config.mode != "full":
             raise ModeError(
@@ -92,13 +88,26 @@ class MdmemSession:
     def __repr__(self) -> str:
         return f"MdmemSession({self.session_id!r}, path={self._path!r})"
 
+    @property
+    def session_settings(self) -> Any:
+        """The SDK's per-session settings: ``SessionSettings()`` (no limit) unless given, as for
+        the SDK's own sessions (None only when the SDK is not installed). Made when first read,
+        so a session used without the Runner never imports the SDK."""
+        if self._settings is None:
+            self._settings = _settings(None)
+        return self._settings
+
+    @session_settings.setter
+    def session_settings(self, value: Any) -> None:
+        self._settings = None if value is None else _settings(value)
+
     # ---- the SDK's protocol -----------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items, oldest first; with ``limit`` (default: ``session_settings.limit``), the
         latest ``limit`` of them (none when it is 0 or less)."""
-        if limit is None and self.session_settings is not None:
-            limit = self.session_settings.limit
+        if limit is None and self._settings is not None:
+            limit = self._settings.limit
         return await asyncio.to_thread(self.items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
