@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from in_process import mdmem
 
 from mdmem import Workspace
@@ -26,6 +30,7 @@ from mdmem.integrations.importers.logs import (
     MAX_LOGS,
     apply_delta,
     folder_bytes,
+    prune,
     reverse_delta,
 )
 
@@ -188,3 +193,166 @@ _LINES = st.lists(
 def test_a_reverse_delta_gives_the_earlier_text_back(before: list[str], after: list[str]) -> None:
     old, new = "".join(before), "".join(after)
     assert apply_delta(new, reverse_delta(old, new)) == old
+
+
+# ---- the model: stops, a person's edits, undos and pruning, in any order ----------------------
+
+
+class ImportLogModel(RuleBasedStateMachine):
+    """Every actor of the import logs as a rule: Claude Code's Stop hook importing growing logs
+    (two conversations, so one import can create a session and append to another), a person
+    editing a session file, ``undo`` of the newest import not undone yet, and pruning with
+    small caps (so a few steps reach them). After every step: each log left is readable and
+    holds what its entries name, the newest import's log is never removed, and the caps hold;
+    each undo does exactly what its log still allows (checked in the rule)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="import-logs-"))
+        Workspace.init(self.root / "ws", mode="full", agent="a")
+        (self.root / "ws" / "mdmem.toml").write_text(
+            'mode = "full"\nagent = "a"\n[embedding]\nmodel = ""\n'
+        )
+        self.ws = Workspace.open(self.root / "ws")
+        self.logs = self.root / "logs"
+        self.logs.mkdir()
+        self.turns = 0
+        self.done: list[dict[str, Any]] = []  # each import that wrote: id, its files' texts
+
+    def teardown(self) -> None:
+        self.ws.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def imports(self) -> Path:
+        return self.ws.files.state_dir / IMPORTS_DIR
+
+    def _text(self, rel: str | None) -> str | None:
+        if rel is None or not (self.ws.root / rel).exists():
+            return None
+        return (self.ws.root / rel).read_text(encoding="utf-8")
+
+    @rule(grow=st.sets(st.sampled_from(["a", "b"]), min_size=1), n=st.integers(1, 2))
+    def stop(self, grow: set[str], n: int) -> None:
+        for conv in sorted(grow):
+            with (self.logs / f"{conv}.jsonl").open("a", encoding="utf-8") as handle:
+                for _ in range(n):
+                    self.turns += 1
+                    role = "user" if self.turns % 2 else "assistant"
+                    record = {
+                        "role": role,
+                        "content": f"turn {self.turns}",
+                        "conversation_id": conv,
+                    }
+                    handle.write(json.dumps(record) + "\n")
+        sessions = sorted((self.ws.root / ".sessions").glob("*.md"))
+        before = {f".sessions/{p.name}": p.read_text(encoding="utf-8") for p in sessions}
+        report = import_path(self.ws, self.logs, "jsonl")
+        wrote = [o for o in report.outcomes if o.status in ("created", "appended")]
+        assert {o.status for o in report.outcomes} <= {"created", "appended", "unchanged"}
+        assert report.id is not None and wrote
+        self.done.append({
+            "id": report.id, "undone": False,
+            "files": [(o.status, o.path, before.get(str(o.path)), self._text(o.path)) for o in wrote],
+        })  # fmt: skip
+
+    @rule(words=st.sampled_from(["a person's note", "fixed the port to 5433"]))
+    def person_edits(self, words: str) -> None:
+        live = [p for p in sorted((self.ws.root / ".sessions").glob("*.md"))]
+        if live:
+            live[-1].write_text(live[-1].read_text(encoding="utf-8") + f"\n{words}\n")
+
+    @rule()
+    def undo_newest(self) -> None:
+        waiting = [d for d in self.done if not d["undone"]]
+        if not waiting:
+            return
+        last = waiting[-1]
+        last["undone"] = True
+        folder = self.imports / last["id"]
+        current = {path: self._text(path) for _, path, _, _ in last["files"]}
+        if not (folder / "log.jsonl").exists():  # forgotten whole: said so, nothing touched
+            with pytest.raises(EntryNotFoundError, match="older than the newest"):
+                undo(self.ws, last["id"])
+            assert {path: self._text(path) for path in current} == current
+            return
+        whole = (folder / "before").exists()
+        report = undo(self.ws, last["id"])
+        moved, restored, kept = [], [], []
+        for status, path, before, after in last["files"]:
+            now = current[path]
+            if status == "created":
+                moved += [path] if now is not None else []
+                assert self._text(path) is None
+            elif now is None:
+                kept.append(f"{path}: gone")
+            elif now != after:
+                kept.append(f"{path}: changed since the import; left as it is")
+                assert self._text(path) == now
+            elif whole:
+                restored.append(path)
+                assert self._text(path) == before
+            else:
+                kept.append(
+                    f"{path}: its earlier text is no longer kept (only the newest {KEEP_WHOLE} "
+                    "imports keep it); left as it is"
+                )
+                assert self._text(path) == now
+        assert sorted(report.moved) == sorted(moved)
+        assert sorted(report.restored) == sorted(restored)
+        assert sorted(report.kept) == sorted(kept)
+
+    @rule(keep=st.integers(1, 3), most=st.integers(1, 4))
+    def prune_with_small_caps(self, keep: int, most: int) -> None:
+        newest = self.done[-1]["id"] if self.done else None
+        prune(self.imports, newest, keep_whole=keep, max_logs=most, max_bytes=10**9)
+        self.caps = (keep, most)
+
+    @invariant()
+    def logs_are_readable_and_the_newest_is_kept(self) -> None:
+        for folder in (p for p in self.imports.glob("*_import*") if p.is_dir()):
+            logs = [folder / n for n in ("log.jsonl", "undone.jsonl") if (folder / n).exists()]
+            assert len(logs) == 1, folder
+            entries = [
+                json.loads(line) for line in logs[0].read_text(encoding="utf-8").splitlines()
+            ]
+            if logs[0].name == "log.jsonl":  # (an undone import's deltas are let go)
+                for entry in entries:
+                    if "delta" in entry:
+                        assert (folder / "before" / entry["delta"]).exists(), entry
+        if self.done:
+            assert (self.imports / self.done[-1]["id"]).is_dir()
+
+    @invariant()
+    def the_caps_hold(self) -> None:
+        assert folder_bytes(self.imports) <= MAX_BYTES
+        assert len([p for p in self.imports.glob("*_import*") if p.is_dir()]) <= MAX_LOGS
+
+
+TestImportLogModel = ImportLogModel.TestCase
+# each step is a real import (a locked, fsynced write and its log): bounded so the model runs
+# in about a minute on the shared 2-core machine; the deep profile runs it longer
+TestImportLogModel.settings = settings(
+    max_examples=min(settings.default.max_examples, 25), stateful_step_count=20
+)
+
+
+def test_model_scenario_a_trimmed_import_undoes_what_it_still_can() -> None:
+    """A step sequence the model reaches rarely in its bounded run, written out: an import that
+    created one session and appended to another is trimmed by a prune; undone after the newer
+    one, it moves what it created and keeps the appended file, saying why."""
+    model = ImportLogModel()
+    try:
+        model.stop(grow={"a"}, n=1)
+        model.stop(grow={"a", "b"}, n=1)
+        model.stop(grow={"a"}, n=1)
+        model.prune_with_small_caps(keep=1, most=4)
+        model.logs_are_readable_and_the_newest_is_kept()
+        assert not (model.imports / model.done[1]["id"] / "before").exists()
+        model.undo_newest()  # restores a's text before the third stop
+        model.undo_newest()  # moves b; a's earlier text is no longer kept
+        model.logs_are_readable_and_the_newest_is_kept()
+        model.undo_newest()  # the first: moves a
+        assert list((model.ws.root / ".sessions").glob("*.md")) == []
+    finally:
+        model.teardown()

@@ -159,13 +159,21 @@ class Pruned:
     """Logs removed whole."""
 
 
-def prune(imports: Path, newest: str | None = None) -> Pruned:
-    """Bound ``imports`` (see the module's docstring). ``newest`` (the import just made) is
-    never removed. Runs under the import lock: no import is writing meanwhile."""
+def prune(
+    imports: Path,
+    newest: str | None = None,
+    *,
+    keep_whole: int = KEEP_WHOLE,
+    max_logs: int = MAX_LOGS,
+    max_bytes: int = MAX_BYTES,
+) -> Pruned:
+    """Bound ``imports`` (see the module's docstring; the caps are parameters so a test can
+    reach them in a few steps). ``newest`` (the import just made) is never removed. Runs under
+    the import lock: no import is writing meanwhile."""
     folders = import_folders(imports)
     trimmed: list[str] = []
     removed: list[str] = []
-    older = folders[: max(0, len(folders) - KEEP_WHOLE)]
+    older = folders[: max(0, len(folders) - keep_whole)]
     for folder in older:
         if folder.name == newest:
             continue
@@ -179,7 +187,7 @@ def prune(imports: Path, newest: str | None = None) -> Pruned:
     sizes = {f.name: folder_bytes(f) for f in left}
     total = sum(sizes.values())
     for folder in list(left):
-        if len(left) <= MAX_LOGS and total <= MAX_BYTES:
+        if len(left) <= max_logs and total <= max_bytes:
             break
         if folder.name == newest:
             continue
