@@ -6,6 +6,7 @@ now they keep deltas, the newest ``KEEP_WHOLE`` whole, and a hard cap over the f
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import shutil
@@ -32,6 +33,7 @@ from mdmem.integrations.importers.logs import (
     folder_bytes,
     prune,
     reverse_delta,
+    sort_key,
 )
 
 SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
@@ -324,6 +326,12 @@ class ImportLogModel(RuleBasedStateMachine):
             assert (self.imports / self.done[-1]["id"]).is_dir()
 
     @invariant()
+    def no_id_names_two_imports(self) -> None:
+        ids = [d["id"] for d in self.done]
+        assert len(set(ids)) == len(ids), ids
+        assert ids == sorted(ids, key=sort_key)  # and ids sort by age
+
+    @invariant()
     def the_caps_hold(self) -> None:
         assert folder_bytes(self.imports) <= MAX_BYTES
         assert len([p for p in self.imports.glob("*_import*") if p.is_dir()]) <= MAX_LOGS
@@ -356,3 +364,20 @@ def test_model_scenario_a_trimmed_import_undoes_what_it_still_can() -> None:
         assert list((model.ws.root / ".sessions").glob("*.md")) == []
     finally:
         model.teardown()
+
+
+def test_model_scenario_a_pruned_imports_id_is_never_given_again(ws: Workspace) -> None:
+    """Found by the model (deep profile): the first import of a second was pruned, and the next
+    import of that second took its id back, so ``undo`` of the id printed for the first undid
+    the later one (and ids no longer sorted by age). Written out with the clock's next few
+    seconds taken as they would be: an id of each second already given, the bare one pruned."""
+    imports = ws.files.state_dir / IMPORTS_DIR
+    now = dt.datetime.now()
+    for s in range(6):  # this second and the next five: whichever the import falls in
+        stamp = (now + dt.timedelta(seconds=s)).strftime("%Y%m%d_%H%M%S")
+        (imports / f"{stamp}_import-2").mkdir(parents=True)  # "-2" kept, the bare id pruned
+        (imports / f"{stamp}_import-2" / "log.jsonl").write_text('{"created": "x.md"}\n')
+    log = ws.root.parent / "a.jsonl"
+    log.write_text('{"role": "user", "content": "hello", "conversation_id": "a"}\n')
+    report = import_path(ws, log, "jsonl")
+    assert report.id is not None and report.id.endswith("_import-3"), report.id

@@ -397,13 +397,14 @@ def check_full(ws: Workspace) -> None:
 
 
 def new_id(ws: Workspace) -> str:
+    """A new import's id: its second, and a number after every id of that second that exists
+    (never the first free one: a pruned log's id must not name a later import, or ``undo`` of
+    the id printed earlier would undo another import, and ids would not sort by age)."""
     base = dt.datetime.now().strftime("%Y%m%d_%H%M%S_import")  # (a plain number to YAML)
     folder = ws.files.state_dir / IMPORTS_DIR
-    for n in range(1, 1000):
-        name = base if n == 1 else f"{base}-{n}"
-        if not (folder / name).exists():
-            return name
-    raise FileExistsError(f"too many imports named {base}")
+    taken = [sort_key(p.name)[1] for p in folder.glob(f"{base}*")] if folder.is_dir() else []
+    n = max(taken, default=0) + 1
+    return base if n == 1 else f"{base}-{n}"
 
 
 def import_ids(ws: Workspace) -> list[str]:
