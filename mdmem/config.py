@@ -29,7 +29,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 @dataclass(frozen=True)
 class FilesConfig:
     include: tuple[str, ...] = ("**/*.md",)
-    """gitignore-style patterns of files to index."""
+    """gitignore-style patterns of files to index (the default matches the extension in any
+    case: ``NOTES.MD`` too; patterns you write match as gitignore does, case counting)."""
     exclude: tuple[str, ...] = ()
     """gitignore-style patterns to leave out (``.gitignore`` is respected as well)."""
     max_file_mb: float = 10.0

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from mdmem.errors import MdmemError
 
-RULES_VERSION = 3
+RULES_VERSION = 4
 """Bumped when the built-in rules change: indexes built with other rules are rebuilt."""
 MEMO_SIZE = 8192
 MARK = "[REDACTED:{kind}]"
@@ -164,9 +164,24 @@ def _not_placeholder(value: str) -> bool:
     return not _PLACEHOLDER.match(value) and "[REDACTED:" not in value
 
 
+def _is_path(value: str) -> bool:
+    """A file path (``/etc/app/key.pem``, ``./secrets``), not a base64 key that happens to
+    start with ``/`` (AWS secret keys, Azure ``AccountKey=`` values do, one in 64): a path's
+    parts are words; a key has a long run mixing upper and lower case (and digits)."""
+    if not _PATH.match(value):
+        return False
+    return not any(_random_part(part) for part in value.split("/"))
+
+
+def _random_part(part: str) -> bool:
+    if len(part) < 12 or not (_UPPER.search(part) and _LOWER.search(part)):
+        return False
+    return bool(_DIGIT.search(part)) or not _camel_case(part)
+
+
 def _password_value(value: str) -> bool:
     """After ``password=``: anything but a placeholder, a word in prose, a call or a path."""
-    if len(value) < 4 or not _not_placeholder(value) or "(" in value or _PATH.match(value):
+    if len(value) < 4 or not _not_placeholder(value) or "(" in value or _is_path(value):
         return False
     # 'see', 'changeme', 'required': a word in prose, not a password
     return not (value.isalpha() and value.islower() and len(value) < 16)
@@ -191,7 +206,7 @@ def _spoken_password(value: str) -> bool:
 
 def _token_value(value: str) -> bool:
     """After ``token=`` / ``secret:``: a random-looking string of at least 8 characters."""
-    if len(value) < 8 or not _not_placeholder(value) or _PATH.match(value):
+    if len(value) < 8 or not _not_placeholder(value) or _is_path(value):
         return False
     if not re.fullmatch(r"[A-Za-z0-9_\-.+/=~!@#$%^&*]+", value):
         return False  # code (calls, attribute chains with brackets), text with spaces
@@ -262,9 +277,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         "private_key",
         "PRIVATE",
         # armor headers (Proc-Type:, DEK-Info:, Version:) and the blank line after them are
-        # part of the block; another blank line ends a block cut off before its END line
+        # part of the block, indented too (a YAML `key: |`, a Markdown list); another blank
+        # line ends a block cut off before its END line
         r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:\r?\n[A-Za-z][A-Za-z0-9\-]{0,40}:[^\n]*)*(?:\r?\n[ \t]*(?=\r?\n))?.*?"
+        r"(?:\r?\n[ \t]*[A-Za-z][A-Za-z0-9\-]{0,40}:[^\n]*)*(?:\r?\n[ \t]*(?=\r?\n))?.*?"
         r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?=\n[ \t]*\r?\n)|\Z)",
         flags=re.S,
         boundary=False,
@@ -273,8 +289,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         "private_key",
         "-----END",
         # a key's body cut from its BEGIN line by a blank line (the index keeps paragraphs
-        # apart): base64 lines, at most 120, that end at an END line
-        r"(?m)^((?:[A-Za-z0-9+/=]{16,80}[ \t]*\r?\n){1,120}(?:=[A-Za-z0-9+/]{4}[ \t]*\r?\n)?)"
+        # apart): base64 lines, at most 120, indented or not, that end at an END line
+        r"(?m)^[ \t]*((?:[A-Za-z0-9+/=]{16,80}[ \t]*\r?\n[ \t]*){1,120}"
+        r"(?:=[A-Za-z0-9+/]{4}[ \t]*\r?\n[ \t]*)?)"
         r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
         group=1,
         boundary=False,
@@ -351,6 +368,19 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     _rule("xai", "xai-", r"xai-[A-Za-z0-9]{70,}" + _END),
     _rule("shopify", "shp", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _END),
     _rule("docker", "dckr_pat_", r"dckr_pat_[A-Za-z0-9_\-]{27,}" + _END),
+    _rule("perplexity", "pplx-", r"pplx-[A-Za-z0-9]{48}" + _END),
+    _rule("square", "sq0csp-", r"sq0csp-[A-Za-z0-9_\-]{43}" + _END),
+    _rule("square", "EAAA sq0atp-", r"(?:EAAA|sq0atp-)[A-Za-z0-9_\-]{22,60}" + _END),
+    _rule("settlemint", "sm_pat_ sm_aat_ sm_sat_", r"sm_[psa]at_[A-Za-z0-9]{16}" + _END),
+    _rule(
+        "sidekiq",
+        "CONTRIBSYS__COM",
+        # Sidekiq Pro/Enterprise's gem server credentials, as Bundler reads them from the env
+        r"BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[\"']?[ \t]*[:=][ \t]*[\"']?"
+        r"([a-f0-9]{8}:[a-f0-9]{8})(?![A-Za-z0-9])",
+        group=1,
+        boundary=False,
+    ),
     _rule(
         "jwt",
         "eyJ",
@@ -427,7 +457,8 @@ _NOT_SECRET_NAME = re.compile(
 _HASH_NAME = re.compile(
     r"(?:^|[_.\-])(?:sha\d*|md5|hash|checksum|integrity|digest|etag|h\d|rev|commit|revision|"
     r"uuid|guid|id|ref|version|fingerprint|src|href|url|path|file|image|"
-    r"session|conversation|thread|run|trace|request|message|msg|call|response|resp)$"
+    r"session|conversation|conv|thread|run|trace|request|message|msg|call|response|resp|"
+    r"list|playlist)$"  # (YouTube's list=PL…: a playlist id)
 )
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_GAP = frozenset("\"' \t*")  # quotes, spaces, Markdown bold (``**db_password**:``)
@@ -551,7 +582,17 @@ def _assigned_kind(name: str, value: str, length: int) -> str | None:
         return "secret" if _token_value(value) else None
     if not 20 <= length <= _BLOB or _HASH_NAME.search(name) or not _B64ISH.match(value):
         return None
+    if _names_itself(name, value):
+        return None  # thread = thread_…, asst = asst_…: an id whose prefix is its name
     return "high_entropy" if _high_entropy(value) else None
+
+
+def _names_itself(name: str, value: str) -> bool:
+    """An identifier written as an assignment to its own kind (``conv = conv-6790…``,
+    ``batch = batch_…``): the value starts with the name (or its last part) and a separator."""
+    last = re.split(r"[_.\-]", name)[-1] or name
+    head = value[: len(last) + 1].lower()
+    return len(last) >= 2 and head[:-1] == last and head[-1:] in ("_", "-")
 
 
 def _op_len(text: str, at: int) -> int:

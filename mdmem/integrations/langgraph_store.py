@@ -84,7 +84,7 @@ class MdmemStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (a get after a put in the same batch sees it); one result per
         operation, in the same order. Every operation is checked before the first runs."""
-        ops = list(ops)
+        ops = [_normalized(op) for op in ops]
         for op in ops:
             _check(op)
         results: list[Result] = []
@@ -232,6 +232,16 @@ class MdmemStore(BaseStore):
             os.rename(source, target)
 
 
+def _normalized(op: Op) -> Op:
+    """``op`` with its namespace (or prefix) a tuple: ``search(["docs"])`` with a list, as
+    SqliteStore takes it, finds what ``search(("docs",))`` finds, with or without a query."""
+    if isinstance(op, GetOp | PutOp) and isinstance(op.namespace, list):
+        return op._replace(namespace=tuple(op.namespace))
+    if isinstance(op, SearchOp) and isinstance(op.namespace_prefix, list):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    return op
+
+
 def _check(op: Op) -> None:
     """Refuse what the store cannot do before anything runs: an unknown operation, a TTL (the
     store declares ``supports_ttl = False``, as ``put`` itself checks), a bad namespace label
@@ -345,6 +355,11 @@ def _time(value: Any) -> dt.datetime:
         return dt.datetime.fromtimestamp(0, dt.UTC)
 
 
+EMPTY_NAME = "%"
+"""The file name of the empty key (``put(ns, "", …)``, which LangGraph's stores take): a lone
+``%`` is no percent-encoding of any other key."""
+
+
 def _name(label: str) -> str:
     """A namespace label or key as a file name: characters a file name cannot hold, and a
     leading dot, percent-encoded (the frontmatter keeps the label itself)."""
@@ -352,7 +367,7 @@ def _name(label: str) -> str:
     if name.startswith("."):
         name = "%2E" + name[1:]
     if not name:
-        raise ValueError("a namespace label or key cannot be empty")
+        return EMPTY_NAME  # (an empty namespace label is refused before: _check)
     if len(name) > _MAX_NAME:
         import hashlib
 

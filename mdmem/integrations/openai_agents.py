@@ -10,7 +10,8 @@ is kept whole in the event's metadata comment, so ``get_items`` returns exactly 
 may edit a message's text in the file; the edit is what the agent gets back. ``pop_item`` and
 ``clear_session`` archive (to ``## Archive`` in the same file): nothing is deleted.
 
-The SDK is not imported here: the protocol is structural, so ``mdmem`` does not need it to load.
+The protocol is structural, so this module does not import the SDK; reading a session's
+``session_settings`` (as the Runner does) imports its ``SessionSettings`` for the default.
 """
 
 from __future__ import annotations
@@ -58,9 +59,6 @@ class MdmemSession:
     for the SDK's own sessions. The file is created on the first ``add_items``.
     """
 
-    session_settings: Any = None
-    """The SDK's per-session settings (None: the SDK's defaults)."""
-
     def __init__(
         self,
         session_id: str,
@@ -75,7 +73,7 @@ class MdmemSession:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError("session_id must be a non-empty string")
         self.session_id = session_id
-        self.session_settings = _settings(session_settings)
+        self._settings = None if session_settings is None else _settings(session_settings)
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         if self.ws.config.mode != "full":
             raise ModeError(
@@ -90,13 +88,26 @@ class MdmemSession:
     def __repr__(self) -> str:
         return f"MdmemSession({self.session_id!r}, path={self._path!r})"
 
+    @property
+    def session_settings(self) -> Any:
+        """The SDK's per-session settings: ``SessionSettings()`` (no limit) unless given, as for
+        the SDK's own sessions (None only when the SDK is not installed). Made when first read,
+        so a session used without the Runner never imports the SDK."""
+        if self._settings is None:
+            self._settings = _settings(None)
+        return self._settings
+
+    @session_settings.setter
+    def session_settings(self, value: Any) -> None:
+        self._settings = None if value is None else _settings(value)
+
     # ---- the SDK's protocol -----------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items, oldest first; with ``limit`` (default: ``session_settings.limit``), the
         latest ``limit`` of them (none when it is 0 or less)."""
-        if limit is None and self.session_settings is not None:
-            limit = self.session_settings.limit
+        if limit is None and self._settings is not None:
+            limit = self._settings.limit
         return await asyncio.to_thread(self.items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
@@ -109,6 +120,10 @@ class MdmemSession:
     async def clear_session(self) -> None:
         """Archive every item: the next run starts with no history."""
         await asyncio.to_thread(self.clear)
+
+    def close(self) -> None:
+        """Nothing to release (each call opens and closes the file it needs): here so that code
+        written for the SDK's ``SQLiteSession``, which calls ``close()``, runs unchanged."""
 
     # ---- the same, synchronous ---------------------------------------------------------------
 
@@ -202,14 +217,16 @@ class MdmemSession:
 
 
 def _settings(value: Any) -> Any:
-    """The SDK's ``SessionSettings`` for ``value`` (one already, or a dict of its fields): the
-    Runner merges a run's settings into it with ``resolve``, so a dict is coerced as the SDK's
-    own sessions do. The SDK is imported only when settings are given."""
-    if value is None:
-        return None
-    from agents.memory.session_settings import coerce_session_settings
-
-    return coerce_session_settings(value)
+    """The SDK's ``SessionSettings`` for ``value`` (one already, or a dict of its fields; None:
+    the defaults, ``SessionSettings(limit=None)``): the Runner merges a run's settings into it
+    with ``resolve``, so a dict is coerced as the SDK's own sessions do."""
+    try:
+        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+    except ImportError:  # no SDK: nothing can have made settings of its kind
+        if value is None:
+            return None
+        raise
+    return SessionSettings() if value is None else coerce_session_settings(value)
 
 
 # ---- items as events ---------------------------------------------------------------------------
@@ -283,10 +300,14 @@ def _encode(item: Any) -> str:
 
 
 def _plain(item: Any, redact: Callable[[str], str]) -> Any:
-    """An item as plain JSON data (the SDK may hand over pydantic models), its strings masked."""
+    """An item as plain JSON data (the SDK may hand over pydantic models), its strings masked.
+
+    A value JSON cannot hold raises ``TypeError`` before anything is written, as the SDK's
+    ``SQLiteSession`` does (``json.dumps`` of the item): stored as its ``str()``, it would come
+    back from ``get_items`` as something else than was added."""
     if hasattr(item, "model_dump"):
         item = item.model_dump(exclude_unset=True, mode="json")
-    data = json.loads(json.dumps(item, default=str))
+    data = json.loads(json.dumps(item))
     return _mask(data, redact)
 
 

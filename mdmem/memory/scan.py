@@ -1,4 +1,5 @@
-"""Which files belong to the workspace: every ``*.md``, minus ignores, never outside it.
+"""Which files belong to the workspace: every ``*.md`` (``.MD`` too), minus ignores, never
+outside it.
 
 ``.gitignore`` files (at any depth) and the config's include/exclude patterns are respected;
 ``.mdmem/`` and ``.git/`` never are scanned; symlinks that lead outside, and symlink loops, are
@@ -122,9 +123,15 @@ def include_spec(config: FilesConfig) -> pathspec.PathSpec | None:
 
 def included(rel: str, include: pathspec.PathSpec | None) -> bool:
     """Whether ``files.include`` selects this file. Patterns the user writes select files of
-    any extension (``**/*.txt``, ``memories/**``): text is read as Markdown; the default
-    selects ``.md`` files only."""
-    return rel.endswith(".md") if include is None else include.match_file(rel)
+    any extension (``**/*.txt``, ``memories/**``), as gitignore matches them (case counts):
+    text is read as Markdown. The default selects Markdown files, their extension in any case
+    (``NOTES.MD``, ``Plan.Md``: editors and other systems write them so)."""
+    return is_markdown_name(rel) if include is None else include.match_file(rel)
+
+
+def is_markdown_name(rel: str) -> bool:
+    """Whether a path names a Markdown file by its extension, ``.md`` in any case."""
+    return rel[-3:].lower() == ".md"
 
 
 def indexed_by(config: FilesConfig, rel: str) -> bool:

@@ -6,6 +6,7 @@ its id. The oracle is the SDK's own ``SQLiteSession``, driven with the same call
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -41,7 +42,39 @@ def _new_id() -> str:
 def test_it_is_a_session_of_the_sdk(full_ws: Workspace) -> None:
     session = MdmemSession(_new_id(), full_ws)
     assert isinstance(session, Session)  # the SDK's runtime-checkable protocol
-    assert session.session_settings is None  # the SDK's defaults, as the protocol declares
+    reference = SQLiteSession("reference")
+    try:  # the SDK's defaults, as its own sessions hold them
+        assert session.session_settings == reference.session_settings == SessionSettings()
+        assert session.session_settings.limit is None
+    finally:
+        reference.close()
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"role": "user", "content": object()},
+        {"role": "user", "content": b"bytes"},
+        {"type": "function_call_output", "call_id": "c", "output": {1, 2}},
+    ],
+)
+def test_an_item_json_cannot_hold_is_refused_as_sqlite_session_does(
+    full_ws: Workspace, item: dict[str, Any]
+) -> None:
+    """SQLiteSession raises TypeError (``json.dumps``); storing ``str(value)`` instead would give
+    back something else than was added. Nothing of the call is written."""
+    reference = SQLiteSession("reference")
+    session = MdmemSession(_new_id(), full_ws)
+    good = {"role": "user", "content": "fine"}
+    try:
+        with pytest.raises(TypeError) as expected:
+            asyncio.run(reference.add_items([good, item]))
+        with pytest.raises(TypeError) as got:
+            asyncio.run(session.add_items([good, item]))
+        assert type(got.value) is type(expected.value)
+        assert asyncio.run(reference.get_items()) == asyncio.run(session.get_items()) == []
+    finally:
+        reference.close()
 
 
 # ---- get_items, pop_item, clear_session: generated calls against SQLiteSession ----------------
@@ -211,3 +244,47 @@ def test_pop_and_clear_archive_in_the_file(full_ws: Workspace) -> None:
     assert asyncio.run(session.get_items()) == [] and asyncio.run(session.pop_item()) is None
     text = Path(full_ws.root / str(session.path)).read_text()
     assert "## Archive" in text and "pop me" in text and "keep me" in text  # nothing deleted
+
+
+def test_what_the_sdks_own_session_tests_ask_of_a_session(full_ws: Workspace) -> None:
+    """The cases of the SDK's tests/memory/test_session.py that test no SQLite internals, written
+    for MdmemSession: writes from threads with their own event loops all kept, text SQL would
+    choke on and non-ASCII text back as added, two sessions written together kept apart, and
+    ``close()`` (which code written for SQLiteSession calls)."""
+    session = MdmemSession(_new_id(), full_ws)
+    items = [{"role": "user", "content": f"Message {i}"} for i in range(10)]
+
+    def add(item: dict[str, Any]) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(session.add_items([item]))
+        finally:
+            loop.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+        list(pool.map(add, items))
+    got = asyncio.run(session.get_items())
+    assert sorted(i["content"] for i in got) == sorted(i["content"] for i in items)
+    odd = [
+        {"role": "user", "content": "O'Reilly"},
+        {"role": "assistant", "content": "Robert'); DROP TABLE students;--"},
+        {"role": "user", "content": '"SELECT * FROM users WHERE name = "admin";"'},
+        {"role": "assistant", "content": "こんにちは 😊👍 Привет"},
+    ]
+    other = MdmemSession(_new_id(), full_ws)
+    asyncio.run(other.add_items(odd))
+    assert asyncio.run(other.get_items()) == odd
+    one, two = MdmemSession(_new_id(), full_ws), MdmemSession(_new_id(), full_ws)
+
+    async def together() -> None:
+        await asyncio.gather(
+            one.add_items([{"role": "user", "content": "one"}]),
+            two.add_items([{"role": "user", "content": "two"}]),
+        )
+
+    asyncio.run(together())
+    assert asyncio.run(one.get_items()) == [{"role": "user", "content": "one"}]
+    assert asyncio.run(two.get_items()) == [{"role": "user", "content": "two"}]
+    for each in (session, other, one, two):
+        each.close()
+    assert asyncio.run(MdmemSession(other.session_id, full_ws).get_items()) == odd

@@ -153,3 +153,21 @@ def test_every_bad_line_is_named_and_every_good_one_read_exactly(
     assert all("not UTF-8 text" in p.reason for p in problems)
     read = [t.text for c in conversations for t in c.turns]
     assert read == [t for n, t in enumerate(texts, 1) if n not in broken and t.strip()]
+
+
+def test_an_export_with_no_conversations_is_a_known_format(ws: Workspace, tmp_path: Path) -> None:
+    """``conversations.json`` holding ``[]`` (an account with no chats) is an export of 0
+    conversations, not "not a known format"; ``[[]]`` or ``[1]`` still is none."""
+    for n, text in enumerate(["[]", "[]\n", " [ \n ] ", "\ufeff[]"]):
+        export = tmp_path / f"e{n}" / "conversations.json"
+        export.parent.mkdir()
+        export.write_text(text, encoding="utf-8")
+        report = import_path(ws, export)
+        assert (report.outcomes, report.problems) == ((), ()), text
+        assert report.summary().startswith("import: 0 conversations")
+    for text in ("[[]]", "[1]", "[]]"):
+        bad = tmp_path / "bad" / text.replace("[", "a").replace("]", "b") / "conversations.json"
+        bad.parent.mkdir(parents=True)
+        bad.write_text(text, encoding="utf-8")
+        (problem,) = import_path(ws, bad).problems
+        assert "not a known format" in str(problem), text

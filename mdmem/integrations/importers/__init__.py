@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdmem.integrations.importers.common import BadInput, BadRecord, Conversation, text_stream
+from mdmem.integrations.importers.logs import IMPORTS_DIR, prune
 from mdmem.integrations.importers.sources import FORMATS, READERS, Input, detect, inputs
 from mdmem.integrations.importers.write import (
     ImportReport,
@@ -103,6 +104,8 @@ def import_path(
             outcomes.append(outcome)
             if outcome.path:  # the same conversation twice in one import: append the second
                 known[(conv.source, conv.id)] = _known_after(conv, outcome, previous)
+        if writer is not None and writer.used:
+            prune(ws.files.state_dir / IMPORTS_DIR, newest=writer.id)
     extractions: list[Any] = []
     if extract and not dry_run:
         extractions = extract_all(ws, outcomes, offline, llm_kwargs)
@@ -177,8 +180,6 @@ def _lock(ws: Workspace) -> Any:
     """One import at a time per workspace (two hooks firing together must not both create
     the same conversation)."""
     from filelock import FileLock
-
-    from mdmem.integrations.importers.write import IMPORTS_DIR
 
     folder = ws.files.state_dir / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)

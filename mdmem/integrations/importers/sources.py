@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ FORMATS = tuple(READERS)
 EXPORT_NAME = "conversations.json"
 """The file of a ChatGPT or Claude.ai export that holds the conversations."""
 _PEEK = 65_536
+_EMPTY_ARRAY = re.compile(r"\s*\[\s*\]\s*")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ def detect(item: Input) -> str | None:
             return chatgpt.SOURCE
         if '"chat_messages"' in head:
             return claude.SOURCE
+        if _EMPTY_ARRAY.fullmatch(head):
+            # an export with no conversations (``[]``): either export's reader reads it as none
+            return chatgpt.SOURCE
         return None
     for line in head.splitlines()[:50]:
         try:

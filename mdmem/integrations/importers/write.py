@@ -13,15 +13,18 @@ frontmatter naming where it came from::
 Importing the same conversation again writes nothing; when it has grown (a Claude Code log
 still being written), only the new turns are appended. Every turn passes the secret redactor.
 Each import keeps a log in ``.mdmem/imports/<id>/`` (the files it created, and for the files it
-appended to, the text before), which ``undo`` reads.
+appended to, how to get the text before back), which ``undo`` reads; ``logs.py`` keeps those
+logs small and bounded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +41,23 @@ from mdmem.integrations.importers.common import (
     set_frontmatter,
     slugify,
 )
+from mdmem.integrations.importers.logs import (
+    BEFORE_DIR,
+    IMPORTS_DIR,
+    KEEP_WHOLE,
+    LOG,
+    UNDONE,
+    earlier_text,
+    is_import_id,
+    reverse_delta,
+    sort_key,
+    write_delta,
+)
 
 if TYPE_CHECKING:
     from mdmem import Session, Workspace
     from mdmem.reports import ExtractReport
 
-IMPORTS_DIR = "imports"
-"""Under ``.mdmem/``: one folder per import (its log, and the text it replaced)."""
 TRASH_DIR = ".trash"
 """Where an undone import's files go (moved, never deleted)."""
 SUMMARY_IMPORTANCE = 0.8
@@ -210,7 +223,7 @@ class Writer:
         self.id = import_id
         self.agent = agent
         self.folder = ws.files.state_dir / IMPORTS_DIR / import_id
-        self._log = self.folder / "log.jsonl"
+        self._log = self.folder / LOG
         self.used = False
         """Whether it wrote anything (an import that wrote nothing leaves no trace)."""
 
@@ -278,10 +291,8 @@ class Writer:
             return self._stamp(text, conv, known.messages + len(turns))
 
         text = self.ws.files.edit(known.path, build, create=False)
-        keep = self.folder / "before" / f"{record.id}.md"
-        keep.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        keep.write_text(before[0], encoding="utf-8")
-        self._note({"appended": known.path, "sha": _sha(text), "before": keep.name})
+        delta = write_delta(self.folder, record.id, reverse_delta(before[0], text))
+        self._note({"appended": known.path, "sha": _sha(text), "delta": delta})
         return known.path, masked[0]
 
     def _record(
@@ -386,13 +397,14 @@ def check_full(ws: Workspace) -> None:
 
 
 def new_id(ws: Workspace) -> str:
+    """A new import's id: its second, and a number after every id of that second that exists
+    (never the first free one: a pruned log's id must not name a later import, or ``undo`` of
+    the id printed earlier would undo another import, and ids would not sort by age)."""
     base = dt.datetime.now().strftime("%Y%m%d_%H%M%S_import")  # (a plain number to YAML)
     folder = ws.files.state_dir / IMPORTS_DIR
-    for n in range(1, 1000):
-        name = base if n == 1 else f"{base}-{n}"
-        if not (folder / name).exists():
-            return name
-    raise FileExistsError(f"too many imports named {base}")
+    taken = [sort_key(p.name)[1] for p in folder.glob(f"{base}*")] if folder.is_dir() else []
+    n = max(taken, default=0) + 1
+    return base if n == 1 else f"{base}-{n}"
 
 
 def import_ids(ws: Workspace) -> list[str]:
@@ -400,24 +412,34 @@ def import_ids(ws: Workspace) -> list[str]:
     folder = ws.files.state_dir / IMPORTS_DIR
     if not folder.is_dir():
         return []
-    return sorted((p.name for p in folder.iterdir() if (p / "log.jsonl").exists()), reverse=True)
+    names = [p.name for p in folder.iterdir() if (p / LOG).exists()]
+    return sorted(names, key=sort_key, reverse=True)
 
 
 def undo(ws: Workspace, import_id: str) -> UndoReport:
     """Revert one import: the session files it created move to ``.trash/imports/<id>/``; the
     ones it appended to get their earlier text back, unless they changed since (then they are
-    kept, and the report says so). Running it twice does nothing more."""
+    kept, and the report says so). Running it twice does nothing more.
+
+    A file appended to twice in one import goes back through both. An import older than the
+    newest :data:`~mdmem.integrations.importers.logs.KEEP_WHOLE` no longer keeps the earlier
+    texts (``logs.py``): its created files still move, its appended ones are kept and named."""
     folder = ws.files.state_dir / IMPORTS_DIR / import_id
-    log = folder / "log.jsonl"
-    if "/" not in import_id and (folder / "undone.jsonl").exists():
+    log = folder / LOG
+    if not is_import_id(import_id):
+        log = folder / "?"  # a path, or no id mdmem makes: never looked up
+    elif (folder / UNDONE).exists():
         return UndoReport(import_id, (), (), ())
-    if "/" in import_id or import_id.startswith(".") or not log.exists():
+    if not log.exists():
         known = ", ".join(import_ids(ws)[:5]) or "none yet"
-        raise EntryNotFoundError(f"no import {import_id!r} in this workspace (recent: {known})")
+        raise EntryNotFoundError(
+            f"no import {import_id!r} in this workspace (recent: {known}; an import older than "
+            f"the newest {KEEP_WHOLE} is forgotten unless it created a session)"
+        )
     entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
     moved: list[str] = []
     restored: list[str] = []
-    kept: list[str] = []
+    kept: dict[str, str] = {}
     for entry in reversed(entries):
         if "created" in entry:
             where = _move_to_trash(ws, entry["created"], import_id)
@@ -425,12 +447,20 @@ def undo(ws: Workspace, import_id: str) -> UndoReport:
                 moved.append(entry["created"])
         elif "appended" in entry:
             rel = entry["appended"]
-            if rel in restored:
+            if rel in kept:
                 continue
-            problem = _restore(ws, rel, folder / "before" / entry["before"], entry["sha"])
-            (kept if problem else restored).append(f"{rel}: {problem}" if problem else rel)
-    log.rename(folder / "undone.jsonl")
-    return UndoReport(import_id, tuple(moved), tuple(restored), tuple(kept))
+            problem = _restore(ws, rel, folder, entry)
+            if problem:
+                kept[rel] = problem
+                with contextlib.suppress(ValueError):
+                    restored.remove(rel)
+            elif rel not in restored:
+                restored.append(rel)
+    log.rename(folder / UNDONE)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(folder / BEFORE_DIR)  # nothing reads them once undone
+    notes = tuple(f"{rel}: {why}" for rel, why in kept.items())
+    return UndoReport(import_id, tuple(moved), tuple(restored), notes)
 
 
 def _move_to_trash(ws: Workspace, rel: str, import_id: str) -> str | None:
@@ -448,24 +478,35 @@ def _move_to_trash(ws: Workspace, rel: str, import_id: str) -> str | None:
     return str(target.relative_to(ws.root))
 
 
-def _restore(ws: Workspace, rel: str, before: Path, sha: str) -> str | None:
-    """Put ``before`` back in ``rel`` if the file is still what the import wrote; else why not."""
+def _restore(ws: Workspace, rel: str, folder: Path, entry: dict[str, Any]) -> str | None:
+    """Put back the text ``rel`` had before the import, if the file is still what the import
+    wrote; else why not."""
     if not (ws.root / rel).exists():
         return "gone"
-    earlier = before.read_text(encoding="utf-8")
 
     class Changed(Exception):
         pass
 
+    class Pruned(Exception):
+        pass
+
     def edit(current: str) -> str:
-        if _sha(current) != sha:
+        if _sha(current) != entry["sha"]:
             raise Changed
+        earlier = earlier_text(folder, entry, current)
+        if earlier is None:
+            raise Pruned
         return earlier
 
     try:
         ws.files.edit(rel, edit, create=False)
     except Changed:
         return "changed since the import; left as it is"
+    except Pruned:
+        return (
+            f"its earlier text is no longer kept (only the newest {KEEP_WHOLE} imports keep "
+            "it); left as it is"
+        )
     return None
 
 

@@ -9,7 +9,8 @@ fixed, so the output is the same each time)::
 ``secrets.jsonl``: one sample per line, ``{"kind", "text", "secrets"}``: ``text`` is the secret in
 a realistic sentence, config line or snippet; ``secrets`` are the strings that must not survive.
 ``lookalikes.jsonl``: ``{"kind", "text"}``: text that must come out unchanged (git SHAs, UUIDs,
-base64 images, lockfile hashes, prose about passwords, ...).
+base64 images, lockfile hashes, prose about passwords, ...). ``prose.jsonl``: a held-out set,
+providers' key shapes in sentences (``my key is …``) and a few assignments, held at a rate.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import random
 import string
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 PER_KIND = 24
@@ -525,7 +527,146 @@ LOOKALIKES: dict[str, Callable[[], str]] = {
 }
 
 
+# ---- added for issue 40 (their own seed: the samples above stay as they were) ----------------
+
+
+def slash_value() -> tuple[str, list[str]]:
+    """A base64 key that starts with '/' (one in 64 does: AWS secret keys, Azure AccountKey),
+    which read as a file path and got through."""
+    secret = "/" + pick(B64, 39)
+    context = rng.choice(
+        [
+            "api_key={s}",
+            "token: {s}",
+            "password={s}",
+            'SECRET_KEY="{s}"',
+            '{{"client_secret": "{s}"}}',
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s}==;"
+            "EndpointSuffix=core.windows.net",
+            "export STRIPE_SECRET={s}",
+            "aws_secret_access_key = {s}",
+        ]
+    )
+    return context.format(s=secret), [secret]
+
+
+def encrypted_pem() -> tuple[str, list[str]]:
+    """An encrypted PEM key (Proc-Type and DEK-Info headers, a blank line), indented as in a
+    YAML block or a Markdown list, which got through whole."""
+    body = base64.b64encode(rng.randbytes(rng.randint(120, 400))).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    kind = rng.choice(["RSA PRIVATE KEY", "EC PRIVATE KEY", "DSA PRIVATE KEY"])
+    head = [f"-----BEGIN {kind}-----", "Proc-Type: 4,ENCRYPTED",
+            f"DEK-Info: AES-256-CBC,{pick(HEX, 32).upper()}", ""]  # fmt: skip
+    block = [*head, *lines, f"-----END {kind}-----"]
+    indent = rng.choice(["", "  ", "    "])
+    text = "\n".join(indent + line if line else line for line in block)
+    if indent:
+        text = rng.choice(["deploy_key: |\n", "- the staging key:\n", "Key:\n\n"]) + text
+    return text, [line[:40] for line in lines if len(line) >= 40]
+
+
+def youtube_list() -> str:
+    video, playlist = pick(B64URL, 11), "PL" + pick(B64URL, 32)
+    return f"watch https://www.youtube.com/watch?v={video}&list={playlist} before the demo"
+
+
+def id_assignment() -> str:
+    prefix, sep = rng.choice([("thread", "_"), ("conv", "-"), ("call", "_"), ("msg", "_"),
+                              ("run", "_"), ("asst", "_"), ("batch", "_"), ("file", "-")])  # fmt: skip
+    value = prefix + sep + pick(ALNUM, 24)
+    return rng.choice(["{p} = {v}", "the {p} = {v} one", "set {p}={v} and retry"]).format(
+        p=prefix, v=value
+    )
+
+
+def path_assignment() -> str:
+    name = rng.choice(["token_file", "api_key", "password", "secret", "ssh_key", "client_secret"])
+    path = rng.choice(["/run/secrets/", "/etc/acme/", "./config/", "~/.ssh/", "/var/lib/app/"])
+    leaf = rng.choice(["db_password", "id_ed25519", "token.txt", "prod-key.pem", "client.json"])
+    return f"{name}={path}{leaf}"
+
+
+EXTRA_KINDS: dict[str, Maker] = {"slash_value": slash_value, "encrypted_pem": encrypted_pem}
+EXTRA_LOOKALIKES: dict[str, Callable[[], str]] = {
+    "youtube_playlist": youtube_list,
+    "id_assignments": id_assignment,
+    "path_assignments": path_assignment,
+}
+
+
+# ---- prose: a held-out set of providers' key shapes in sentences ----------------------------
+# Written once, measured, never tuned against: tests/integration/test_redact.py holds the
+# rate at 0.95 or more. Shapes as the providers (and gitleaks' rules) publish them.
+
+HELD_OUT_SEED = 40_2026
+
+
+def held_out_shapes() -> dict[str, Callable[[], str]]:
+    return {
+        "anthropic": anthropic,
+        "openai": openai,
+        "aws_access_key": aws_access_key,
+        "github": github,
+        "gitlab": gitlab,
+        "slack": slack,
+        "google": google,
+        "stripe_live": lambda: rng.choice(["sk_live_", "rk_live_"]) + "51" + pick(ALNUM, 97),
+        "huggingface": huggingface,
+        "npm": npm,
+        "pypi": pypi,
+        "sendgrid": sendgrid,
+        "jwt": jwt,
+        "groq": lambda: "gsk_" + pick(ALNUM, 52),
+        "xai": lambda: "xai-" + pick(ALNUM, 80),
+        "digitalocean": lambda: "dop_v1_" + pick(HEX, 64),
+        "shopify": lambda: "shpat_" + pick(HEX, 32),
+        "docker": lambda: "dckr_pat_" + pick(B64URL, 27),
+        "twilio": lambda: "SK" + pick(HEX, 32),
+        "perplexity": lambda: "pplx-" + pick(ALNUM, 48),
+        "square_secret": lambda: "sq0csp-" + pick(B64URL, 43),
+        "square_token": lambda: rng.choice(
+            ["EAAA" + pick(B64URL, 60), "sq0atp-" + pick(B64URL, 22)]
+        ),
+        "settlemint": lambda: rng.choice(["sm_pat_", "sm_aat_", "sm_sat_"]) + pick(ALNUM, 16),
+        "sidekiq": lambda: f"{pick(HEX, 8)}:{pick(HEX, 8)}",
+    }
+
+
+PROSE = [
+    "my key is {s}",
+    "My API key is {s}, can you check why it fails?",
+    "here's my token: {s}",
+    "I used {s} as the key and got a 401.",
+    "the token I got back was {s}.",
+    "ok so the credential is {s} (don't share it)",
+    "Try again with {s} please",
+    "Pasting it here: {s}",
+]
+ASSIGNED = {
+    "perplexity": "PERPLEXITY_API_KEY={s}",
+    "square_secret": "SQUARE_APPLICATION_SECRET = {s}",
+    "square_token": "square_access_token: {s}",
+    "settlemint": "SETTLEMINT_PAT={s}",
+    "sidekiq": "BUNDLE_GEMS__CONTRIBSYS__COM={s}",
+}
+
+
+def prose_sample(kind: str, make: Callable[[], str]) -> dict[str, object]:
+    secret = make()
+    if kind == "sidekiq":  # credentials for Sidekiq's gem server, always written as this
+        text = rng.choice(
+            ["BUNDLE_GEMS__CONTRIBSYS__COM={s}", "export BUNDLE_ENTERPRISE__CONTRIBSYS__COM={s}"]
+        )
+    elif kind in ASSIGNED and rng.random() < 0.5:
+        text = ASSIGNED[kind]
+    else:
+        text = rng.choice(PROSE)
+    return {"kind": kind, "text": text.format(s=secret), "secrets": [secret]}
+
+
 def main() -> None:
+    global rng
     with open(HERE / "secrets.jsonl", "w", encoding="utf-8") as out:
         for kind, make in KINDS.items():
             for _ in range(PER_KIND):
@@ -533,12 +674,30 @@ def main() -> None:
                 out.write(json.dumps({"kind": kind, "text": text, "secrets": must_go}) + "\n")
     with open(HERE / "lookalikes.jsonl", "w", encoding="utf-8") as out:
         for kind, make_text in LOOKALIKES.items():
-            seen: set[str] = set()
-            while len(seen) < PER_KIND:
-                text = make_text()
-                if text not in seen:
-                    seen.add(text)
-                    out.write(json.dumps({"kind": kind, "text": text}) + "\n")
+            _lookalikes(out, kind, make_text)
+    rng = random.Random(SEED + 40)
+    with open(HERE / "secrets.jsonl", "a", encoding="utf-8") as out:
+        for kind, make in EXTRA_KINDS.items():
+            for _ in range(PER_KIND):
+                text, must_go = make()
+                out.write(json.dumps({"kind": kind, "text": text, "secrets": must_go}) + "\n")
+    with open(HERE / "lookalikes.jsonl", "a", encoding="utf-8") as out:
+        for kind, make_text in EXTRA_LOOKALIKES.items():
+            _lookalikes(out, kind, make_text)
+    rng = random.Random(HELD_OUT_SEED)
+    with open(HERE / "prose.jsonl", "w", encoding="utf-8") as out:
+        for kind, make in held_out_shapes().items():
+            for _ in range(10):
+                out.write(json.dumps(prose_sample(kind, make)) + "\n")
+
+
+def _lookalikes(out: Any, kind: str, make_text: Callable[[], str]) -> None:
+    seen: set[str] = set()
+    while len(seen) < PER_KIND:
+        text = make_text()
+        if text not in seen:
+            seen.add(text)
+            out.write(json.dumps({"kind": kind, "text": text}) + "\n")
 
 
 if __name__ == "__main__":
