@@ -81,7 +81,7 @@ def test_a_stale_save_without_a_newer_key_gets_it_back(tmp_path: Path) -> None:
     copy = path.read_text()
     pool.write("b", "second")
     time.sleep(0.6)  # after the window
-    _rename_save(path, copy + "\nA note typed at the end\n")
+    _rename_save(path, copy.replace("\n\n", "\n\nA note under the title\n\n", 1))
     assert pool.read("b") is not None and pool.read("b").content == "second"
     pool.delete("a")
     time.sleep(0.6)
