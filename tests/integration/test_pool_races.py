@@ -92,7 +92,8 @@ def test_a_stale_save_without_a_newer_key_gets_it_back(tmp_path: Path) -> None:
 
 def _person_saving_stale_copies(path: Path, stop: threading.Event, saves: list[int]) -> None:
     """An editor that reads the pool file, waits 0-150 ms (the agents write meanwhile), and
-    saves its copy with a note added, by rename: a stale save each time."""
+    saves its copy with a note added, by rename: a stale save each time, two or three a
+    second (a person typing and saving often)."""
     rng = random.Random(39)
     n = 0
     while not stop.is_set():
@@ -104,7 +105,7 @@ def _person_saving_stale_copies(path: Path, stop: threading.Event, saves: list[i
         time.sleep(rng.uniform(0.0, 0.15))
         n += 1
         _rename_save(path, copy.replace("\n\n", f"\n\nA note from the person {n}\n\n", 1))
-        time.sleep(rng.uniform(0.02, 0.2))
+        time.sleep(rng.uniform(0.2, 0.5))
     saves.append(n)
 
 
