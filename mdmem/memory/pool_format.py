@@ -435,6 +435,12 @@ def archive_section(pool: PoolFile, section: Section, block: str) -> str:
     return _splice(rest, end, end, block, newline)[0]
 
 
+def drop_section(pool: PoolFile, section: Section) -> str:
+    """The file without ``section`` (a stale copy's live section of a key whose delete was
+    acknowledged, and whose archived copy is there)."""
+    return "".join(pool.lines[: section.line - 1] + pool.lines[section.end - 1 :])
+
+
 def find(pool: PoolFile, key: str) -> Section | None:
     return next((s for s in pool.live if s.key == key), None)
 

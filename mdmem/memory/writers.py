@@ -22,9 +22,18 @@ NOTES_DIR = ".notes"
 
 
 class Writer(Protocol):
-    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+    def write(
+        self,
+        rel: str,
+        edit: Edit,
+        *,
+        create: bool = True,
+        exact: bool = False,
+        committed: Callable[[str], None] | None = None,
+    ) -> str:
         """Apply ``edit`` (old text → new text) to one workspace file; returns the new text.
-        ``exact``: write what the edit returns as it is (a restored version), secrets and all."""
+        ``exact``: write what the edit returns as it is (a restored version), secrets and all.
+        ``committed(text)``: run once it is on disk, under the file's lock (a dry run: never)."""
         ...
 
     def current(self, rel: str) -> Document | None:
@@ -44,7 +53,15 @@ class FileWriter:
         self.redactor = redactor
         self.agent = agent
 
-    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+    def write(
+        self,
+        rel: str,
+        edit: Edit,
+        *,
+        create: bool = True,
+        exact: bool = False,
+        committed: Callable[[str], None] | None = None,
+    ) -> str:
         where, absolute = self.documents.resolve(rel)
         check_local(where, self.agent)
         if not exact:
@@ -53,7 +70,7 @@ class FileWriter:
         # a symlink (inside the workspace) is written through, never replaced by a file
         real = absolute.resolve() if absolute.is_symlink() else absolute
         target = Target(real, rel, self.documents.max_file_bytes)
-        return self.safe.edit(target, edit, create=create).text
+        return self.safe.edit(target, edit, create=create, committed=committed).text
 
     def current(self, rel: str) -> Document | None:
         return self.documents.or_none(rel)
@@ -72,7 +89,15 @@ class DryRunWriter:
         self.texts: dict[str, str] = {}
         self.originals: dict[str, str] = {}
 
-    def write(self, rel: str, edit: Edit, *, create: bool = True, exact: bool = False) -> str:
+    def write(
+        self,
+        rel: str,
+        edit: Edit,
+        *,
+        create: bool = True,
+        exact: bool = False,
+        committed: Callable[[str], None] | None = None,
+    ) -> str:
         if not exact:
             edit = no_new_secrets(self.redactor, edit, rel)
         if rel not in self.texts:

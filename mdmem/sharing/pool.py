@@ -5,6 +5,14 @@ Every write goes through the safe writes (the file's lock, compare-and-swap, the
 version check runs inside the edit, under that lock, so two processes can never both write
 version N+1. A write with ``expected_version`` is optimistic: it raises VersionConflict when
 the key moved on, or when a person edited the entry by hand since it was written (or read).
+
+The file is not the only record of what was acknowledged: a person's editor may save a copy
+read before the latest writes, at any time, which shows older versions (issue 39 D2: a read
+returned version 1 after version 2 was acknowledged, and version 2 was acknowledged twice).
+Each write also records the section it acknowledged, under the same lock, in
+``.mdmem/pools/<pool>.json`` (:class:`Acknowledged`); every write and read puts back what a
+file shows older than that record before it checks a version or answers, so a version never
+goes back and the compare-and-set is against what was truly acknowledged.
 """
 
 from __future__ import annotations
@@ -22,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import check_name
 from mdmem.errors import FileProblem, VersionConflict
+from mdmem.layout import STATE_DIR, private_dir
 from mdmem.memory import pool_format as fmt
 from mdmem.memory.documents import Documents
 from mdmem.memory.writers import Writer
 from mdmem.redact import Redactor
-from mdmem.writes.safe_writer import read_markdown
+from mdmem.writes.safe_writer import atomic_write, read_markdown
 
 if TYPE_CHECKING:
     from mdmem.sharing.file_watch import FileWatch
@@ -114,6 +123,7 @@ class Pool:
         self._last: fmt.PoolFile | None = None
         """The last version of the file parsed: a write right after a read (the optimistic
         loop) finds the same text under the lock and parses nothing there."""
+        self._acked = Acknowledged(documents.root / STATE_DIR / "pools" / f"{self.name}.json")
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, {self.path!r})"
@@ -158,7 +168,74 @@ class Pool:
         if not absolute.exists():
             return None
         _, text = read_markdown(absolute, self.path, self._documents.max_file_bytes)
-        return self._parse(text)
+        pool = self._parse(text)
+        if self._behind(pool):  # a stale copy saved over acknowledged versions: put them back
+            with self._lock:
+                text = self._files().write(self.path, lambda t: self._healed(self._parse(t)).text)
+            pool = self._parse(text)
+        return pool
+
+    def _behind(self, pool: fmt.PoolFile) -> bool:
+        """Whether the file shows a key older than its acknowledged version (or live again
+        after its delete was acknowledged)."""
+        for key, record in self._acked.load().items():
+            live = fmt.find(pool, key)
+            if record.archived:
+                if live is not None and live.version <= record.version:
+                    return True
+            elif live is None or live.version < record.version:
+                return True
+        return False
+
+    def _healed(self, pool: fmt.PoolFile) -> fmt.PoolFile:
+        """``pool`` with every key the file shows older than acknowledged put back as it was
+        acknowledged (a delete: archived again). The person's other lines stay; a section of
+        theirs that is replaced (a hand edit of an older version) is in the journal, as the
+        version this write replaced, and a warning says so."""
+        for key, record in self._acked.load().items():
+            live = fmt.find(pool, key)
+            block = record.block.replace("\n", pool.newline)
+            if record.archived:
+                if live is None or live.version > record.version:
+                    continue
+                kept = any(s.key == key and s.version == record.version for s in pool.archived)
+                if kept:
+                    text = fmt.drop_section(pool, live)
+                else:
+                    text = fmt.archive_section(pool, live, block)
+            elif live is None or live.version < record.version:
+                if live is not None and live.edited:
+                    log.warning(
+                        "%s: %r was saved from an older copy (version %d, edited by hand); "
+                        "version %d was acknowledged and stays (the saved text is in the "
+                        "journal: `mdmem recover %s`)",
+                        self.path,
+                        key,
+                        live.version,
+                        record.version,
+                        self.path,
+                    )
+                text = fmt.put_section(pool, key, block)[0]
+            else:
+                continue
+            pool = self._parse(text)
+        return pool
+
+    def _acknowledge(self, key: str, *, archived: bool) -> Callable[[str], None]:
+        """What runs once a write of ``key`` is on disk, under the file's lock: the section
+        written becomes the acknowledged one."""
+
+        def record(text: str) -> None:
+            pool = self._parse(text)
+            sections = [s for s in (pool.archived if archived else pool.live) if s.key == key]
+            if not sections:
+                return
+            section = sections[-1]
+            level = fmt.ARCHIVED_LEVEL if archived else fmt.SECTION_LEVEL
+            block = fmt.render_section(key, section.meta, section.body, "\n", level)
+            self._acked.record(key, Record(section.version, block, archived))
+
+        return record
 
     def _parse(self, text: str) -> fmt.PoolFile:
         last = self._last
@@ -227,7 +304,7 @@ class Pool:
         stamp = _now()
 
         def edit(text: str) -> str:
-            pool = self._parse(text if text.strip() else fmt.header(self.name))
+            pool = self._healed(self._parse(text if text.strip() else fmt.header(self.name)))
             found = fmt.find(pool, key)
             self._check(key, found, expected_version)
             if found is None:
@@ -255,7 +332,9 @@ class Pool:
             return new_text
 
         with self._lock:
-            text = self._files().write(self.path, edit)
+            text = self._files().write(
+                self.path, edit, committed=self._acknowledge(key, archived=False)
+            )
             entry = self._written(text, key, archived=False)
         self._fire(self._on_write, entry)
         return replace(entry, redacted=masked)
@@ -274,7 +353,7 @@ class Pool:
         stamp = _now()
 
         def edit(text: str) -> str:
-            pool = self._parse(text)
+            pool = self._healed(self._parse(text))
             found = fmt.find(pool, key)
             if found is None:
                 raise KeyError(f"no key {key!r} in {self.path}")
@@ -288,7 +367,9 @@ class Pool:
         if not (self._documents.root / self.path).exists():
             raise KeyError(f"no key {key!r} in {self.path}")
         with self._lock:
-            text = self._files().write(self.path, edit, create=False)
+            text = self._files().write(
+                self.path, edit, create=False, committed=self._acknowledge(key, archived=True)
+            )
             entry = self._written(text, key, archived=True)
         self._fire(self._on_delete, entry)
         return entry
@@ -428,6 +509,63 @@ class Pool:
         expected_version: int | PoolEntry | None = None,
     ) -> PoolEntry:
         return await asyncio.to_thread(self.delete, key, writer, expected_version)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One key as its last write acknowledged it."""
+
+    version: int
+    block: str
+    """The section written (LF line endings)."""
+    archived: bool
+
+
+class Acknowledged:
+    """What the writes of one pool acknowledged, per key: ``.mdmem/pools/<pool>.json``,
+    rewritten (atomically) under the pool file's lock by each write once it is on disk, and
+    read by every read and write (cached while the file is unchanged). Local to this
+    workspace folder, like the journal: a clone has its own."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._cache: tuple[tuple[int, int], dict[str, Record]] | None = None
+
+    def load(self) -> dict[str, Record]:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._cache is not None and self._cache[0] == stamp:
+            return self._cache[1]
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            records = {
+                k: Record(int(v["version"]), str(v["block"]), bool(v["archived"]))
+                for k, v in raw.items()
+            }
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            log.warning("%s is unreadable; the pool's versions are taken from its file", self.path)
+            return {}
+        self._cache = (stamp, records)
+        return records
+
+    def record(self, key: str, record: Record) -> None:
+        """Under the pool file's lock: ``key`` is now at ``record``."""
+        records = dict(self.load())
+        old = records.get(key)
+        if old is not None and (old.version, old.archived) > (record.version, record.archived):
+            return  # never back
+        records[key] = record
+        data = {k: {"version": r.version, "block": r.block, "archived": r.archived}
+                for k, r in records.items()}  # fmt: skip
+        try:
+            private_dir(self.path.parent)
+            atomic_write(self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
+        except OSError as exc:
+            log.warning("%s: cannot record the pool's versions: %s", self.path, exc)
+        self._cache = None
 
 
 def _last(pool: fmt.PoolFile | None, key: str) -> int:

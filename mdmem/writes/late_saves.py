@@ -132,6 +132,8 @@ class LateSaveGuard:
         self._inodes: list[_Inode] = []
         self._paths: dict[str, _PathWatch] = {}
         self._chains: dict[str, list[_Write]] = {}
+        self._added: dict[tuple[str, str], set[str]] = {}
+        """The lines each known change added (:meth:`_holds`), by the digests of its ends."""
         """Per file, this guard's latest writes (:meth:`_remember`)."""
         self._observed: dict[str, float] = {}
         """Per file, when (monotonic) it was last seen as this guard expected it (after one of
@@ -202,7 +204,9 @@ class LateSaveGuard:
             self._remember(target.rel, write)
         if base is not None:
             latest = earlier[-1].after
-            self._merge(target, lambda current: self._combine(base, latest, current), locked=True)
+            self._merge(
+                target, lambda current: self._restore(base, latest, before, current), locked=True
+            )
 
     def _remember(self, rel: str, write: _Write) -> None:
         """Keep this guard's latest writes to ``rel`` (bounded), past their windows: a save
@@ -386,65 +390,128 @@ class LateSaveGuard:
         """The version of ours ``version`` was made from, when it lacks some of the program's
         changes since (``writes``, oldest first, the newest last): the newest of ours that
         program writes alone made it from (another agent's deliberate change), else the one
-        it differs least from (a person's copy, saved with their changes); None when it
-        lacks nothing, or is no copy of ours but another file put in its place (a ``git
-        checkout``: it kept little of every one)."""
+        just before the first program write it lacks after the last change it holds (a
+        person's copy, saved with their changes: :meth:`_copied_from`); None when it lacks
+        nothing, or is no copy of ours but another file put in its place (a ``git
+        checkout``: it kept little of every one). Line endings aside: a CRLF editor's copy of
+        an LF file is still a copy."""
         latest = writes[-1].after if writes else None
         if latest is None or version == latest:
             return None
-        versions = self._known(target.rel, writes)
-        known = list(versions)
+        ordered = self._ordered(target.rel, writes)
         made_from = self.writer.lineage(target.rel).chain(version)
-        ours = [k for k, d in versions.items() if d in made_from]
+        ours = [w.after for w in ordered if w.digests[1] in made_from]
         if ours and ours[-1] == latest:
             return None  # other programs' writes on top of ours (the common case: no diff)
-        lines = _text(version)
-        if not any(kept(_text(k), lines) >= MIN_KEPT for k in reversed(known)):
+        lines = _text(_lf(version))
+        known = [v for w in ordered for v in (w.before, w.after)]
+        if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
             return None
-        # else the nearest; between as near, one that lacks writes (they come back), the newest
-        base = ours[-1] if ours else known[_nearest(known, version, latest)]
-        if base == latest or _merged(base, latest, version) == version:
+        base = ours[-1] if ours else self._copied_from(ordered, version)
+        if base is None or _lf(base) == _lf(latest):
+            return None
+        if _lf(_merged(base, latest, version)) == _lf(version):
             return None
         return base
 
-    def _known(self, rel: str, writes: list[_Write]) -> dict[bytes, str]:
-        """The versions of ``rel`` this guard knows, oldest first, each once, with their
-        digests: before and after each write in its window, and of the latest writes before
-        those."""
+    def _copied_from(self, ordered: list[_Write], version: bytes) -> bytes | None:
+        """The version a person's copy was made from: the history of the path as this guard
+        knows it (its writes, and between two of them whatever else was saved there) is
+        followed to the last change ``version`` holds (lines it added are all there); the
+        copy was made after it and before the first program write after it that ``version``
+        lacks, whose ``before`` is the answer. Not the known version nearest to it: a person
+        who edits a line of their own earlier save is nearer, by lines, to the version before
+        that save, and merged against that one their old line came back (issue 39 D13); and
+        every program write after the copy comes back, not only the latest (D1)."""
+        steps: list[tuple[bytes, bytes, bool]] = []  # (before, after, a program write of ours)
+        for write in ordered:
+            if steps and steps[-1][1] != write.before:
+                steps.append((steps[-1][1], write.before, False))  # a save, or another program
+            steps.append((write.before, write.after, True))
+        have = set(_text(_lf(version)).splitlines())
+        held = max(
+            (i for i, (before, after, _) in enumerate(steps) if self._holds(before, after, have)),
+            default=-1,
+        )
+        for before, after, program in steps[held + 1 :]:
+            if program and _lf(_merged(before, after, version)) != _lf(version):
+                return before
+        return None
+
+    def _holds(self, before: bytes, after: bytes, have: set[str]) -> bool:
+        """Whether a version with the lines ``have`` holds the change ``before`` -> ``after``:
+        it added lines (not blank), and all are there. A change that only removed lines is
+        no evidence (an older copy lacks them too)."""
+        key = (digest(before), digest(after))
+        added = self._added.get(key)
+        if added is None:
+            old, new = _text(_lf(before)).splitlines(), _text(_lf(after)).splitlines()
+            added, i = set(), 0
+            for _, a, size in matching_blocks(old, new):
+                added.update(line for line in new[i:a] if line.strip())
+                i = a + size
+            if len(self._added) > 4 * CHAIN_WRITES:
+                self._added.clear()
+            self._added[key] = added
+        return bool(added) and added <= have
+
+    def _ordered(self, rel: str, writes: list[_Write]) -> list[_Write]:
+        """This guard's latest writes to ``rel`` and ``writes``, oldest first, each once."""
         with self._cond:
             chain = list(self._chains.get(rel, []))
-        ordered = sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
-        versions: dict[bytes, str] = {}
-        for write in ordered:
-            for version, version_digest in zip(
-                (write.before, write.after), write.digests, strict=True
-            ):
-                versions.pop(version, None)  # a version seen again is as new as its last use
-                versions[version] = version_digest
-        return versions
+        return sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
 
     def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
         for write in writes:  # oldest first
             current = self._combine(write.before, write.after, current, copy=True)
         return current
 
-    def _combine(self, base: bytes, program: bytes, person: bytes, *, copy: bool = False) -> bytes:
+    def _restore(self, base: bytes, latest: bytes, save: bytes, current: bytes) -> bytes:
+        """A program write was made on a person's ``save`` (``current`` is the file now) that
+        lacked the program's changes ``base`` -> ``latest``: those go back into the save (the
+        person's lines win where both changed the same ones), and under the write made on it
+        (which wins over them: it is the newer program write, and no person made it)."""
+        restored = self._combine(base, latest, save)
+        return self._combine(save, restored, current, warn=False)
+
+    def _combine(
+        self,
+        base: bytes,
+        program: bytes,
+        person: bytes,
+        *,
+        copy: bool = False,
+        warn: bool = True,
+    ) -> bytes:
         """``program``'s changes since ``base`` applied to ``person``'s version (theirs win
         where both changed the same lines; the program's version stays in the journal).
 
         With ``copy``, ``person`` is a save found at the path, made from an older version: a
         write that conflicts with it is not applied in part (the person's version stands).
+        When the sides' line endings differ (a CRLF editor, an LF program), the lines are
+        compared without them, and the result has the person's. ``warn``: False when the
+        "person" is a program write too (the newer one wins; no person to tell).
         """
-        merged = merge_text(_text(base), _text(program), _text(person))
+        crlf = _crlf(person)
+        if crlf == _crlf(base) == _crlf(program):
+            merged = merge_text(_text(base), _text(program), _text(person))
+            text = merged.text.encode("utf-8", errors="surrogateescape")
+        else:
+            merged = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person)))
+            text = merged.text.encode("utf-8", errors="surrogateescape")
+            if text == _lf(person):
+                text = person
+            elif crlf:
+                text = text.replace(b"\n", b"\r\n")
         if copy and merged.conflicts:
             return person
-        if merged.conflicts:
+        if merged.conflicts and warn:
             self.conflicts += merged.conflicts
             log.warning(
                 "a person's save and a program write changed the same lines; the person's "
                 "version was kept (the program's is in the journal: `mdmem recover`)"
             )
-        return merged.text.encode("utf-8", errors="surrogateescape")
+        return text
 
     def _merge(
         self, target: Target, combine: Callable[[bytes], bytes], *, locked: bool = False
@@ -477,20 +544,19 @@ class LateSaveGuard:
 
 
 def _merged(base: bytes, program: bytes, person: bytes) -> bytes:
-    text = merge_text(_text(base), _text(program), _text(person)).text
+    """The merge, line endings aside (LF)."""
+    text = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person))).text
     return text.encode("utf-8", errors="surrogateescape")
 
 
-def _nearest(known: list[bytes], version: bytes, latest: bytes) -> int:
-    return min(
-        range(len(known)), key=lambda i: (_distance(known[i], version), known[i] == latest, -i)
-    )
+def _lf(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n")
 
 
-def _distance(a: bytes, b: bytes) -> int:
-    """Lines in one and not the other (a shortest line diff)."""
-    left, right = _text(a).splitlines(), _text(b).splitlines()
-    return len(left) + len(right) - 2 * sum(n for _, _, n in matching_blocks(left, right))
+def _crlf(data: bytes) -> bool:
+    """Whether most lines end CRLF (a Windows editor's, or git's autocrlf)."""
+    crlf = data.count(b"\r\n")
+    return bool(crlf) and crlf * 2 >= data.count(b"\n")
 
 
 def _landed_at(state: FileState) -> float:

@@ -125,9 +125,43 @@ def _hunks(base: Sequence[str], side: Sequence[str]) -> list[tuple[int, int, lis
         if bi - i == sj - j:  # as many lines for as many: each line replaced by its own
             out += [(i + k, i + k + 1, [side[j + k]]) for k in range(bi - i)]
         elif bi > i or sj > j:
-            out.append((i, bi, list(side[j:sj])))
+            out += _by_entry(i, base[i:bi], side[j:sj]) or [(i, bi, list(side[j:sj]))]
         i, j = bi + size, sj + size
     return out
+
+
+def _by_entry(
+    at: int, old: Sequence[str], new: Sequence[str]
+) -> list[tuple[int, int, list[str]]] | None:
+    """A run of ``old`` lines (from base line ``at``) replaced by a different number of
+    ``new`` ones, as each old entry replaced by its new form (the same id, or ``key:``) and
+    the rest inserted around them: an update next to a remember is two changes, and a clash
+    with the first must not drop the second (issue 39 D1). None unless every old line has
+    its new form, in order."""
+    if not old:
+        return None
+    out: list[tuple[int, int, list[str]]] = []
+    j = 0
+    for k, line in enumerate(old):
+        ident = _identity(line)
+        m = next((m for m in range(j, len(new)) if ident and _identity(new[m]) == ident), None)
+        if m is None:
+            return None
+        if m > j:
+            out.append((at + k, at + k, list(new[j:m])))
+        out.append((at + k, at + k + 1, [new[m]]))
+        j = m + 1
+    if j < len(new):
+        out.append((at + len(old), at + len(old), list(new[j:])))
+    return out
+
+
+def _identity(line: str) -> str | None:
+    ids = _ENTRY_ID.findall(line)
+    if ids:
+        return "id " + ids[0]
+    key = _key(line)
+    return None if key is None else "key " + key
 
 
 def _edited_ids(base: Sequence[str], person: Sequence[str]) -> set[str]:

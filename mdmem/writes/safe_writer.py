@@ -253,18 +253,26 @@ class SafeWriter:
         display: str | None = None,
         initial: str = "",
         create: bool = True,
+        committed: Callable[[str], None] | None = None,
     ) -> WriteResult:
         """Apply ``edit`` (old text → new text) to the file, never over a person's save.
 
         If a person saved since the read, the edit is redone on their version; if it no
         longer applies there, ConflictError and their version stays. ``create=False``: a
-        missing file is a FileProblem, not a new file.
+        missing file is a FileProblem, not a new file. ``committed(text)`` runs once the text
+        is in place, still under the file's lock (the shared pool records what it
+        acknowledged there, so no other write comes between).
         """
         display = display or target.rel
         try:
             with self.locked(target.rel, display):
                 return self.edit_locked(
-                    target, edit, display=display, initial=initial, create=create
+                    target,
+                    edit,
+                    display=display,
+                    initial=initial,
+                    create=create,
+                    committed=committed,
                 )
         except (FileProblem, ConflictError, EditNotApplicable):
             raise
@@ -280,12 +288,16 @@ class SafeWriter:
         display: str | None = None,
         initial: str = "",
         create: bool = True,
+        committed: Callable[[str], None] | None = None,
     ) -> WriteResult:
         """:meth:`edit` for a caller that holds :meth:`locked` already."""
         display = display or target.rel
         check_writable(target.path, display)
         remove_stale_temps(target.path)
-        return self._edit_locked(target, edit, display, initial, create)
+        result = self._edit_locked(target, edit, display, initial, create)
+        if committed is not None:
+            committed(result.text)
+        return result
 
     def _edit_locked(
         self,

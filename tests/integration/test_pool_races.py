@@ -1,0 +1,146 @@
+"""The pool against a person saving stale copies of its file (issue 39 D2): a version is
+acknowledged once, a read never goes back, and 8 processes x 40 compare-and-set increments
+with a person editing give exactly 320. Real files, real processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mdmem import VersionConflict, Workspace
+
+INCREMENTER = textwrap.dedent(
+    """
+    import sys
+    from mdmem import VersionConflict, Workspace
+    ws = Workspace(sys.argv[1])
+    pool = ws.sharing.pool()
+    name, count = sys.argv[2], int(sys.argv[3])
+    conflicts = 0
+    for _ in range(count):
+        while True:
+            entry = pool.read("counter")
+            value, version = (entry.content, entry.version) if entry else (0, 0)
+            try:
+                pool.write("counter", value + 1, writer=name, expected_version=version)
+                break
+            except VersionConflict:
+                conflicts += 1
+    ws.close()
+    print(conflicts)
+    """
+)
+
+
+def _rename_save(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.rename(tmp, path)
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.6])
+def test_d2_a_stale_save_never_takes_the_pool_back(tmp_path: Path, after_s: float) -> None:
+    """D2: the person's copy predates version 2; saved 50 ms later (inside the late-save
+    window) or 600 ms later (after it), ``read`` returned version 1 and a compare-and-set
+    against version 1 was acknowledged again."""
+    ws = Workspace.init(tmp_path / "ws", agent="main")
+    pool = ws.sharing.pool()
+    path = ws.root / "shared/default.md"
+    pool.write("n", 1)
+    copy = path.read_text()
+    assert pool.write("n", 2, expected_version=1).version == 2
+    time.sleep(after_s)
+    _rename_save(path, copy.replace("\n\n", "\n\nA note from the person\n\n", 1))
+    entry = pool.read("n")
+    assert entry is not None and (entry.version, entry.content) == (2, 2)
+    with pytest.raises(VersionConflict):
+        pool.write("n", 2, expected_version=1)
+    assert pool.write("n", 3, expected_version=2).version == 3
+    time.sleep(0.6)
+    text = path.read_text()
+    assert "A note from the person" in text and text.count("## n") == 1
+    assert (pool.read("n").version, pool.read("n").content) == (3, 3)
+    ws.close()
+
+
+def test_a_stale_save_without_a_newer_key_gets_it_back(tmp_path: Path) -> None:
+    """A key acknowledged after the person's copy was read stays in the pool: a section is
+    removed through the pool (``delete``, ``mdmem pool rm``), which archives it."""
+    ws = Workspace.init(tmp_path / "ws", agent="main")
+    pool = ws.sharing.pool()
+    path = ws.root / "shared/default.md"
+    pool.write("a", "first")
+    copy = path.read_text()
+    pool.write("b", "second")
+    time.sleep(0.6)  # after the window
+    _rename_save(path, copy.replace("\n\n", "\n\nA note under the title\n\n", 1))
+    assert pool.read("b") is not None and pool.read("b").content == "second"
+    pool.delete("a")
+    time.sleep(0.6)
+    _rename_save(path, copy)  # the old copy, with "a" live again
+    assert pool.read("a") is None and pool.history("a")[0].content == "first"
+    ws.close()
+
+
+def _person_saving_stale_copies(path: Path, stop: threading.Event, saves: list[int]) -> None:
+    """An editor that reads the pool file, waits 0-150 ms (the agents write meanwhile), and
+    saves its copy with a note added, by rename: a stale save each time, two or three a
+    second (a person typing and saving often)."""
+    rng = random.Random(39)
+    n = 0
+    while not stop.is_set():
+        try:
+            copy = path.read_text()
+        except FileNotFoundError:
+            time.sleep(0.01)
+            continue
+        time.sleep(rng.uniform(0.0, 0.15))
+        n += 1
+        _rename_save(path, copy.replace("\n\n", f"\n\nA note from the person {n}\n\n", 1))
+        time.sleep(rng.uniform(0.2, 0.5))
+    saves.append(n)
+
+
+@pytest.mark.slow
+def test_eight_processes_times_forty_increments_with_a_person_editing(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws", agent="main")
+    path = ws.root / "shared/default.md"
+    ws.sharing.pool().write("counter", 0)
+    stop, saves = threading.Event(), []
+    person = threading.Thread(target=_person_saving_stale_copies, args=(path, stop, saves))
+    person.start()
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", INCREMENTER, str(ws.root), f"p{n}", "40"],
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+            for n in range(8)
+        ]
+        outputs = [p.communicate(timeout=600)[0] for p in procs]
+    finally:
+        stop.set()
+        person.join()
+    assert [p.returncode for p in procs] == [0] * 8
+    time.sleep(0.6)
+    final = Workspace.open(ws.root).sharing.pool().read("counter")
+    assert final is not None
+    conflicts = sum(int(out) for out in outputs)
+    print(
+        f"\n8 x 40 increments, {saves[0]} stale saves: value {final.content}, {conflicts} retried"
+    )
+    assert (final.content, final.version) == (320, 321)
+    text = path.read_text()
+    assert text.count("## counter") == 1
+    assert all(f"A note from the person {n}\n" in text for n in range(1, saves[0] + 1))
+    ws.close()

@@ -1,0 +1,137 @@
+"""Stale saves between several program writes (issue 39 D1, D12, D13), and what the write-path
+model (tests/integration/test_write_model.py) found, each as a plain scenario that runs every
+time. Real files, real renames and in-place saves, the default late-save window."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mdmem import ConflictError, Workspace
+
+SETTLED_S = 1.0
+"""Past every late-save window (250 ms) with room for a busy machine."""
+
+
+def _save(path: Path, text: str | bytes, how: str) -> None:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if how == "rename":
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.rename(tmp, path)
+    else:
+        with open(path, "r+b") as handle:
+            handle.truncate(0)
+            handle.write(data)
+
+
+def _entry(ws: Workspace, prefix: str):  # type: ignore[no-untyped-def]
+    return next(e for e in ws.entries("memory.md") if e.text.startswith(prefix))
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_d1_a_stale_copy_saved_between_several_writes_keeps_every_write(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """D1: the copy predates a remember and an update; the next update is made on the
+    person's save before the guard looked. The update's hunk and the remember next to it were
+    one region, dropped whole as a clash, and the warning blamed the person."""
+    root = str(tmp_path / "ws")
+    ws = Workspace.init(root, agent="main")
+    ws.remember("Entry A: the first value")
+    copy = Path(root, "memory.md").read_text()
+    ws.remember("Fact X: acknowledged before the person's save")
+    ws.update(_entry(ws, "Entry A"), text="Entry A: the value after the first update")
+    time.sleep(0.05)
+    new = copy.replace("## Preferences", "A line the person typed\n\n## Preferences", 1)
+    _save(Path(root) / "memory.md", new, how)
+    with caplog.at_level(logging.WARNING, logger="mdmem"):
+        try:
+            ws.update(_entry(ws, "Entry A"), text="Entry A: the second value")
+            last = "Entry A: the second value"
+        except ConflictError:  # the guard merged the save first: the entry read changed
+            last = "Entry A: the value after the first update"
+        time.sleep(SETTLED_S)
+    text = Path(root, "memory.md").read_text()
+    assert "Fact X: acknowledged before the person's save" in text
+    assert "A line the person typed" in text
+    assert last in text and text.count("Entry A") == 1
+    assert "changed the same lines" not in caplog.text  # the person changed no such line
+    ws.close()
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_d12_a_crlf_editors_stale_save_inside_the_window_keeps_the_write(
+    tmp_path: Path, how: str
+) -> None:
+    """D12: an editor set to CRLF holds a copy read before a remember and saves it 30 ms after
+    the acknowledgement with one added line. Every line differed from the program's (LF)
+    versions: the save looked like another file put in place, and Beta was lost."""
+    root = tmp_path / "ws"
+    ws = Workspace.init(root, agent="main")
+    ws.remember("Alpha: the first fact")
+    time.sleep(0.5)
+    path = root / "memory.md"
+    copy = path.read_bytes().replace(b"\n", b"\r\n")
+    ws.remember("Beta: acknowledged before the CRLF save")
+    time.sleep(0.03)
+    _save(path, copy + b"- A line typed on Windows\r\n", how)
+    time.sleep(SETTLED_S)
+    data = path.read_bytes()
+    text = data.decode()
+    assert "Beta: acknowledged before the CRLF save" in text
+    assert "A line typed on Windows" in text
+    assert text.count("Alpha: the first fact") == 1
+    # the person's line endings are kept: every line ends CRLF
+    assert data.count(b"\n") == data.count(b"\r\n")
+    ws.close()
+
+
+def test_d12_a_program_write_on_a_crlf_file_keeps_its_endings_and_the_persons_lines(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    ws = Workspace.init(root, agent="main")
+    ws.remember("Alpha: the first fact")
+    time.sleep(0.5)
+    path = root / "memory.md"
+    copy = path.read_bytes().replace(b"\n", b"\r\n")
+    ws.remember("Beta: the second fact")
+    time.sleep(0.03)
+    _save(path, copy + b"- A line typed on Windows\r\n", "rename")
+    ws.remember("Gamma: made on the CRLF save")
+    time.sleep(SETTLED_S)
+    data = path.read_bytes()
+    text = data.decode()
+    for line in ("Alpha", "Beta", "Gamma", "A line typed on Windows"):
+        assert text.count(line) == 1, (line, text)
+    assert data.count(b"\n") == data.count(b"\r\n")
+    ws.close()
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_d13_a_persons_edit_does_not_come_back_in_its_old_form(tmp_path: Path, how: str) -> None:
+    """D13: the person's second save descends from their first (which the program wrote Beta
+    on), not from the version before it: merged against that older version, their first
+    line came back beside its edited form."""
+    root = tmp_path / "ws"
+    ws = Workspace.init(root, agent="main")
+    path = root / "memory.md"
+    ws.remember("Alpha")
+    time.sleep(0.5)
+    v1 = path.read_text()
+    _save(path, v1 + "- PERSON 0\n", how)
+    ws.remember("Beta")  # made on that save
+    time.sleep(0.03)
+    _save(path, v1 + "- PERSON 0 (edited)\n- PERSON 1\n", how)
+    time.sleep(SETTLED_S)
+    lines = path.read_text().splitlines()
+    assert "- PERSON 0" not in lines
+    assert lines.count("- PERSON 0 (edited)") == 1 and lines.count("- PERSON 1") == 1
+    assert sum(line.startswith("- Beta <!--") for line in lines) == 1
+    assert sum(line.startswith("- Alpha <!--") for line in lines) == 1
+    ws.close()
