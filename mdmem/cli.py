@@ -136,8 +136,14 @@ def _init_local_agent(root: Path, agent: str) -> None:
 
 def _init_git(root: Path) -> None:
     """.gitattributes lines for the merge driver; inside a git repository, its config too."""
-    from mdmem.sharing.git_sync import configure_driver, install_gitattributes, repo_root
+    from mdmem.sharing.git_sync import (
+        configure_driver,
+        ignore_temp_files,
+        install_gitattributes,
+        repo_root,
+    )
 
+    ignore_temp_files(root)  # a write in progress is never committed
     added = install_gitattributes(root)
     typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
     if repo_root(root) is not None:
