@@ -136,6 +136,10 @@ class GitSync(RuleBasedStateMachine):
 
     @rule(i=clone, key=st.sampled_from(["plan", "owner"]))
     def pool_write(self, i: int, key: str) -> None:
+        with self.w.ws(i) as ws:
+            current = ws.sharing.pool("team").read(key)
+        if current is not None:  # overwritten here: that value is replaced, not lost
+            self.pool.discard(str(current.content))
         value = f"{key} value {self.text()}"
         self.w.pool_write(i, key, value)
         self.pool.add(value)
