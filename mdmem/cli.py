@@ -1777,6 +1777,8 @@ def git_sync(
         typer.echo(f"merge driver set to {report.migrated} (it was the bare name `mdmem`)")
     for contradiction in report.contradictions:
         _warn(f"to settle: {contradiction} (both replace one memory: mdmem forget the wrong one)")
+    for note in report.kept_both:
+        _warn(f"to settle: {note}")
     verb = "would commit" if dry_run else "committed"
     typer.echo(f"{verb} {len(report.committed)} workspace file(s)")
     for path in report.committed:

@@ -81,12 +81,16 @@ class SyncReport:
     contradictions: tuple[str, ...] = ()
     """``contradicts`` relations the merge made (two machines replaced one memory
     differently): a person settles them."""
+    kept_both: tuple[str, ...] = ()
+    """Where the merge driver could not choose between two versions and kept both: a person
+    may want to settle them."""
 
     def to_dict(self) -> dict[str, object]:
         return {
             **vars(self),
             "committed": list(self.committed),
             "contradictions": list(self.contradictions),
+            "kept_both": list(self.kept_both),
         }
 
 
@@ -283,7 +287,7 @@ def sync(
                 return SyncReport(True, tuple(mine), None, behind, ahead, False)
             commit = _commit(top, prefix, mine, message) if mine else None
             before = _head(top)
-            _pull_once(root, top, rebase, before)
+            told = _pull_once(root, top, rebase, before)
             found = _check_merge(top, prefix, before)
             behind = _count(top, f"{before}..{upstream}")
         reindex()
@@ -296,7 +300,7 @@ def sync(
                     f"run mdmem sync again. git said: {_said(pushed)}",
                     REJECTED,
                 )
-    return SyncReport(False, tuple(mine), commit, behind, ahead, True, migrated, found)
+    return SyncReport(False, tuple(mine), commit, behind, ahead, True, migrated, found, told)
 
 
 @contextlib.contextmanager
@@ -408,17 +412,24 @@ def _abort(top: Path) -> None:
     _git(top, verb, "--abort", check=False)
 
 
-def _pull_once(root: Path, top: Path, rebase: bool, before: str) -> None:
+def _pull_once(root: Path, top: Path, rebase: bool, before: str) -> tuple[str, ...]:
     """The pull, marked as this sync's own while it runs: a sync that finds the mark with a
     rebase still in progress knows it may roll it back."""
     marker = root / STATE_DIR / PULLING
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(before + "\n", encoding="utf-8")
     try:
-        _pull(top, rebase)
+        said = _pull(top, rebase)
     finally:
         if _in_progress(top) is None:
             marker.unlink(missing_ok=True)
+    prefix = "mdmem merge-driver: "
+    notes = [
+        line.removeprefix(prefix)
+        for line in said.splitlines()
+        if line.startswith(prefix) and "kept" in line and "both" in line
+    ]
+    return tuple(dict.fromkeys(notes))  # a rebase replays commits: each note once
 
 
 def _check_merge(top: Path, prefix: str, before: str) -> tuple[str, ...]:
@@ -551,11 +562,12 @@ def _commit(top: Path, prefix: str, paths: list[str], message: str | None) -> st
     return _head(top)
 
 
-def _pull(top: Path, rebase: bool) -> None:
+def _pull(top: Path, rebase: bool) -> str:
+    """The pull; what git (and the merge driver, through it) said."""
     how = "--rebase" if rebase else "--no-rebase"
     done = _git(top, "pull", "--quiet", how, "--no-edit", check=False)
     if done.returncode == 0:
-        return
+        return done.stderr
     unmerged = _git(top, "diff", "--name-only", "-z", "--diff-filter=U").stdout.split("\0")
     unmerged = [path for path in unmerged if path]
     if not unmerged:

@@ -40,8 +40,8 @@ from hypothesis.stateful import (
 pytestmark = pytest.mark.slow
 CLONES = 3
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
-EXAMPLES = settings.default.max_examples if DEEP else 6
-STEPS = 30 if DEEP else 14
+EXAMPLES = settings.default.max_examples if DEEP else 4
+STEPS = 30 if DEEP else 12
 clone = st.integers(0, CLONES - 1)
 
 

@@ -56,6 +56,9 @@ def test_d3_update_then_supersede_against_an_update_converges(world, rebase) -> 
     w.supersede(1, "X as C saw it", "Y from C replaces X")
     w.update(0, X, "X as A saw it")
     assert w.sync(0, rebase=rebase).code == 0
+    with w.ws(1) as ws:  # the user is told that both stay
+        report = ws.sharing.sync(rebase=rebase)
+    assert any("both versions kept" in note for note in report.kept_both), report
     settle(w, rebase)
     once(w, "X as A saw it", live=True)
     once(w, "X as C saw it", live=False)
