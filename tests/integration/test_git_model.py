@@ -218,8 +218,10 @@ class GitSync(RuleBasedStateMachine):
         running = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        for _ in range(2):
+        k = 0
+        while running.poll() is None or k < 2:  # the agent keeps writing while sync runs
             self.remember(i)
+            k += 1
         said = running.communicate()[0]
         if running.returncode != 0:
             self.follow(i, said)
