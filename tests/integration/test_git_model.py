@@ -40,7 +40,11 @@ from hypothesis.stateful import (
 pytestmark = pytest.mark.slow
 CLONES = 3
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
-EXAMPLES = settings.default.max_examples if DEEP else 4
+EXAMPLES = int(
+    os.environ.get("MDMEM_GIT_MODEL_EXAMPLES") or (settings.default.max_examples if DEEP else 4)
+)
+"""Bounded under ``ci``/``dev`` (see the module's docstring); ``MDMEM_GIT_MODEL_EXAMPLES=N``
+runs N, to hunt without shrinking."""
 STEPS = 30 if DEEP else 12
 clone = st.integers(0, CLONES - 1)
 
