@@ -303,3 +303,22 @@ def test_sync_takes_the_very_locks_program_writes_take(tmp_path: Path) -> None:
     writer = SafeWriter(tmp_path / ".mdmem")
     for rel in ("memory.md", "shared/team.md", ".notes/a/b.md"):
         assert write_lock_path(tmp_path, rel) == writer.lock_path(rel)
+
+
+@pytest.mark.parametrize("rebase", [True, False], ids=["rebase", "merge"])
+def test_a_persons_new_heading_survives_a_paragraph_written_on_the_other_side(
+    world, rebase
+) -> None:
+    """Found by the model (tests/integration/test_git_model.py) on the code before issue 39:
+    a person adds an empty ``## Topic`` section in one clone, a person writes a paragraph in
+    another; the driver took one side's text between entries whole, and the heading was gone
+    (no entry under it to bring it back)."""
+    w = world
+    w.edit(0, lambda t: t.replace("## Patterns", "## Topic for later\n\n## Patterns", 1))
+    assert w.sync(0, rebase=rebase).code == 0
+    w.edit(1, lambda t: t.replace(f"- {Y}", f"- {Y}\n\nA paragraph about the seeds.\n", 1))
+    assert w.sync(1, rebase=rebase).code == 0
+    settle(w, rebase)
+    text = w.text(0)
+    assert text.count("## Topic for later\n") == 1
+    assert text.count("\n\nA paragraph about the seeds.\n") == 1
