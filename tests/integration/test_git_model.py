@@ -87,9 +87,12 @@ class GitSync(RuleBasedStateMachine):
         return f"note {self.n} xq{self.n}z"
 
     def live_mine(self, i: int) -> list[str]:
-        """The memories live in clone ``i`` that the model acknowledged (and still counts)."""
+        """The memories live in clone ``i`` that the model acknowledged (and still counts):
+        the ones every clone began with first, so that draws favour the entries two clones
+        can change at once (where concurrency bites)."""
         return sorted(
-            e.text for e in self.w.entries(i) if not e.archived and e.text in self.required
+            (e.text for e in self.w.entries(i) if not e.archived and e.text in self.required),
+            key=lambda text: (text not in SEED, text),
         )
 
     # ---- the agent ---------------------------------------------------------------------------
