@@ -139,8 +139,14 @@ def _init_local_agent(root: Path, agent: str) -> None:
 
 def _init_git(root: Path) -> None:
     """.gitattributes lines for the merge driver; inside a git repository, its config too."""
-    from mdmem.sharing.git_sync import configure_driver, install_gitattributes, repo_root
+    from mdmem.sharing.git_sync import (
+        configure_driver,
+        ignore_temp_files,
+        install_gitattributes,
+        repo_root,
+    )
 
+    ignore_temp_files(root)  # a write in progress is never committed
     added = install_gitattributes(root)
     typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
     if repo_root(root) is not None:
@@ -1794,6 +1800,8 @@ def git_sync(
         typer.echo(f"merge driver set to {report.migrated} (it was the bare name `mdmem`)")
     for contradiction in report.contradictions:
         _warn(f"to settle: {contradiction} (both replace one memory: mdmem forget the wrong one)")
+    for note in report.kept_both:
+        _warn(f"to settle: {note}")
     verb = "would commit" if dry_run else "committed"
     typer.echo(f"{verb} {len(report.committed)} workspace file(s)")
     for path in report.committed:

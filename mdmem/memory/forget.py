@@ -4,7 +4,9 @@ Everywhere else mdmem archives instead of deleting. Forgetting an entry removes 
 its file and every archived copy of the same text, its chunks from the index (with the deleted
 bytes zeroed, FTS5 segments merged and the WAL truncated), its cached vectors, and any journal
 or trash file holding it. Git history, backups and synced copies are out of reach: the report
-says so.
+says so. The file keeps a tombstone (the entry's id and a digest of its text, never the text:
+:mod:`mdmem.markdown.tombstones`) so that git's merge driver drops every version of the entry
+another clone still holds: ``forget`` wins over any concurrent change.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mdmem.markdown import tombstones
 from mdmem.markdown.entries import Entry
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.documents import Documents
@@ -211,7 +214,8 @@ def _cut(
     def edit(current: str) -> str:
         text, found = remove_entries(current, rel, wanted)
         cut[:] = found
-        return text
+        marks = {entry.id: tombstones.digest(entry.text) for entry, _ in found}
+        return tombstones.append(text, marks, "\r\n" if "\r\n" in current else "\n")
 
     writer.write(rel, edit, create=False)
     documents.forget(rel)

@@ -32,12 +32,14 @@ import datetime as dt
 import hashlib
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
 from pathlib import Path, PurePosixPath
 
 from mdmem.layout import LEARNINGS_FILE, MEMORY_FILE, TASK_FILE, WORLD_FILE
+from mdmem.markdown import tombstones
 from mdmem.markdown.conflicts import conflict_line
 from mdmem.markdown.entries import (
     ARCHIVE_TITLE,
@@ -89,6 +91,8 @@ class Block:
     meta: Mapping[str, str] = field(default_factory=dict, compare=False)
     body: str = ""
     """A pool section's value lines (pool files only)."""
+    content: str = field(default="", compare=False)
+    """An entry's text as the parser reads it (no marker, no metadata comment)."""
 
     @property
     def blank(self) -> bool:
@@ -159,44 +163,82 @@ def merge_file(
         return MergeResult(ours)
     if ours == base:
         return MergeResult(theirs)
+    marks = {**tombstones.read(base), **tombstones.read(ours), **tombstones.read(theirs)}
+    base, ours, theirs = (tombstones.strip(t) for t in (base, ours, theirs))
     read = _READERS[kind]
     o, a, b = read(path, base), read(path, ours), read(path, theirs)
-    frame = _frame_side(o, a, b)
-    if frame is None:
-        raise Unmergeable(f"{path}: the text between entries changed on both sides")
-    merger = _Merger(kind, now or dt.datetime.now(dt.UTC), _newline(ours))
-    text = merger.render(frame, o, a, b)
+    merger = _Merger(kind, now or dt.datetime.now(dt.UTC), _newline(ours), marks)
+    layout = merger.layout(o, a, b)
+    text = merger.render(layout, o, a, b)
     if kind == "task" and not merger.conflicts:
         text = sync_pointer(text, path)
+    text = tombstones.append(text, marks, merger.newline)
     return MergeResult(text, tuple(merger.conflicts), tuple(merger.notes))
 
 
-def _frame_side(o: Side, a: Side, b: Side) -> Side | None:
-    """The side whose frame the result takes: the one that changed it (blank lines aside), or
-    the other when one side only added headings (the entries under them bring them back)."""
-    if a.frame() == o.frame() and b.frame() != o.frame():
-        return b
-    if b.frame() in (o.frame(), a.frame()) or _headings_added(o, b):
-        return a
-    if _headings_added(o, a):
-        return b
-    return None
+def _token(block: Block) -> tuple[str, str]:
+    """What a block is in a file's layout: an entry by its identity, a frame line by its text
+    (line endings aside). An entry's text does not count: edits are merged entry by entry."""
+    if block.key is not None:
+        return ("entry", block.key)
+    return ("line", block.text.rstrip("\r\n"))
 
 
-def _headings_added(o: Side, x: Side) -> bool:
-    ops = SequenceMatcher(None, o.frame(), x.frame(), autojunk=False).get_opcodes()
-    return all(
-        tag == "equal"
-        or (tag == "insert" and all(line.startswith("#") for line in x.frame()[j0:j1]))
-        for tag, _, _, j0, j1 in ops
-    )
+def diff3(
+    base: list[tuple[str, str]], a: list[tuple[str, str]], b: list[tuple[str, str]]
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """A three-way diff of token lists: the regions between tokens both sides kept, each as
+    (base indexes, a indexes, b indexes); a stable token is a region of one index each."""
+    in_a = _matches(base, a)
+    in_b = _matches(base, b)
+    regions: list[tuple[list[int], list[int], list[int]]] = []
+    i = j = k = 0
+    for stable in [x for x in range(len(base)) if x in in_a and x in in_b] + [len(base)]:
+        j2, k2 = (in_a[stable], in_b[stable]) if stable < len(base) else (len(a), len(b))
+        if j2 < j or k2 < k:  # crossing matches: leave this one to the region
+            continue
+        region = (list(range(i, stable)), list(range(j, j2)), list(range(k, k2)))
+        if any(region):
+            regions.append(region)
+        if stable < len(base):
+            regions.append(([stable], [j2], [k2]))
+        i, j, k = stable + 1, j2 + 1, k2 + 1
+    return regions
+
+
+def _before_heading(blocks: list[Block]) -> int:
+    """Where a block goes to stay in the section a region starts in: before the first heading
+    (and the blank lines above it), else at the end."""
+    at = next((n for n, b in enumerate(blocks) if b.key is None and b.text.startswith("#")), None)
+    if at is None:
+        return len(blocks)
+    while at > 0 and blocks[at - 1].blank:
+        at -= 1
+    return at
+
+
+def _index(blocks: list[Block], token: tuple[str, str], start: int) -> int | None:
+    return next((n for n in range(start, len(blocks)) if _token(blocks[n]) == token), None)
+
+
+def _matches(base: list[tuple[str, str]], side: list[tuple[str, str]]) -> dict[int, int]:
+    found: dict[int, int] = {}
+    matcher = SequenceMatcher(None, base, side, autojunk=False)
+    for i, j, size in matcher.get_matching_blocks():
+        for n in range(size):
+            found[i + n] = j + n
+    return found
 
 
 class _Merger:
-    def __init__(self, kind: str, now: dt.datetime, newline: str) -> None:
+    def __init__(
+        self, kind: str, now: dt.datetime, newline: str, marks: Mapping[str, str] | None = None
+    ) -> None:
         self.kind = kind
         self.now = now
         self.newline = newline
+        self.marks = dict(marks or {})
+        """Tombstones of both sides (id → digest): entries ``forget`` removed for good."""
         self.conflicts: list[str] = []
         self.notes: list[str] = []
         self.rivals: list[tuple[str, str, str]] = []
@@ -204,28 +246,113 @@ class _Merger:
         self.renamed: dict[str, str] = {}
         """A duplicate's id → the id kept."""
 
-    def render(self, frame: Side, o: Side, a: Side, b: Side) -> str:
+    def layout(self, o: Side, a: Side, b: Side) -> list[Block]:
+        """The result's lines and entries in order: a line-level three-way merge of the three
+        layouts (each entry one token, by identity), so a person's prose, headings, blank
+        lines and order are merged as git would merge lines, and an entry stays where its
+        side put it. Where both sides changed one place, both changes stay (``both_laid_out``)."""
+        tokens = [[_token(x) for x in side.blocks] for side in (o, a, b)]
+        out: list[Block] = []
+        for bi, ai, ki in diff3(*tokens):
+            ob = [o.blocks[n] for n in bi]
+            ab = [a.blocks[n] for n in ai]
+            bb = [b.blocks[n] for n in ki]
+            ot, at, bt = ([_token(x) for x in xs] for xs in (ob, ab, bb))
+            if at == ot:
+                out += bb
+            elif bt in (ot, at):
+                out += ab
+            else:
+                out += self.both_laid_out(ob, ab, bb)
+        return out
+
+    def both_laid_out(self, ob: list[Block], ab: list[Block], bb: list[Block]) -> list[Block]:
+        """One place both sides changed: ours, without what theirs removed, with what theirs
+        added after it (an entry or a heading once). When both changed the text there, both
+        versions stay and the notes say so: no rule can choose between two people's words."""
+        base = Counter(_token(x) for x in ob)
+        removed = base - Counter(_token(x) for x in bb)
+        out: list[Block] = []
+        for block in ab:
+            token = _token(block)
+            if removed[token] > 0:
+                removed[token] -= 1
+                continue
+            out.append(block)
+        have = {_token(x) for x in out if not x.blank}
+        added = Counter(_token(x) for x in bb) - base
+        adds: list[bool] = []
+        for block in bb:
+            token = _token(block)
+            adds.append(added[token] > 0)
+            added[token] -= 1
+        cursor: int | None = None
+        for n, block in enumerate(bb):
+            token = _token(block)
+            if not adds[n] or (not block.blank and token in have):
+                # a block both hold: what theirs added next goes after it
+                if not block.blank and (found := _index(out, token, 0)) is not None:
+                    cursor = found + 1
+                continue
+            if cursor is None:  # nothing of theirs before it here: the section it started in
+                cursor = _before_heading(out)
+            if block.blank and any(
+                0 <= m < len(out) and out[m].blank for m in (cursor - 1, cursor)
+            ):
+                continue
+            out.insert(cursor, block)
+            cursor += 1
+            have.add(token)
+
+        def text_lines(xs: list[Block]) -> set[tuple[str, str]]:
+            return {_token(x) for x in xs if x.key is None and not x.blank}
+
+        old = text_lines(ob)
+        a_new, b_new = text_lines(ab) - old, text_lines(bb) - old
+        if (old - text_lines(ab)) & (old - text_lines(bb)) and a_new != b_new:
+            raise Unmergeable("the same text between entries was changed on both sides")
+        if a_new and b_new and a_new != b_new:
+            self.notes.append(
+                "text between entries added on both sides at one place: both kept, ours first"
+            )
+        return out
+
+    def render(self, layout: list[Block], o: Side, a: Side, b: Side) -> str:
         oe, ae, be = o.entries(), a.entries(), b.entries()
-        keys = list(dict.fromkeys([*frame.entries(), *ae, *be]))
+        keys = list(dict.fromkeys([*(x.key for x in layout if x.key is not None), *ae, *be]))
         decided = {k: self.decide(k, oe.get(k), ae.get(k), be.get(k)) for k in keys}
         if self.kind == "knowledge":
             self.dedupe(decided, oe, ae, be)
             self.relink(decided)
+        if self.marks:
+            for key, items in decided.items():
+                decided[key] = [x for x in items if not self.forgotten(x)]
         out: list[Block] = []
         placed: set[int] = set()
-        for block in frame.blocks:
+        for block in layout:
             if block.key is None:
                 out.append(block)
                 continue
-            for item in decided[block.key]:
-                if item.archived == block.archived:
+            for item in decided.get(block.key, []):
+                if id(item) not in placed and item.archived == block.archived:
                     out.append(item)
                     placed.add(id(item))
         for key in keys:
             for item in decided[key]:
                 if id(item) not in placed:
                     self.insert(out, item)
+                    placed.add(id(item))
         return "".join(_ending(out[n].text, n + 1 == len(out)) for n in range(len(out)))
+
+    def forgotten(self, item: Block) -> bool:
+        """A version of an entry ``forget`` removed on either side: its id, a variant of it,
+        or its text under another id."""
+        if self.kind == "pool":
+            return False
+        ids = {_entry_id(item), str(item.meta.get("variant_of", ""))}
+        if ids & self.marks.keys():
+            return True
+        return bool(item.content) and tombstones.digest(item.content) in self.marks.values()
 
     def decide(self, key: str, o: Block | None, a: Block | None, b: Block | None) -> list[Block]:
         if a is not None and b is not None and a.text == b.text:
@@ -244,9 +371,22 @@ class _Merger:
         if b.text == o.text:
             return [a]
         if a.archived != b.archived and (a.archived or b.archived):
-            kept = b if a.archived else a
-            self.notes.append(f"{key}: archived on one side, edited on the other: the edit kept")
-            return [kept]
+            kept, gone = (b, a) if a.archived else (a, b)
+            if gone.content == o.content or self.kind == "pool":
+                self.notes.append(
+                    f"{_shown(key)}: archived on one side, edited on the other: the edit kept"
+                )
+                return [kept]
+            # edited, then archived (say, updated and then superseded) on one side, edited
+            # on the other: no rule can choose; both versions stay, the archived one as a
+            # variant under its replacement
+            self.notes.append(
+                f"{_shown(key)}: edited on both sides and archived on one: both versions kept"
+            )
+            return [
+                kept,
+                _with_meta(gone, {"id": _variant_id(gone), "variant_of": _entry_id(gone)}),
+            ]
         if a.archived and b.archived and self.kind != "pool" and _content(a) == _content(b):
             return [self.archived_once(key, a, b)]
         return self.both_changed(key, a, b)
@@ -266,16 +406,20 @@ class _Merger:
     def dedupe(self, decided: dict[str, list[Block]], oe: dict, ae: dict, be: dict) -> None:
         """The same memory added on both sides (same ``sum=``, same text): kept once, under
         the smaller id (whichever side merges, the same one); links to the other point at it."""
-        ours: dict[tuple[str, str], Block] = {}
+        ours: dict[tuple[str, str, bool], Block] = {}
         for key, block in ae.items():
-            if _new_live(key, block, oe, be) and (sig := _signature(block)) is not None:
-                ours.setdefault(sig, block)
+            if _new(key, oe, be) and (sig := _signature(block)) is not None:
+                ours.setdefault((*sig, block.archived), block)
         for key, block in be.items():
-            if not _new_live(key, block, oe, ae) or (sig := _signature(block)) is None:
+            if not _new(key, oe, ae) or (sig := _signature(block)) is None:
                 continue
-            if (twin := ours.pop(sig, None)) is None:
+            if (twin := ours.pop((*sig, block.archived), None)) is None:
                 continue
             keep, drop = sorted((twin, block), key=_entry_id)
+            by_keep, by_drop = keep.meta.get("superseded_by"), drop.meta.get("superseded_by")
+            if keep.archived and by_keep and by_drop and by_keep != by_drop:
+                # one memory remembered on both sides, then replaced differently on each
+                self.rivals.append((keep.key or "", min(by_keep, by_drop), max(by_keep, by_drop)))
             decided[drop.key or ""] = []
             self.renamed[_entry_id(drop)] = _entry_id(keep)
             self.notes.append(
@@ -308,14 +452,18 @@ class _Merger:
         winner = newer(a.updated, b.updated, self.now)
         if winner is not None:
             won, lost = (a, b) if winner == "a" else (b, a)
-            self.notes.append(f"{key}: changed on both sides; the newer kept, the other archived")
+            self.notes.append(
+                f"{_shown(key)}: changed on both sides; the newer kept, the other archived"
+            )
             return [self.won(won, lost), self.archived(lost)]
         if a.slot or b.slot:
             self.conflicts.append(key)
             return [self.conflict(a, b)]
         if self.kind == "pool":  # two archived versions: both stay as they are
             return [a, b]
-        self.notes.append(f"{key}: changed on both sides at the same time: both versions kept")
+        self.notes.append(
+            f"{_shown(key)}: changed on both sides at the same time: both versions kept"
+        )
         first, second = sorted((a, b), key=lambda x: x.text)  # the same whichever side merges
         return [
             first,
@@ -460,7 +608,16 @@ def _read_document(path: str, text: str, key_of: Callable[[Document], dict[int, 
             key = f"{key}#{seen[key]}"
         text_ = "".join(lines[n - 1 : entry.end_line])
         blocks.append(
-            Block(key, section, text_, entry.archived, entry.meta.get("updated"), slot, entry.meta)
+            Block(
+                key,
+                section,
+                text_,
+                entry.archived,
+                entry.meta.get("updated"),
+                slot,
+                entry.meta,
+                content=entry.text,
+            )
         )
         n = entry.end_line + 1
     return Side(tuple(blocks))
@@ -576,9 +733,20 @@ def _signature(block: Block) -> tuple[str, str] | None:
     return (str(total), same_text(_content(block))) if total else None
 
 
-def _new_live(key: str, block: Block, base: dict, other: dict) -> bool:
-    """An entry only this side added, live."""
-    return key.startswith("id:") and key not in base and key not in other and not block.archived
+def _new(key: str, base: dict, other: dict) -> bool:
+    """An entry only this side added (live, or archived since)."""
+    return key.startswith("id:") and key not in base and key not in other
+
+
+def _shown(key: str) -> str:
+    """An entry's identity as a message names it: a pool key by its name (``plan``, or
+    ``plan (archived v3)``), never the NUL-joined form used inside the merge."""
+    if "\0" not in key:
+        return key
+    parts = key.split("\0")
+    if parts[0] == "arch" and len(parts) > 2:
+        return f"{parts[1]} (archived v{parts[2]})"
+    return parts[1]
 
 
 def _renamed(block: Block, renamed: Mapping[str, str]) -> Block:
@@ -652,10 +820,18 @@ def missing_entries(path: str, base: str, side: str, result: str) -> list[Missin
     texts = {same_text(e.text) for e in now}
     sums = {e.meta["sum"] for e in now if e.meta.get("sum")}
     by_id = {e.id: e.text for e in now}
+    marks = tombstones.read(result)
+    gone = set(marks.values())
     out = []
     for entry in parse_document(path, side).entries:
         if (entry.id, entry.text) in before or (kind == "task" and _pointer(entry.text)):
             continue
+        if marks and (
+            entry.id in marks
+            or entry.meta.get("variant_of") in marks
+            or tombstones.digest(entry.text) in gone
+        ):
+            continue  # forgotten on a side: forget wins
         if same_text(entry.text) in texts or entry.meta.get("sum") in sums:
             continue
         edit_of = base_ids.get(entry.id)
@@ -748,7 +924,7 @@ def run_driver(
     ours.write_bytes(result.text.encode("utf-8", "surrogateescape"))
     messages = [f"{path}: {note}" for note in result.notes]
     messages += [
-        f"{path}: {key} changed on both sides, left between conflict markers"
+        f"{path}: {_shown(key)} changed on both sides, left between conflict markers"
         for key in result.conflicts
     ]
     return DriverOutcome(len(result.conflicts), "entries", tuple(messages))

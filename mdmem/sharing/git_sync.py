@@ -12,13 +12,16 @@ meanwhile) is an error to run ``sync`` again after.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -41,6 +44,16 @@ ATTRIBUTE = "merge=mdmem"
 _HEADER = "# mdmem: merge memory files entry by entry. Each clone also needs (mdmem init runs it):"
 REFUSED, CONFLICTS, REJECTED, LOST = 3, 4, 5, 6
 """Exit codes of ``mdmem sync`` beyond 0 (done), 1 (an error) and 2 (bad usage)."""
+TEMP_PATTERN = "*.mdmem-tmp"
+"""mdmem's temp files (a write in progress, or one a crash left): git-ignored, never committed."""
+STATE_DIR = ".mdmem"
+SYNC_LOCK = "sync.lock"
+"""Under ``.mdmem/locks/``: one ``mdmem sync`` per clone at a time."""
+PULLING = "sync-pulling"
+"""Under ``.mdmem/``: a pull mdmem started and has not finished (this clone's HEAD before it);
+a sync that finds it with git's rebase or merge still in progress rolls that pull back."""
+LOCK_WAIT_S = 120.0
+"""How long a sync waits for another sync, or for program writes, to finish."""
 
 
 class SyncError(MdmemError):
@@ -68,12 +81,16 @@ class SyncReport:
     contradictions: tuple[str, ...] = ()
     """``contradicts`` relations the merge made (two machines replaced one memory
     differently): a person settles them."""
+    kept_both: tuple[str, ...] = ()
+    """Where the merge driver could not choose between two versions and kept both: a person
+    may want to settle them."""
 
     def to_dict(self) -> dict[str, object]:
         return {
             **vars(self),
             "committed": list(self.committed),
             "contradictions": list(self.contradictions),
+            "kept_both": list(self.kept_both),
         }
 
 
@@ -111,6 +128,19 @@ def install_gitattributes(root: Path) -> list[str]:
     sep = "" if not text or text.endswith("\n") else "\n"
     path.write_text(text + sep + "\n".join([*block, *missing]) + "\n", encoding="utf-8")
     return missing
+
+
+def ignore_temp_files(root: Path) -> bool:
+    """Add mdmem's temp files (``*.mdmem-tmp``) to the workspace's .gitignore; True if added.
+    Every other line stays as it is."""
+    path = root / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if TEMP_PATTERN in {line.strip().lstrip("/") for line in text.splitlines()}:
+        return False
+    sep = "" if not text or text.endswith("\n") else "\n"
+    comment = "# a write in progress (mdmem's temp files)\n"
+    path.write_text(text + sep + comment + TEMP_PATTERN + "\n", encoding="utf-8")
+    return True
 
 
 def ignore_local_config(root: Path) -> bool:
@@ -238,34 +268,168 @@ def sync(
     if top is None:
         raise SyncError(f"{root} is not inside a git repository")
     prefix = _prefix(root, top)
-    _refuse_in_progress(top)
-    if (root / LOCAL_CONFIG_NAME).exists():
-        ignore_local_config(root)  # this machine's agent: never committed for every clone
-    mine = _dirty_workspace_paths(top, prefix)
-    upstream = _upstream(top)
-    migrated = None if dry_run else migrate_driver(top)
-    if (problem := driver_problem(top, prefix)) is not None:
-        raise SyncError(problem, REFUSED)
-    if dry_run:
-        _git(top, "fetch", "--quiet")
-        behind, ahead = _counts(top, upstream)
-        return SyncReport(True, tuple(mine), None, behind, ahead, False)
-    commit = _commit(top, prefix, mine, message) if mine else None
-    before = _head(top)
-    _pull(top, rebase)
-    found = _check_merge(top, prefix, before)
-    behind = _count(top, f"{before}..{upstream}")
-    reindex()
-    ahead = _count(top, f"{upstream}..HEAD")
-    if ahead:
-        pushed = _git(top, "push", "--quiet", check=False)
-        if pushed.returncode != 0:
-            raise SyncError(
-                "the remote refused the push (it moved on meanwhile?); nothing was forced: run "
-                f"mdmem sync again. git said: {_said(pushed)}",
-                REJECTED,
-            )
-    return SyncReport(False, tuple(mine), commit, behind, ahead, True, migrated, found)
+    with _sync_lock(root):
+        with _write_locks(root, top, prefix):
+            _roll_back_own_pull(root, top)
+            _refuse_in_progress(top)
+            if (root / LOCAL_CONFIG_NAME).exists():
+                ignore_local_config(root)  # this machine's agent: never committed for every clone
+            if not dry_run:
+                ignore_temp_files(root)
+            mine = _dirty_workspace_paths(top, prefix)
+            upstream = _upstream(top)
+            migrated = None if dry_run else migrate_driver(top)
+            if (problem := driver_problem(top, prefix)) is not None:
+                raise SyncError(problem, REFUSED)
+            if dry_run:
+                _git(top, "fetch", "--quiet")
+                behind, ahead = _counts(top, upstream)
+                return SyncReport(True, tuple(mine), None, behind, ahead, False)
+            commit = _commit(top, prefix, mine, message) if mine else None
+            before = _head(top)
+            told = _pull_once(root, top, rebase, before)
+            found = _check_merge(top, prefix, before)
+            behind = _count(top, f"{before}..{upstream}")
+        reindex()
+        ahead = _count(top, f"{upstream}..HEAD")
+        if ahead:
+            pushed = _git(top, "push", "--quiet", check=False)
+            if pushed.returncode != 0:
+                raise SyncError(
+                    "the remote refused the push (it moved on meanwhile?); nothing was forced: "
+                    f"run mdmem sync again. git said: {_said(pushed)}",
+                    REJECTED,
+                )
+    return SyncReport(False, tuple(mine), commit, behind, ahead, True, migrated, found, told)
+
+
+@contextlib.contextmanager
+def _sync_lock(root: Path) -> Iterator[None]:
+    """One ``mdmem sync`` per clone at a time: a second waits for the first to finish."""
+    from filelock import FileLock, Timeout
+
+    lock = root / STATE_DIR / "locks" / SYNC_LOCK
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(lock), timeout=LOCK_WAIT_S):
+            yield
+    except Timeout:
+        raise SyncError(
+            f"another mdmem sync in this clone held {lock} for {LOCK_WAIT_S:.0f} s; nothing "
+            "was done: run mdmem sync again when it has finished"
+        ) from None
+
+
+def write_lock_path(root: Path, rel: str) -> Path:
+    """The lock every program write of ``rel`` takes (mdmem.writes.safe_writer's
+    ``SafeWriter.lock_path``; a test holds the two to one name)."""
+    return root / STATE_DIR / "locks" / f"{urllib.parse.quote(rel, safe='')}.lock"
+
+
+@contextlib.contextmanager
+def _write_locks(root: Path, top: Path, prefix: str) -> Iterator[None]:
+    """Hold the write lock of every Markdown file of the workspace while sync commits and
+    pulls: a program write (this process or another) waits, so it never lands between the
+    commit and the pull, nor in the middle of a rebase. All are taken at once or none (a
+    write holds one lock at a time; no one waits while holding another)."""
+    from filelock import FileLock, Timeout
+
+    listed = _git(
+        top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", prefix or "."
+    ).stdout.split("\0")
+    rels = {
+        PurePosixPath(p).relative_to(prefix).as_posix() if prefix else p
+        for p in listed
+        if p.endswith(".md")
+    }
+    rels |= {p for p in GIT_ATTRIBUTES if "*" not in p}  # made by a write meanwhile, too
+    locks = [FileLock(str(write_lock_path(root, rel)), timeout=0) for rel in sorted(rels)]
+    if locks:
+        write_lock_path(root, "x").parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        held: list[FileLock] = []
+        try:
+            for lock in locks:
+                lock.acquire(timeout=0)
+                held.append(lock)
+            break
+        except Timeout:
+            for lock in reversed(held):
+                lock.release()
+            if time.monotonic() > deadline:
+                raise SyncError(
+                    f"program writes kept the workspace's files locked for {LOCK_WAIT_S:.0f} s; "
+                    "nothing was done: run mdmem sync again"
+                ) from None
+            time.sleep(0.02)
+    try:
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
+
+
+def _roll_back_own_pull(root: Path, top: Path) -> None:
+    """A pull an earlier sync started and never finished (killed, a machine that went down):
+    git's rebase or merge still in progress. It is rolled back to the commit the sync had made
+    (this clone's work, all committed before the pull), unless files changed since (then the
+    person is told which: nothing is thrown away)."""
+    marker = root / STATE_DIR / PULLING
+    if not marker.exists():
+        return
+    if not _in_progress(top):
+        marker.unlink(missing_ok=True)
+        return
+    status = _git(top, "status", "--porcelain=v1", "-z", "--untracked-files=no").stdout
+    changed = [f[3:] for f in status.split("\0") if f and "U" not in f[:2] and f[:2] != "  "]
+    unmerged = [f[3:] for f in status.split("\0") if f and "U" in f[:2]]
+    if changed and not unmerged:
+        raise SyncError(
+            "an earlier mdmem sync stopped mid-pull and files changed since "
+            f"({', '.join(changed[:5])}): git add them and run git rebase --continue (git "
+            "commit, for a merge), then mdmem sync again",
+            REFUSED,
+        )
+    _abort(top)
+    marker.unlink(missing_ok=True)
+
+
+def _in_progress(top: Path) -> str | None:
+    for marker in ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD"):
+        found = _git(top, "rev-parse", "--git-path", marker).stdout.strip()
+        if (top / found).exists():
+            return marker
+    return None
+
+
+def _abort(top: Path) -> None:
+    """Roll back a rebase or merge in progress (this clone's work is committed)."""
+    what = _in_progress(top)
+    if what is None:
+        return
+    verb = "merge" if what == "MERGE_HEAD" else "rebase"
+    _git(top, verb, "--abort", check=False)
+
+
+def _pull_once(root: Path, top: Path, rebase: bool, before: str) -> tuple[str, ...]:
+    """The pull, marked as this sync's own while it runs: a sync that finds the mark with a
+    rebase still in progress knows it may roll it back."""
+    marker = root / STATE_DIR / PULLING
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(before + "\n", encoding="utf-8")
+    try:
+        said = _pull(top, rebase)
+    finally:
+        if _in_progress(top) is None:
+            marker.unlink(missing_ok=True)
+    prefix = "mdmem merge-driver: "
+    notes = [
+        line.removeprefix(prefix)
+        for line in said.splitlines()
+        if line.startswith(prefix) and "kept" in line and "both" in line
+    ]
+    return tuple(dict.fromkeys(notes))  # a rebase replays commits: each note once
 
 
 def _check_merge(top: Path, prefix: str, before: str) -> tuple[str, ...]:
@@ -295,7 +459,8 @@ def _check_merge(top: Path, prefix: str, before: str) -> tuple[str, ...]:
         raise SyncError(
             f"the merge would have lost {len(lost)} entr{'y' if len(lost) == 1 else 'ies'} "
             f"({shown}{more}): the pull was undone (this clone is back at {before[:12]}, its own "
-            f"work), nothing was pushed; merge by hand (git pull --no-rebase) and check them",
+            f"work, committed), nothing was pushed and nothing is lost; this is a defect of the "
+            "merge: report it with the entries named (a plain git pull would drop them)",
             LOST,
         )
     return tuple(made)
@@ -330,14 +495,17 @@ def _prefix(root: Path, top: Path) -> str:
 
 
 def _refuse_in_progress(top: Path) -> None:
-    for marker in ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD"):
-        found = _git(top, "rev-parse", "--git-path", marker).stdout.strip()
-        if (top / found).exists():
-            raise SyncError(
-                f"a git {marker.split('-')[0].split('_')[0].lower()} is in progress in {top}: "
-                "finish it (or abort it) first",
-                REFUSED,
-            )
+    """A rebase or merge a person started: theirs to finish (aborting it would throw away
+    what they resolved so far, so mdmem never advises it)."""
+    marker = _in_progress(top)
+    if marker is not None:
+        what = marker.split("-")[0].split("_")[0].lower()
+        step = "git commit" if what == "merge" else f"git {what} --continue"
+        raise SyncError(
+            f"a git {what} you started is in progress in {top}: finish it first (resolve, "
+            f"git add, {step}), then mdmem sync",
+            REFUSED,
+        )
 
 
 def _dirty_workspace_paths(top: Path, prefix: str) -> list[str]:
@@ -354,6 +522,8 @@ def _dirty_workspace_paths(top: Path, prefix: str) -> list[str]:
         if "U" in status or status in ("AA", "DD"):
             raise SyncError(f"{path} is unmerged: resolve it and git add it first", REFUSED)
         inside = not prefix or PurePosixPath(path).is_relative_to(prefix)
+        if PurePosixPath(path).match(TEMP_PATTERN):
+            continue  # a write in progress: never committed
         (mine if inside else others).append(path)
     if others:
         listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
@@ -384,7 +554,7 @@ def _upstream(top: Path) -> str:
 
 
 def _commit(top: Path, prefix: str, paths: list[str], message: str | None) -> str:
-    _git(top, "add", "--all", "--", prefix or ".")
+    _git(top, "add", "--all", "--", prefix or ".", f":(exclude,glob)**/{TEMP_PATTERN}")
     text = message or f"mdmem sync: {len(paths)} file(s) from {socket.gethostname()}"
     done = _git(top, "commit", "--quiet", "-m", text, check=False)
     if done.returncode != 0:
@@ -392,11 +562,12 @@ def _commit(top: Path, prefix: str, paths: list[str], message: str | None) -> st
     return _head(top)
 
 
-def _pull(top: Path, rebase: bool) -> None:
+def _pull(top: Path, rebase: bool) -> str:
+    """The pull; what git (and the merge driver, through it) said."""
     how = "--rebase" if rebase else "--no-rebase"
     done = _git(top, "pull", "--quiet", how, "--no-edit", check=False)
     if done.returncode == 0:
-        return
+        return done.stderr
     unmerged = _git(top, "diff", "--name-only", "-z", "--diff-filter=U").stdout.split("\0")
     unmerged = [path for path in unmerged if path]
     if not unmerged:
@@ -414,11 +585,13 @@ def _pull(top: Path, rebase: bool) -> None:
             "again",
             CONFLICTS,
         )
-    step = "git rebase --continue" if rebase else "git commit"
     where = ", ".join(f"{path}:{line}" for path, line in marked.items())
+    _git(top, "rebase" if rebase else "merge", "--abort", check=False)
     raise SyncError(
-        f"the pull left conflicts in {where} (between git's conflict markers, which mdmem will "
-        f"not write over): resolve them, git add them, run {step}, then mdmem sync again",
+        f"the same lines were changed on both sides ({where}): the pull was undone (this clone "
+        "keeps its work, committed; nothing pushed). To settle them by hand: git pull "
+        "--no-rebase, edit the lines between the conflict markers, git add, git commit, then "
+        "mdmem sync",
         CONFLICTS,
     )
 

@@ -155,6 +155,9 @@ def test_two_clones_write_at_once_and_sync_both_ways(clones, embedder, tmp_path:
 
 
 def test_a_true_conflict_stops_the_sync_and_the_file_is_never_written(clones) -> None:
+    """A world fact set differently on both sides: sync undoes the pull (never leaves a
+    rebase half done) and says how to settle it; following that advice leaves both values
+    between conflict markers, which no program write touches until a person resolves them."""
     alice, bob, _ = clones
     alice.world.set("db", "postgres 16")
     bob.world.set("db", "mysql 8")
@@ -162,13 +165,20 @@ def test_a_true_conflict_stops_the_sync_and_the_file_is_never_written(clones) ->
     with pytest.raises(SyncError) as caught:
         bob.sharing.sync()
     assert caught.value.code == CONFLICTS and "world_state.md" in str(caught.value)
+    assert "the pull was undone" in str(caught.value)
+    assert not (bob.root / ".git" / "rebase-merge").exists()
+    assert "mysql 8" in (bob.root / "world_state.md").read_text()
+    assert git(bob.root, "status", "--porcelain") == ""  # its work committed, nothing lost
+    # the advice, followed
+    assert "git pull --no-rebase" in str(caught.value)
+    subprocess.run(["git", "pull", "--no-rebase"], cwd=bob.root, capture_output=True)
     text = (bob.root / "world_state.md").read_text()
     assert "<<<<<<< ours" in text and "mysql 8" in text and "postgres 16" in text
     with pytest.raises(FileProblem, match=r"world_state\.md:\d+: unresolved git conflict"):
         bob.world.set("cache", "redis")
     assert (bob.root / "world_state.md").read_text() == text
     assert any("world_state.md:" in p and "conflict" in p for p in bob.search("db").problems)
-    with pytest.raises(SyncError) as again:  # a rebase in progress: refused, not guessed
+    with pytest.raises(SyncError) as again:  # a merge the person is in: refused, not guessed
         bob.sharing.sync()
     assert again.value.code == REFUSED
 
