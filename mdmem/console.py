@@ -7,6 +7,15 @@ the typer command's (a test compares them) — and asks the server through
 :mod:`mdmem.live.client`, importing only the standard library and a few light modules. Anything
 it does not recognise (``--help``, a usage error, another command) and every in-process search
 goes to :func:`mdmem.cli.main`, so behaviour and messages are the typer command's.
+
+With no server running, a search whose query needs no torch (the default model's ONNX export,
+:mod:`mdmem.index.onnx_encoder`) is answered here, in-process, without typer either; the
+server is started after the answer is out, for the next search. Any error there goes to the
+typer command, which searches again and says what went wrong as it always does.
+
+``$MDMEM_DEBUG_MODULES``, a file path: at exit, the names of every module this process
+imported are written there, one a line (how a test sees that a short-lived process never
+imported torch).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ REMOTE_OPTIONS = ("--url", "--index-workspace")
 MODES = ("hybrid", "keyword", "vector")
 
 
+DEBUG_MODULES_ENV = "MDMEM_DEBUG_MODULES"
+
 SearchArgs = namedtuple("SearchArgs", "query workspace command_at params flags")
 """``mdmem search`` as read: the query, ``-w`` (or None), where ``search`` stands in the
 arguments, the search parameters given, and the other flags (explain, no_server, verbose,
@@ -57,6 +68,10 @@ as_json) given."""
 
 def main() -> None:
     """``mdmem``: a search through the warm server here; the typer CLI for the rest."""
+    if os.environ.get(DEBUG_MODULES_ENV):
+        import atexit
+
+        atexit.register(_write_modules, os.environ[DEBUG_MODULES_ENV])
     try:
         _main()
     except BrokenPipeError:  # `mdmem search ... | head`: the reader has what it wanted
@@ -138,21 +153,27 @@ def _search(args: SearchArgs) -> int | None:
     """The exit code once the server answered, or None to search in-process."""
     if args.flags.get("explain"):
         return None  # --explain also names open contradictions: that reads the files (typer's)
+    import time
+
     from mdmem.errors import MdmemError
     from mdmem.layout import find_root
-    from mdmem.live.client import ServerError, server_search
+    from mdmem.live.client import ServerError, Status, ask, said
     from mdmem.live.search_output import print_results
 
     params = {"include_archived": False, **args.params}  # the server's defaults for the rest
     verbose = args.flags.get("verbose", False)
+    started = time.perf_counter()
     try:
         root = find_root(args.workspace)
-        data = server_search(root, args.query, params, verbose=verbose)
+        answer = ask(root, args.query, params, status=Status(), answer_first=True)
+        data = said(answer, started, verbose)
     except (MdmemError, OSError):  # no workspace, a bad mdmem.toml: typer's command says so
         return None
     except ServerError as exc:
         print(f"mdmem: error: {exc}", file=sys.stderr)
         return 2 if exc.kind == "ValueError" else 1
+    if data is None and answer.start:
+        return _search_here(root, args, params)
     if data is None:
         return None
     flags = args.flags
@@ -160,6 +181,46 @@ def _search(args: SearchArgs) -> int | None:
         data, args.query, explain=flags.get("explain", False), as_json=flags.get("as_json", False)
     )
     return 0
+
+
+def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | None:
+    """The first search of the day: in this process (its query embedded without torch), then
+    the server started for the next one. None (typer searches again) on any error."""
+    from mdmem.index.request import SearchRequest
+    from mdmem.live.client import start_server
+    from mdmem.live.search_output import print_results
+    from mdmem.workspace import Workspace
+
+    _log_to_stderr()
+    try:
+        with Workspace(root) as ws:
+            data = ws.search(SearchRequest.from_params(args.query, params)).to_dict()
+    except Exception:  # typer's command searches again and says it as it always does
+        return None
+    flags = args.flags
+    print_results(
+        data, args.query, explain=flags.get("explain", False), as_json=flags.get("as_json", False)
+    )
+    sys.stdout.flush()
+    start_server(root)
+    return 0
+
+
+def _log_to_stderr() -> None:
+    """The library's warnings on stderr, one line each, as the typer commands show them."""
+    import logging
+
+    logger = logging.getLogger("mdmem")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("mdmem: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def _write_modules(path: str) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n".join(sorted(sys.modules)) + "\n")
 
 
 def _typer_cli() -> None:
