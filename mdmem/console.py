@@ -13,9 +13,9 @@ With no server running, a search whose query needs no torch (the default model's
 server is started after the answer is out, for the next search. Any error there goes to the
 typer command, which searches again and says what went wrong as it always does.
 
-``$MDMEM_DEBUG_MODULES``, a file path: at exit, the names of every module this process
-imported are written there, one a line (how a test sees that a short-lived process never
-imported torch).
+``$MDMEM_DEBUG_MODULES``, a folder: at exit, this process writes ``<pid>.modules`` there, its
+arguments on the first line, then the name of every module it imported, one a line (how a test
+sees that a short-lived process, or the server a search started, never imported torch).
 """
 
 from __future__ import annotations
@@ -218,8 +218,9 @@ def _log_to_stderr() -> None:
         logger.setLevel(logging.INFO)
 
 
-def _write_modules(path: str) -> None:
-    with open(path, "w", encoding="utf-8") as out:
+def _write_modules(folder: str) -> None:
+    with open(os.path.join(folder, f"{os.getpid()}.modules"), "w", encoding="utf-8") as out:
+        out.write(" ".join(sys.argv[1:]).replace("\n", " ") + "\n")
         out.write("\n".join(sorted(sys.modules)) + "\n")
 
 

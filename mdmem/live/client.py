@@ -40,7 +40,7 @@ AUTO_ENV = "MDMEM_SERVER_AUTO"
 """``0`` (or false, no, off) turns the automatic server off, whatever ``server.auto`` says."""
 SERVER_LOG = "server.log"
 """The automatic server's stderr, in ``.mdmem/`` (the last one's only)."""
-_SERVE = "import sys; from mdmem.cli import main; sys.argv[0] = 'mdmem'; main()"
+_SERVE = "import sys; from mdmem.console import main; sys.argv[0] = 'mdmem'; main()"
 
 
 class ServerError(Exception):
