@@ -81,6 +81,12 @@ def main() -> None:
 
 
 def _main() -> None:
+    hook = parse_hook(sys.argv[1:])
+    if hook is not None:
+        code = _hook(*hook)
+        if code is None:
+            _typer_cli()
+        sys.exit(code)
     args = parse_search(sys.argv[1:])
     if args is None or args.flags.get("no_server") or os.environ.get("MDMEM_INDEX_WORKSPACE"):
         _typer_cli()
@@ -135,6 +141,65 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
     if query is None or not _valid(params):
         return None
     return SearchArgs(query, workspace, command_at, params, flags)
+
+
+def parse_hook(argv: list[str]) -> tuple[str | None, str, bool, int | None] | None:
+    """``[-w PATH] hooks run claude-code ACTION [--extract] [--budget N]`` read as typer would:
+    (workspace, action, extract, budget), or None for anything else (typer's then)."""
+    workspace = None
+    rest = list(argv)
+    if rest[:1] in (["-w"], ["--workspace"]) and len(rest) >= 2:
+        workspace = rest[1]
+        del rest[:2]
+    elif rest and rest[0].startswith("--workspace="):
+        workspace = rest.pop(0).split("=", 1)[1]
+    if rest[:3] != ["hooks", "run", "claude-code"] or len(rest) < 4:
+        return None
+    action, options = rest[3], rest[4:]
+    if action not in ("session-start", "import"):
+        return None
+    extract, budget = False, None
+    while options:
+        token = options.pop(0)
+        name, eq, inline = token.partition("=")
+        if token == "--extract":
+            extract = True
+        elif name in ("--budget", "-b") and (eq or options) and not (eq and name == "-b"):
+            try:
+                budget = int(inline if eq else options.pop(0))
+            except ValueError:
+                return None
+        else:
+            return None
+    return workspace, action, extract, budget
+
+
+def _hook(workspace: str | None, action: str, extract: bool, budget: int | None) -> int | None:
+    """A Claude Code hook without typer (its import costs a hook a third of its time): the exit
+    code, or None for the typer command to run it instead (any error: it runs the hook again
+    and says what went wrong as it always does; the hook's input is handed on)."""
+    import io
+
+    from mdmem.integrations import hooks
+    from mdmem.workspace import Workspace
+
+    text = "" if sys.stdin.isatty() else sys.stdin.read()
+    _log_to_stderr()
+    try:
+        payload = hooks.read_input(text)
+        ws = Workspace.open(workspace)
+        if action == "session-start":
+            print(hooks.session_start(ws, budget))
+            return 0
+        report = hooks.import_transcript(ws, payload, extract=extract)
+    except Exception:
+        sys.stdin = io.StringIO(text)
+        return None
+    if report is not None:
+        for problem in report.problems:
+            print(f"mdmem: warning: {problem}", file=sys.stderr)
+        print(report.summary())
+    return 0
 
 
 def _valid(params: dict[str, Any]) -> bool:
