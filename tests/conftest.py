@@ -122,7 +122,7 @@ def embedder():
     from mdmem.index.embed import SentenceTransformerEmbedder
 
     model = SentenceTransformerEmbedder()
-    model.embed(["warm up"])
+    model.load()  # sentence-transformers for every text (it also makes the ONNX export, once)
     return model
 
 

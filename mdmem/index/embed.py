@@ -115,6 +115,11 @@ class SentenceTransformerEmbedder:
 
         return load_export(DEFAULT_MODEL, source, DEFAULT_MODEL_ID, self.threads)
 
+    def load(self) -> None:
+        """Load sentence-transformers now (and make the ONNX export, once): every text is then
+        embedded by it, as while an index is built."""
+        self._load()
+
     def _load(self) -> Any:
         with self._loading:  # a server's warm-up and its first search may both get here
             return self._load_once()
