@@ -167,3 +167,21 @@ def test_cold_search_hooks_and_the_server_never_import_torch(
     assert {w for w in wanted for argv in seen if w in argv} == wanted, list(seen)
     assert {argv: names & HEAVY for argv, names in seen.items()} == {argv: set() for argv in seen}
     assert any("onnxruntime" in names for names in seen.values())  # a query was embedded
+
+
+@pytest.mark.slow
+def test_onnx_queries_rank_a_torch_built_index_as_torch_queries_do(indexed: Workspace) -> None:
+    """The index built by sentence-transformers, asked with queries embedded by the export: the
+    same hits in the same order, the same vector scores (to float rounding)."""
+    onnx = SentenceTransformerEmbedder()
+    queries = ["which port does the test database use", "deploy", "what did we decide on logs"]
+    with Workspace.open(indexed.root, embedder=onnx) as other:
+        for query in queries:
+            torch_hits = indexed.search(query, k=8, track_access=False)
+            onnx_hits = other.search(query, k=8, track_access=False)
+            assert [(h.path, h.start_line) for h in onnx_hits] == [
+                (h.path, h.start_line) for h in torch_hits
+            ]
+            for a, b in zip(onnx_hits, torch_hits, strict=True):
+                assert a.scores.vector == pytest.approx(b.scores.vector, abs=1e-5)
+    assert onnx._loaded is None and onnx.query_encoder() is not None
