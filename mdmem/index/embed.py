@@ -31,8 +31,9 @@ ONNX_ENV = "MDMEM_ONNX"
 """``0`` (or false, no, off): never embed with the ONNX export; torch for everything."""
 ONNX_MAX_TEXTS = 64
 """Up to this many texts at once go to the ONNX encoder while sentence-transformers is not
-loaded. More load torch: its import (~9 s quiet) pays off over a few hundred texts at its
-higher rate (``benchmarks/onnx_encoder.py``), and a big batch is an index being built."""
+loaded: a query, the chunks of an edited file. More (an index being built) load
+sentence-transformers, the indexer until the export's bulk rate is confirmed on a quiet
+machine (``benchmarks/onnx_encoder.py``)."""
 
 log = logging.getLogger("mdmem")
 
