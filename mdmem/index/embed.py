@@ -5,7 +5,7 @@ any other sentence-transformers name or local path is a config value.
 
 A few texts (a query, the chunks of one edited file) of the default model are embedded without
 torch when its ONNX export is there and checked (:mod:`mdmem.index.onnx_encoder`): the same
-vectors to ~1e-7, without the seconds torch takes to import. Many texts (an index being built)
+vectors to 3.4e-7, without the seconds torch takes to import. Many texts (an index being built)
 load sentence-transformers, which then makes that export once (:mod:`mdmem.index.onnx_export`).
 """
 
