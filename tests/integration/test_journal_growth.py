@@ -13,16 +13,21 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from in_process import mdmem
 
 from mdmem import Workspace
 from mdmem.config import WriteConfig
 from mdmem.integrations import hooks
-from mdmem.writes.journal import JOURNAL_DIR, Journal
+from mdmem.writes.journal import JOURNAL_DIR, Journal, _always_kept, _stored
 
 SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
 WORDS = "the login test fails because a cookie race in the session fixture retries".split()
@@ -197,3 +202,87 @@ def test_the_total_cap_keeps_every_files_last_acknowledged_write(tmp_path: Path)
     # the version before it (the oldest in the journal) went for the cap; the write stayed
     assert [v["reason"] for v in versions] == ["written"]
     assert Path(versions[0]["path"]).read_bytes() == acknowledged
+
+
+# ---- the model: writes, a person's edits and new processes, over several files -----------------
+
+
+class JournalModel(RuleBasedStateMachine):
+    """Every actor of the journal as a rule: a program write to one of three files (what it
+    replaced, then what it wrote), a person's edit between writes (so the next replaced version
+    differs from the last written), and a new process (a fresh ``Journal``, as each hook is),
+    with small caps so a few steps reach them. After every step: each file's last program
+    write and newest version are listed, byte for byte; every version listed is one that was
+    kept, under its reason; the caps hold unless only what is always kept is left; nothing is
+    stored twice once out of its (zero) window."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="journal-model-"))
+        self.journal = self._process()
+        self.current: dict[str, bytes] = {}  # each file's text now
+        self.kept: dict[str, list[tuple[str, bytes]]] = {}  # every version kept, oldest first
+        self.n = 0
+
+    def _process(self) -> Journal:
+        return Journal(self.root, versions=4, max_bytes=600, total_bytes=1200, protect_s=0.0)
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @rule(rel=st.sampled_from(["a.md", "b.md", "c.md"]), grow=st.integers(1, 120))
+    def program_write(self, rel: str, grow: int) -> None:
+        self.n += 1
+        before = self.current.get(rel, b"")
+        after = before[-300:] + f"write {self.n} ".encode() + b"x" * grow + b"\n"
+        replaced = self.root / "swap"
+        replaced.write_bytes(before)
+        self.journal.keep(rel, replaced)
+        self.journal.add(rel, after, "written")
+        self.current[rel] = after
+        self.kept.setdefault(rel, []).extend([("replaced", before), ("written", after)])
+
+    @rule(rel=st.sampled_from(["a.md", "b.md", "c.md"]))
+    def person_edits(self, rel: str) -> None:
+        if rel in self.current:
+            self.current[rel] += b"a person's line\n"
+
+    @rule()
+    def new_process(self) -> None:
+        self.journal = self._process()
+
+    @invariant()
+    def each_files_last_write_and_newest_version_are_listed(self) -> None:
+        for rel, kept in self.kept.items():
+            entries = self.journal.entries(rel)
+            assert entries[0].reason == "written" and entries[0].read_bytes() == kept[-1][1]
+            listed = {(e.reason, e.read_bytes()) for e in entries}
+            assert listed <= set(kept), rel
+
+    @invariant()
+    def the_caps_hold(self) -> None:
+        journal, floor = self.journal, time.time() + 1
+        over_total = journal.size() > journal.total_bytes
+        for folder, versions in journal._scan().items():
+            only_kept = set(versions) <= _always_kept(versions, floor)
+            assert only_kept or _stored(versions) <= journal.max_bytes, folder
+            assert only_kept or not over_total, folder
+            assert len([v for v in versions if v.reason == "written"]) <= journal.versions
+
+    @invariant()
+    def an_unedited_version_is_stored_once(self) -> None:
+        for versions in self.journal._scan().values():
+            written = None
+            for version in versions[:-1]:  # the newest is shared at the next prune
+                if version.reason == "written":
+                    written = version
+                elif written is not None and version.path.read_bytes() == written.path.read_bytes():
+                    assert version.ino == written.ino, version.path
+
+
+TestJournalModel = JournalModel.TestCase
+# each step is a few real file writes and folder scans: a quarter of the profile's examples
+# with 20 steps each (25 in dev and ci, 500 in deep), as the import-log model
+TestJournalModel.settings = settings(
+    max_examples=max(1, settings.default.max_examples // 4), stateful_step_count=20
+)
