@@ -158,6 +158,7 @@ def race(pattern: str, saves: int, seed: int, late_ms: int) -> dict[str, object]
         (ws.root / "mdmem.toml").write_text(
             'mode = "full"\n\n[embedding]\nmodel = ""\n\n'
             f"[write]\nlate_save_ms = {late_ms}\njournal_versions = 100000\n"
+            "journal_mb = 100000\njournal_total_mb = 100000\n"  # every version kept
         )
         memory = ws.root / "memory.md"
         template_lines = [line for line in memory.read_text().splitlines() if line.strip()]

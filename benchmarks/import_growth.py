@@ -7,14 +7,16 @@ A synthetic Claude Code log (in .bench/import_growth/) grows by ``--turns`` mess
 1.3 KB each) before each of ``--stops`` stops; each stop runs what the installed Stop hook runs
 (``hooks.import_transcript`` on a newly opened workspace, as a new hook process would). Every
 ``--every`` stops a row gives the log's size, the session file's, and the bytes and files in
-``.mdmem/imports/`` and ``.mdmem/journal/``. Nothing is asserted (the cap is held by
-tests/integration/test_import_growth.py).
+``.mdmem/imports/`` and ``.mdmem/journal/`` (the journal's bytes as on disk: a version linked
+to another counts once, as ``du`` counts it). Nothing is asserted (the caps are held by
+tests/integration/test_import_growth.py and tests/integration/test_journal_growth.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -25,6 +27,7 @@ from rich.table import Table
 from mdmem import Workspace
 from mdmem.integrations import hooks
 from mdmem.integrations.importers.logs import IMPORTS_DIR, folder_bytes
+from mdmem.writes.journal import Journal
 
 OUT = Path(__file__).resolve().parent.parent / ".bench" / "import_growth"
 SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
@@ -55,7 +58,10 @@ def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
     root = Workspace.init(OUT / "ws", mode="full", agent="bench").root
-    log = OUT / f"{SESSION}.jsonl"
+    # where Claude Code keeps transcripts (the hook reads them from there only)
+    os.environ["CLAUDE_CONFIG_DIR"] = str(OUT / "claude")
+    log = OUT / "claude" / "projects" / "bench" / f"{SESSION}.jsonl"
+    log.parent.mkdir(parents=True)
     rng = random.Random(1)
     table = Table(title="after each stop: sizes in MB (files)")
     for column in ("stop", "session log", "session file", "import logs", "journal"):
@@ -77,7 +83,7 @@ def main() -> None:
                 f"{log.stat().st_size / 1e6:.2f}",
                 f"{folder_bytes(root / '.sessions') / 1e6:.2f}",
                 f"{folder_bytes(imports) / 1e6:.3f} ({_files(imports)})",
-                f"{folder_bytes(journal) / 1e6:.2f} ({_files(journal)})",
+                f"{Journal(state).size() / 1e6:.2f} ({_files(journal)})",
             )
     Console().print(table)
 

@@ -135,9 +135,16 @@ class WriteConfig:
     """After each program write, how long a save that missed it (an editor writing into the
     file it opened before the write, or saving a copy it read before) is still merged in."""
     journal_versions: int = 50
-    """Earlier versions of each file kept in .mdmem/journal/ (``mdmem recover``)."""
-    journal_mb: float = 64.0
-    """At most this many MB of earlier versions per file."""
+    """Earlier versions of each file kept in .mdmem/journal/ (``mdmem recover``): this many
+    of the program's writes, and as many of the others (what a write replaced, a merged
+    save)."""
+    journal_mb: float = 8.0
+    """At most this many MB of earlier versions per file, the oldest dropped first (its newest
+    version and the last program write's are always kept)."""
+    journal_total_mb: float = 32.0
+    """At most this many MB in .mdmem/journal/ over all files: past it, the oldest versions
+    of any file go first, down to nine tenths of it (each file's newest version and last
+    program write are always kept)."""
 
 
 @dataclass(frozen=True)

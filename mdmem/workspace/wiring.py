@@ -99,6 +99,10 @@ class Wiring:
                 journal_versions=cfg.journal_versions,
                 journal_bytes=int(cfg.journal_mb * 1_000_000),
             )
+            journal = self._writer.journal
+            journal.total_bytes = int(cfg.journal_total_mb * 1_000_000)
+            # a version a late-save window may still be open on is never dropped for bytes
+            journal.protect_s = 4 * cfg.late_save_ms / 1000
         return self._writer
 
     @property

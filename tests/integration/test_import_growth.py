@@ -72,9 +72,11 @@ def _stop(ws: Workspace, log: Path, cli: bool) -> str:
 
 @pytest.mark.slow
 def test_two_hundred_stops_keep_the_import_logs_under_the_cap(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = tmp_path / f"{SESSION}.jsonl"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))  # hooks read from there
+    log = tmp_path / "claude" / "projects" / "p" / f"{SESSION}.jsonl"
+    log.parent.mkdir(parents=True)
     rng = random.Random(40)
     imports = ws.files.state_dir / IMPORTS_DIR
     texts: list[str] = []  # the session file after each stop
