@@ -1,8 +1,13 @@
 """`mdmem search` from outside, as an agent shelling out to it sees it.
 
 On a synthetic workspace (Markdown files of 3 entries each, indexed first with the real model):
-  cold        the first `mdmem search`: it finds no server, starts one in the background
-              (`mdmem watch --idle-exit`), waits while it loads the model, and is answered
+  cold        the first `mdmem search` of the day: no server runs (each run stops the one the
+              run before started, and waits until it is gone); the search answers in-process,
+              its query embedded by the default model's ONNX export (no torch), and then starts
+              the server in the background; median of --cold-runs
+  cold, torch the same with $MDMEM_ONNX=0: no ONNX export, so the search starts the server and
+              waits while it imports torch and loads the model (what every first search did
+              before); median of 3
   warm        later `mdmem search` calls, answered by that server: p50 / p95 wall time
   after edit  a file rewritten in place (a new word in it), then at once `mdmem search` for
               that word: the server's watcher has not indexed it yet, so the search checks
@@ -11,14 +16,22 @@ On a synthetic workspace (Markdown files of 3 entries each, indexed first with t
               calls (a loaded machine slows both alike): the ratio is what mdmem adds
   in-process  `mdmem search --no-server` (imports torch, loads the model), median of 3
   server      the automatic server's RSS
-The load average is printed with the figures: the machine may be shared.
+  hooks       each Claude Code hook as Claude Code runs it (`bash -c` with the event's JSON on
+              stdin) on a copy of example_workspace/, no server: SessionStart prints the memory
+              context; PreCompact and Stop import the session's log (tests/data/imports: the
+              first run imports its 12 messages, the rest find nothing new); median of --hook-runs
+Each figure is also a ratio to `python -c pass` (the median of the baseline runs, which are run
+alternately with the others). The load average is printed with the figures: the machine may be
+shared.
 
-Usage:  .venv/bin/python benchmarks/cli_latency.py [--files 1000] [--runs 30]
+Usage:  .venv/bin/python benchmarks/cli_latency.py [--files 1000] [--runs 30] [--cold-runs 7]
+            [--hook-runs 10]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -37,7 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mdmem import Workspace  # noqa: E402
-from mdmem.layout import running_watcher  # noqa: E402
+from mdmem.integrations import hooks  # noqa: E402
+from mdmem.layout import running_watcher, socket_path  # noqa: E402
+from mdmem.live.client import request  # noqa: E402
 
 WORK = ROOT / ".bench" / "cli_latency"
 MDMEM = Path(sys.executable).parent / "mdmem"
@@ -48,6 +63,8 @@ WORDS = (
     "release branch commit test fixture mock coverage lint format build image port network"
 ).split()
 QUERIES = ("invoice payment", "which port does postgres use", "rollback a deploy", "token budget")
+EXAMPLE = ROOT / "example_workspace"
+TRANSCRIPT = ROOT / "tests/data/imports/claude-code/7a1b2c3d-0000-4000-8000-0000000000cc.jsonl"
 
 
 def make_workspace(root: Path, files: int, rng: random.Random) -> None:
@@ -95,6 +112,67 @@ def edit_then_search(
     return times, stale
 
 
+def stop_server(root: Path) -> None:
+    """Stop the workspace's server, if one runs, and wait until it is gone."""
+    if running_watcher(root) is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        request(socket_path(root), {"op": "stop"}, timeout=10)
+    deadline = time.monotonic() + 60
+    while (pid := running_watcher(root)) is not None:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(0.05)
+
+
+def cold_searches(
+    root: Path, search: list[str], env: dict[str, str], runs: int, bare: list[float]
+) -> tuple[list[float], str]:
+    """``runs`` first searches of the day, each with no server running; a `python -c pass`
+    after each (into ``bare``). The stderr of the first run too (what it said it did)."""
+    times, said = [], ""
+    for i in range(runs):
+        stop_server(root)
+        ms, stderr = timed([*search, "-v", QUERIES[i % len(QUERIES)]], env)
+        times.append(ms)
+        said = said or stderr
+        bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+    stop_server(root)
+    return times, said
+
+
+def hook_runs(runs: int, env: dict[str, str], bare: list[float]) -> dict[str, list[float]]:
+    """Each Claude Code hook as Claude Code runs it, ``runs`` times, on a copy of the example
+    workspace with no server; a `python -c pass` after each round (into ``bare``)."""
+    root = WORK / "hooks"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(EXAMPLE, root / "ws")
+    transcript = root / "session.jsonl"
+    shutil.copy(TRANSCRIPT, transcript)
+    wanted = hooks.commands(root / "ws", str(MDMEM))
+    payload = {"session_id": "7a1b2c3d", "transcript_path": str(transcript), "cwd": str(root)}
+    times: dict[str, list[float]] = {event: [] for event in ("SessionStart", "PreCompact", "Stop")}
+    for _ in range(runs):
+        for event in times:
+            data = json.dumps({**payload, "hook_event_name": event})
+            started = time.perf_counter()
+            subprocess.run(["bash", "-c", wanted[event]], input=data, capture_output=True,
+                           text=True, env=env, check=True)  # fmt: skip
+            times[event].append((time.perf_counter() - started) * 1000)
+        bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+    return times
+
+
+def wait_served(root: Path, search: list[str], env: dict[str, str]) -> None:
+    """Until the server the last search started answers searches."""
+    deadline = time.monotonic() + 120
+    while "answered by the warm server" not in timed([*search, "-v", QUERIES[0]], env)[1]:
+        if time.monotonic() > deadline:
+            raise SystemExit("the server the first search started never answered")
+        time.sleep(0.2)
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -110,6 +188,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--cold-runs", type=int, default=7)
+    parser.add_argument("--hook-runs", type=int, default=10)
     args = parser.parse_args()
     console = Console(width=130)
     root = WORK / "ws"
@@ -125,10 +205,15 @@ def main() -> None:
     env.pop("MDMEM_WORKSPACE", None)
     search = [str(MDMEM), "-w", str(root), "search", "-k", "5"]
     loads = [load()]
+    bare: list[float] = []
+    cold, said = cold_searches(root, search, env, args.cold_runs, bare)
+    cold_torch, stages = cold_searches(root, search, {**env, "MDMEM_ONNX": "0"}, 3, bare)
+    hook_ms = hook_runs(args.hook_runs, {**env, "MDMEM_SERVER_AUTO": "0"}, bare)
     try:
-        cold, stages = timed([*search, QUERIES[0]], env)
+        timed([*search, QUERIES[0]], env)  # starts the server the warm runs ask
+        wait_served(root, search, env)
         pid = running_watcher(root)
-        warm, bare = [], []
+        warm = []
         for i in range(args.runs):
             warm.append(timed([*search, QUERIES[i % len(QUERIES)]], env)[0])
             bare.append(timed([sys.executable, "-c", "pass"], env)[0])
@@ -139,6 +224,7 @@ def main() -> None:
             os.kill(pid, signal.SIGTERM)
     in_process = [timed([*search, "--no-server", QUERIES[1]], env)[0] for _ in range(3)]
     loads.append(load())
+    base = statistics.median(bare)
 
     table = Table(
         title=f"`mdmem search` from outside: {args.files} files, {report.chunks_written} chunks"
@@ -147,7 +233,7 @@ def main() -> None:
     table.add_column("p50 ms", justify="right")
     table.add_column("p95 ms", justify="right")
     table.add_column("× python -c pass (p50 / p95)", justify="right")
-    table.add_row(f"`python -c pass`, {args.runs} runs", f"{pct(bare, 0.5):.0f}",
+    table.add_row(f"`python -c pass`, {len(bare)} runs", f"{pct(bare, 0.5):.0f}",
                   f"{pct(bare, 0.95):.0f}", "1.0 / 1.0")  # fmt: skip
     table.add_row(
         f"`mdmem search`, warm server started by the first call, {args.runs} runs",
@@ -161,12 +247,19 @@ def main() -> None:
         f"{pct(edited, 0.95):.0f}",
         f"{pct(edited, 0.5) / pct(bare, 0.5):.1f} / {pct(edited, 0.95) / pct(bare, 0.95):.1f}",
     )
-    table.add_row("`mdmem search`, the first (cold) call: starts the server", f"{cold:.0f}", "", "")
-    table.add_row("`mdmem search --no-server` (in-process), median of 3",
-                  f"{statistics.median(in_process):.0f}", "", "")  # fmt: skip
+    for label, values in (
+        (f"cold: no server; in-process (ONNX query), then starts it; {len(cold)} runs", cold),
+        ("cold, $MDMEM_ONNX=0: starts the server, waits for torch; 3 runs", cold_torch),
+        ("`mdmem search --no-server` (in-process, through typer), 3 runs", in_process),
+        *((f"hook {event} (`bash -c`, payload on stdin), {len(ms)} runs", ms)
+          for event, ms in hook_ms.items()),
+    ):  # fmt: skip
+        median = statistics.median(values)
+        table.add_row(label, f"{median:.0f}", f"{max(values):.0f} (max)", f"{median / base:.1f}")
     console.print(table)
     console.print(f"automatic server RSS: {rss:.0f} MB")
-    console.print("the first call said:\n  " + "\n  ".join(stages.strip().splitlines()))
+    console.print("a cold call said:\n  " + "\n  ".join(said.strip().splitlines()))
+    console.print("a cold call on torch said:\n  " + "\n  ".join(stages.strip().splitlines()))
     console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
 
 

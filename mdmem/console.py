@@ -7,6 +7,15 @@ the typer command's (a test compares them) — and asks the server through
 :mod:`mdmem.live.client`, importing only the standard library and a few light modules. Anything
 it does not recognise (``--help``, a usage error, another command) and every in-process search
 goes to :func:`mdmem.cli.main`, so behaviour and messages are the typer command's.
+
+With no server running, a search whose query needs no torch (the default model's ONNX export,
+:mod:`mdmem.index.onnx_encoder`) is answered here, in-process, without typer either; the
+server is started after the answer is out, for the next search. Any error there goes to the
+typer command, which searches again and says what went wrong as it always does.
+
+``$MDMEM_DEBUG_MODULES``, a folder: at exit, this process writes ``<pid>.modules`` there, its
+arguments on the first line, then the name of every module it imported, one a line (how a test
+sees that a short-lived process, or the server a search started, never imported torch).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ REMOTE_OPTIONS = ("--url", "--index-workspace")
 MODES = ("hybrid", "keyword", "vector")
 
 
+DEBUG_MODULES_ENV = "MDMEM_DEBUG_MODULES"
+
 SearchArgs = namedtuple("SearchArgs", "query workspace command_at params flags")
 """``mdmem search`` as read: the query, ``-w`` (or None), where ``search`` stands in the
 arguments, the search parameters given, and the other flags (explain, no_server, verbose,
@@ -57,6 +68,10 @@ as_json) given."""
 
 def main() -> None:
     """``mdmem``: a search through the warm server here; the typer CLI for the rest."""
+    if os.environ.get(DEBUG_MODULES_ENV):
+        import atexit
+
+        atexit.register(_write_modules, os.environ[DEBUG_MODULES_ENV])
     try:
         _main()
     except BrokenPipeError:  # `mdmem search ... | head`: the reader has what it wanted
@@ -66,6 +81,12 @@ def main() -> None:
 
 
 def _main() -> None:
+    hook = parse_hook(sys.argv[1:])
+    if hook is not None:
+        code = _hook(*hook)
+        if code is None:
+            _typer_cli()
+        sys.exit(code)
     args = parse_search(sys.argv[1:])
     if args is None or args.flags.get("no_server") or os.environ.get("MDMEM_INDEX_WORKSPACE"):
         _typer_cli()
@@ -122,6 +143,65 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
     return SearchArgs(query, workspace, command_at, params, flags)
 
 
+def parse_hook(argv: list[str]) -> tuple[str | None, str, bool, int | None] | None:
+    """``[-w PATH] hooks run claude-code ACTION [--extract] [--budget N]`` read as typer would:
+    (workspace, action, extract, budget), or None for anything else (typer's then)."""
+    workspace = None
+    rest = list(argv)
+    if rest[:1] in (["-w"], ["--workspace"]) and len(rest) >= 2:
+        workspace = rest[1]
+        del rest[:2]
+    elif rest and rest[0].startswith("--workspace="):
+        workspace = rest.pop(0).split("=", 1)[1]
+    if rest[:3] != ["hooks", "run", "claude-code"] or len(rest) < 4:
+        return None
+    action, options = rest[3], rest[4:]
+    if action not in ("session-start", "import"):
+        return None
+    extract, budget = False, None
+    while options:
+        token = options.pop(0)
+        name, eq, inline = token.partition("=")
+        if token == "--extract":
+            extract = True
+        elif name in ("--budget", "-b") and (eq or options) and not (eq and name == "-b"):
+            try:
+                budget = int(inline if eq else options.pop(0))
+            except ValueError:
+                return None
+        else:
+            return None
+    return workspace, action, extract, budget
+
+
+def _hook(workspace: str | None, action: str, extract: bool, budget: int | None) -> int | None:
+    """A Claude Code hook without typer (its import costs a hook a third of its time): the exit
+    code, or None for the typer command to run it instead (any error: it runs the hook again
+    and says what went wrong as it always does; the hook's input is handed on)."""
+    import io
+
+    from mdmem.integrations import hooks
+    from mdmem.workspace import Workspace
+
+    text = "" if sys.stdin.isatty() else sys.stdin.read()
+    _log_to_stderr()
+    try:
+        payload = hooks.read_input(text)
+        ws = Workspace.open(workspace)
+        if action == "session-start":
+            print(hooks.session_start(ws, budget))
+            return 0
+        report = hooks.import_transcript(ws, payload, extract=extract)
+    except Exception:
+        sys.stdin = io.StringIO(text)
+        return None
+    if report is not None:
+        for problem in report.problems:
+            print(f"mdmem: warning: {problem}", file=sys.stderr)
+        print(report.summary())
+    return 0
+
+
 def _valid(params: dict[str, Any]) -> bool:
     """Converts ``-k``; False for what typer reports as a usage error."""
     if "k" in params:
@@ -138,21 +218,27 @@ def _search(args: SearchArgs) -> int | None:
     """The exit code once the server answered, or None to search in-process."""
     if args.flags.get("explain"):
         return None  # --explain also names open contradictions: that reads the files (typer's)
+    import time
+
     from mdmem.errors import MdmemError
     from mdmem.layout import find_root
-    from mdmem.live.client import ServerError, server_search
+    from mdmem.live.client import ServerError, Status, ask, said
     from mdmem.live.search_output import print_results
 
     params = {"include_archived": False, **args.params}  # the server's defaults for the rest
     verbose = args.flags.get("verbose", False)
+    started = time.perf_counter()
     try:
         root = find_root(args.workspace)
-        data = server_search(root, args.query, params, verbose=verbose)
+        answer = ask(root, args.query, params, status=Status(), answer_first=True)
+        data = said(answer, started, verbose)
     except (MdmemError, OSError):  # no workspace, a bad mdmem.toml: typer's command says so
         return None
     except ServerError as exc:
         print(f"mdmem: error: {exc}", file=sys.stderr)
         return 2 if exc.kind == "ValueError" else 1
+    if data is None and answer.start:
+        return _search_here(root, args, params)
     if data is None:
         return None
     flags = args.flags
@@ -160,6 +246,47 @@ def _search(args: SearchArgs) -> int | None:
         data, args.query, explain=flags.get("explain", False), as_json=flags.get("as_json", False)
     )
     return 0
+
+
+def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | None:
+    """The first search of the day: in this process (its query embedded without torch), then
+    the server started for the next one. None (typer searches again) on any error."""
+    from mdmem.index.request import SearchRequest
+    from mdmem.live.client import start_server
+    from mdmem.live.search_output import print_results
+    from mdmem.workspace import Workspace
+
+    _log_to_stderr()
+    try:
+        with Workspace(root) as ws:
+            data = ws.search(SearchRequest.from_params(args.query, params)).to_dict()
+    except Exception:  # typer's command searches again and says it as it always does
+        return None
+    flags = args.flags
+    print_results(
+        data, args.query, explain=flags.get("explain", False), as_json=flags.get("as_json", False)
+    )
+    sys.stdout.flush()
+    start_server(root)
+    return 0
+
+
+def _log_to_stderr() -> None:
+    """The library's warnings on stderr, one line each, as the typer commands show them."""
+    import logging
+
+    logger = logging.getLogger("mdmem")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("mdmem: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def _write_modules(folder: str) -> None:
+    with open(os.path.join(folder, f"{os.getpid()}.modules"), "w", encoding="utf-8") as out:
+        out.write(" ".join(sys.argv[1:]).replace("\n", " ") + "\n")
+        out.write("\n".join(sorted(sys.modules)) + "\n")
 
 
 def _typer_cli() -> None:

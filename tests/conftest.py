@@ -13,6 +13,12 @@ os.environ["MDMEM_SERVER_AUTO"] = "0"
 os.environ["MDMEM_GLOBAL"] = os.path.join(
     __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
 )
+# The default model's ONNX export (mdmem/index/onnx_encoder.py) goes to a cache of the test run,
+# shared by its processes (made once, by the first that loads sentence-transformers), never the
+# user's.
+os.environ.setdefault(
+    "MDMEM_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="mdmem-tests-cache-")
+)
 
 import contextlib
 import datetime as dt
@@ -116,7 +122,7 @@ def embedder():
     from mdmem.index.embed import SentenceTransformerEmbedder
 
     model = SentenceTransformerEmbedder()
-    model.embed(["warm up"])
+    model.load()  # sentence-transformers for every text (it also makes the ONNX export, once)
     return model
 
 

