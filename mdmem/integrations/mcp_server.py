@@ -262,7 +262,8 @@ class Tools:
         include_archived: bool = False,
     ) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
-        citation path:start-end to read back or quote. Hand edits are seen at once."""
+        citation path:start-end to read back or quote. Hand edits are seen at once. Just after
+        start-up an answer may be keyword-only while the model loads: `vectors` says so."""
         with _as_tool_error():
             if path is not None:
                 path = client_glob(path, "path")
