@@ -16,16 +16,23 @@ On a synthetic workspace (Markdown files of 3 entries each, indexed first with t
               calls (a loaded machine slows both alike): the ratio is what mdmem adds
   in-process  `mdmem search --no-server` (imports torch, loads the model), median of 3
   server      the automatic server's RSS
+  mcp         `mdmem mcp` over stdio as a client starts it (no server running): start →
+              `initialize` answered, start → `tools/list` answered, start → the first default
+              (hybrid) `search` answered (sent right after `tools/list`; the table says how
+              many of those answered hybrid and how many keyword-only while vectors loaded),
+              then warm searches in the same process; the same start → `initialize` for the
+              SDK's bare `MCPServer` with one tool (benchmarks/mcp_bare_server.py), the anchor;
+              median of --mcp-runs
   hooks       each Claude Code hook as Claude Code runs it (`bash -c` with the event's JSON on
               stdin) on a copy of example_workspace/, no server: SessionStart prints the memory
               context; PreCompact and Stop import the session's log (tests/data/imports: the
               first run imports its 12 messages, the rest find nothing new); median of --hook-runs
 Each figure is also a ratio to `python -c pass` (the median of the baseline runs, which are run
-alternately with the others). The load average is printed with the figures: the machine may be
-shared.
+alternately with the others), and MCP's start-up also to the bare SDK server's.
+The load average is printed with the figures: the machine may be shared.
 
 Usage:  .venv/bin/python benchmarks/cli_latency.py [--files 1000] [--runs 30] [--cold-runs 7]
-            [--hook-runs 10]
+            [--hook-runs 10] [--mcp-runs 7] [--only mcp]
 """
 
 from __future__ import annotations
@@ -164,6 +171,127 @@ def hook_runs(runs: int, env: dict[str, str], bare: list[float]) -> dict[str, li
     return times
 
 
+BARE_SERVER = ROOT / "benchmarks" / "mcp_bare_server.py"
+MCP_HELLO = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "cli_latency", "version": "0"},
+}
+
+
+class McpWire:
+    """One MCP server process over stdio, spoken to as a client does (JSON-RPC lines)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+        self.next_id = 0
+
+    def ask(self, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise SystemExit(f"the MCP server closed stdout before answering {method}")
+            reply = json.loads(line)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise SystemExit(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def send(self, message: dict[str, object]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def since_start(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def mcp_runs(
+    root: Path, env: dict[str, str], runs: int, warm_runs: int, bare: list[float]
+) -> dict[str, list[float]]:
+    """``runs`` starts of `mdmem mcp` (no warm server) and of the bare SDK server, alternately,
+    with a `python -c pass` after each pair (into ``bare``): milliseconds per measure, and how
+    the first searches answered (their ``mode`` values, as "mode:<name>" keys)."""
+    out: dict[str, list[float]] = {key: [] for key in (
+        "bare initialize", "bare tools/list", "initialize", "tools/list", "first search",
+        "warm search")}  # fmt: skip
+    argv = [str(MDMEM), "-w", str(root), "mcp"]
+    for i in range(runs):
+        stop_server(root)
+        wire = McpWire([sys.executable, str(BARE_SERVER)], env)
+        wire.ask("initialize", MCP_HELLO)
+        out["bare initialize"].append(wire.since_start())
+        wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        wire.ask("tools/list")
+        out["bare tools/list"].append(wire.since_start())
+        wire.close()
+        wire = McpWire(argv, env)
+        try:
+            wire.ask("initialize", MCP_HELLO)
+            out["initialize"].append(wire.since_start())
+            wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            wire.ask("tools/list")
+            out["tools/list"].append(wire.since_start())
+            call = {"name": "search", "arguments": {"query": QUERIES[i % len(QUERIES)], "k": 5}}
+            found = wire.ask("tools/call", call)
+            out["first search"].append(wire.since_start())
+            content = found.get("structuredContent") or {}
+            mode = str(content.get("mode") if isinstance(content, dict) else None)
+            out.setdefault(f"mode:{mode}", []).append(1.0)
+            if i == 0:  # the warm searches: once, in the first server (vectors ready)
+                time.sleep(5)
+                for j in range(warm_runs):
+                    asked = time.perf_counter()
+                    query = QUERIES[j % len(QUERIES)]
+                    wire.ask(
+                        "tools/call", {"name": "search", "arguments": {"query": query, "k": 5}}
+                    )
+                    out["warm search"].append((time.perf_counter() - asked) * 1000)
+        finally:
+            wire.close()
+        bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+    return out
+
+
+def mcp_rows(table: Table, mcp: dict[str, list[float]], base: float) -> None:
+    """The MCP rows: median, max and the ratios to `python -c pass` and to the bare server."""
+    anchor = statistics.median(mcp["bare initialize"])
+    modes = ", ".join(f"{len(v)} {k[5:]}" for k, v in mcp.items() if k.startswith("mode:"))
+    labels = {
+        "bare initialize": "MCP: bare SDK `MCPServer`, 1 tool: start → initialize",
+        "bare tools/list": "MCP: bare SDK `MCPServer`, 1 tool: start → tools/list",
+        "initialize": "MCP: `mdmem mcp` start → initialize",
+        "tools/list": "MCP: `mdmem mcp` start → tools/list",
+        "first search": f"MCP: `mdmem mcp` start → first default search ({modes})",
+        "warm search": "MCP: `mdmem mcp` warm search (tools/call → answer)",
+    }
+    for key, label in labels.items():
+        values = mcp[key]
+        median = statistics.median(values)
+        ratio = f"{median / base:.1f}"
+        if key != "warm search":
+            ratio += f" ({median / anchor:.2f}× bare server)"
+        table.add_row(f"{label}, {len(values)} runs", f"{median:.0f}", f"{max(values):.0f} (max)",
+                      ratio)  # fmt: skip
+
+
 def wait_served(root: Path, search: list[str], env: dict[str, str]) -> None:
     """Until the server the last search started answers searches."""
     deadline = time.monotonic() + 120
@@ -190,6 +318,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--cold-runs", type=int, default=7)
     parser.add_argument("--hook-runs", type=int, default=10)
+    parser.add_argument("--mcp-runs", type=int, default=7)
+    parser.add_argument(
+        "--only", choices=["mcp"], help="only these rows (and the `python -c pass` baseline)"
+    )
     args = parser.parse_args()
     console = Console(width=130)
     root = WORK / "ws"
@@ -206,6 +338,10 @@ def main() -> None:
     search = [str(MDMEM), "-w", str(root), "search", "-k", "5"]
     loads = [load()]
     bare: list[float] = []
+    mcp = mcp_runs(root, {**env, "MDMEM_SERVER_AUTO": "0"}, args.mcp_runs, args.runs, bare)
+    if args.only == "mcp":
+        mcp_table(console, mcp, bare, loads)
+        return
     cold, said = cold_searches(root, search, env, args.cold_runs, bare)
     cold_torch, stages = cold_searches(root, search, {**env, "MDMEM_ONNX": "0"}, 3, bare)
     hook_ms = hook_runs(args.hook_runs, {**env, "MDMEM_SERVER_AUTO": "0"}, bare)
@@ -256,10 +392,28 @@ def main() -> None:
     ):  # fmt: skip
         median = statistics.median(values)
         table.add_row(label, f"{median:.0f}", f"{max(values):.0f} (max)", f"{median / base:.1f}")
+    mcp_rows(table, mcp, base)
     console.print(table)
     console.print(f"automatic server RSS: {rss:.0f} MB")
     console.print("a cold call said:\n  " + "\n  ".join(said.strip().splitlines()))
     console.print("a cold call on torch said:\n  " + "\n  ".join(stages.strip().splitlines()))
+    console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
+
+
+def mcp_table(
+    console: Console, mcp: dict[str, list[float]], bare: list[float], loads: list[str]
+) -> None:
+    """``--only mcp``: the MCP rows and the baseline alone."""
+    loads.append(load())
+    base = statistics.median(bare)
+    table = Table(title="`mdmem mcp` over stdio, as a client starts it")
+    table.add_column("measure")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("max ms", justify="right")
+    table.add_column("× python -c pass", justify="right")
+    table.add_row(f"`python -c pass`, {len(bare)} runs", f"{base:.0f}", f"{max(bare):.0f}", "1.0")
+    mcp_rows(table, mcp, base)
+    console.print(table)
     console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
 
 

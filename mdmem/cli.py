@@ -1411,18 +1411,25 @@ def mcp_serve(
         except ValueError as exc:
             _fail(str(exc), 2)
     remote = _remote(url, index_workspace)
+    root = config = None
     if remote is None:
+        from mdmem.config import check_name, load_config
+        from mdmem.layout import find_root
+
         _a_workspace_to_serve(ctx)
-    ws = _open(ctx) if remote is None else None  # before the SDK import: said at once
+        root = find_root(ctx.obj.get("workspace"))
+        config = load_config(root)  # a bad mdmem.toml or --agent: said at once, before the SDK
+        if agent is not None:
+            check_name(agent, "agent")
     try:
         from mdmem.integrations import mcp_server
     except ImportError as exc:
         _fail(f"mdmem mcp needs the MCP SDK ({exc.name}): pip install 'mdmem[mcp]'")
     _log_to_stderr()
-    if ws is None:
+    if root is None:
         server: Any = _remote_mcp(remote)
-    else:
-        server = mcp_server.build_server(ws, agent=agent)
+    else:  # the workspace opens in the background, once `initialize` is answered
+        server = mcp_server.build_server(root, agent=agent, config=config)
     if http:
         typer.echo(f"mdmem: MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
         mcp_server.serve_http(server, host, port, token, allow_host or [])

@@ -81,6 +81,12 @@ def main() -> None:
 
 
 def _main() -> None:
+    if "mcp" in sys.argv[1:4]:  # `[-w PATH] mcp [--agent NAME]`: served without typer
+        from mdmem.integrations.mcp_start import serve
+
+        served = serve(sys.argv[1:])
+        if served is not None:
+            sys.exit(served)
     hook = parse_hook(sys.argv[1:])
     if hook is not None:
         code = _hook(*hook)

@@ -4,9 +4,15 @@ Claude Code, Claude Desktop, Cursor and the Agents SDKs start it over stdio; ``-
 streamable HTTP on loopback. Tools search, read and write the workspace through the public
 API (the same safe writes as everything else); resources are its files (``mdmem://memory.md``).
 
-Start-up imports no model: ``initialize`` is answered at once, and the embedding model is
-loaded in the background after the client first lists the tools (or never, when the warm
-query server of ``mdmem watch`` answers searches). Sync tools run in worker threads, so an
+A client starts a new server for every session and waits for ``initialize`` before anything
+else, so start-up imports nothing of mdmem's workspace, index or models: the tools' schemas
+are built from this module alone, and ``initialize`` and ``tools/list`` are answered as fast as
+the SDK's own bare server answers them (``benchmarks/cli_latency.py``). Once the client is past
+``initialize``, a background thread opens the workspace and loads the query encoder (the
+default model's ONNX export, no torch) or the model. A call that needs the workspace waits for
+it to open (imports, well under the model's load); a default search that arrives while the
+model itself (torch, litellm) is still loading is answered by keyword alone and says so in
+``vectors``, never held for the model's seconds. Sync tools run in worker threads, so an
 extraction or a compaction never blocks a search.
 """
 
@@ -20,9 +26,9 @@ import os
 import stat
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
@@ -30,12 +36,14 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import InputRequiredResult, Resource, ToolAnnotations
 from pydantic import Field
 
-from mdmem import Entry, Session, SessionRecord, Workspace
 from mdmem.errors import MdmemError
 from mdmem.index.request import SearchRequest
 from mdmem.integrations.viewer import capped, masked_lines, numbered
 from mdmem.integrations.warm import warm_search, warm_server_running
 from mdmem.paths import client_glob, client_name, client_path
+
+if TYPE_CHECKING:  # imported in the background, once the client is past `initialize`
+    from mdmem import Entry, Session, SessionRecord, Workspace
 
 __all__ = ["build_server", "serve_http", "serve_stdio"]
 
@@ -45,6 +53,11 @@ INSTRUCTIONS = (
     "before answering from assumptions; remember lasting facts, preferences and skills; cite "
     "what you use as path:line. Read a cited line range with `read`."
 )
+KEYWORD_ONLY = (
+    "keyword only: the embedding model is still loading in the background; searches find by "
+    "meaning too once it is loaded (in seconds)"
+)
+"""``vectors`` of a default search answered before the model could embed its query."""
 SEARCH_HIT_KEYS = ("heading", "text", "score", "type", "importance", "created", "id", "session")
 LIVE_TITLE = "MCP session"
 READ_AGAIN = "read again with start_line={next} for the rest"
@@ -132,13 +145,106 @@ def _citation(path: str, start: int, end: int) -> str:
     return f"{path}:{start}-{end}" if end > start else f"{path}:{start}"
 
 
+class Background:
+    """The workspace, opened in a background thread once the client is past ``initialize``,
+    then the model warmed up (unless a warm server answers searches): a client's first calls
+    never wait for imports it does not need, and ``initialize`` waits for none.
+
+    ``vectors`` is set once a query can be embedded without waiting for the model's load: the
+    model embedded once, or the configured model needs no torch for a query (no model, or the
+    default model's ONNX export: a search then waits at most for that export's load)."""
+
+    def __init__(
+        self,
+        root: Path,
+        opener: Callable[[], Workspace],
+        *,
+        warm_up: bool,
+    ) -> None:
+        self.root = root
+        self._opener = opener
+        self._warm_up = warm_up
+        self._started = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._opened = threading.Event()
+        self._ws: Workspace | None = None
+        self._error: BaseException | None = None
+        self.vectors = threading.Event()
+        if not warm_up:  # (a server in a test, or a host's: the model loads at the first search)
+            self.vectors.set()
+
+    def start(self) -> None:
+        with self._started:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="mdmem-open-workspace", daemon=True
+                )
+                self._thread.start()
+
+    def workspace(self) -> Workspace:
+        """The workspace, waiting for it to open (started here if it was not yet)."""
+        self.start()
+        self._opened.wait()
+        if self._ws is None:
+            raise ToolError(f"the workspace {self.root} could not be opened: {self._error}")
+        return self._ws
+
+    def opened(self) -> Workspace | None:
+        """The workspace if it was opened (or is being opened: then once it is), else None."""
+        if self._thread is None:
+            return None
+        self._opened.wait()
+        return self._ws
+
+    def _run(self) -> None:
+        try:
+            self._ws = self._opener()
+            if not self.vectors.is_set() and _light_queries(self._ws):
+                self.vectors.set()  # a query waits at most for the ONNX export's load
+        except BaseException as exc:  # said by every call that needs the workspace
+            self._error = exc
+            log.warning("the workspace %s could not be opened: %s", self.root, exc)
+        finally:
+            self._opened.set()
+        if self._ws is None or not self._warm_up:
+            return
+        try:
+            if warm_server_running(self.root):
+                return  # it answers searches; its model is loaded there
+            embedder = self._ws.index.embedder()
+            if embedder is not None:
+                embedder.embed(["warm up"])
+        except Exception as exc:  # the search that needs the model says what went wrong
+            log.info("warming up the embedding model failed: %s", exc)
+        finally:
+            self.vectors.set()
+
+
+def _light_queries(ws: Workspace) -> bool:
+    """Whether this process embeds a query of the workspace's model without importing torch or
+    litellm (no model, or the default model's current ONNX export)."""
+    from mdmem.index.embed import queries_without_torch
+
+    cfg = ws.config.embedding
+    return queries_without_torch(cfg.model, cfg.provider, cfg.device)
+
+
 class Tools:
     """The tools, over one workspace; one live session for ``session_event``."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
+    def __init__(self, workspace: Workspace | Background) -> None:
+        """``workspace``: open already, or being opened by a :class:`Background`."""
+        if isinstance(workspace, Background):
+            self.background = workspace
+        else:
+            self.background = Background(workspace.root, lambda: workspace, warm_up=False)
         self._live: Session | None = None
         self._live_lock = threading.Lock()
+
+    @property
+    def ws(self) -> Workspace:
+        """The workspace, once open (the first call may wait for the background's imports)."""
+        return self.background.workspace()
 
     # ---- reading --------------------------------------------------------------------------
 
@@ -156,7 +262,8 @@ class Tools:
         include_archived: bool = False,
     ) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
-        citation path:start-end to read back or quote. Hand edits are seen at once."""
+        citation path:start-end to read back or quote. Hand edits are seen at once. Just after
+        start-up an answer may be keyword-only while the model loads: `vectors` says so."""
         with _as_tool_error():
             if path is not None:
                 path = client_glob(path, "path")
@@ -164,14 +271,22 @@ class Tools:
                 query, k, mode=mode, type=type, path=path, agent=agent, session=session,
                 since=since, until=until, include_archived=include_archived,
             )  # fmt: skip
-            reply = warm_search(self.ws.root, query, request.params())
+            reply = warm_search(self.background.root, query, request.params())
             if reply is not None and not reply.get("ok"):
                 raise ToolError(str(reply.get("error")))
+            vectors = "ready"
             if reply is not None:
                 answered = f"warm server (pid {reply.get('pid')})"
                 found, hits = reply, reply["hits"]
             else:
-                results = self.ws.search(request)
+                ws = self.ws
+                if (
+                    not self.background.vectors.is_set()
+                    and (mode or ws.config.search.mode) == "hybrid"
+                ):
+                    request = dataclasses.replace(request, mode="keyword")
+                    vectors = KEYWORD_ONLY
+                results = ws.search(request)
                 answered = "in-process"
                 found = {
                     "mode": results.mode,
@@ -183,6 +298,7 @@ class Tools:
         return {
             "query": query,
             "mode": found["mode"],
+            "vectors": vectors,
             "answered_by": answered,
             "fresh": found["fresh"],
             "stale": found["stale"],
@@ -360,12 +476,15 @@ class Tools:
             return self._live
 
     def close(self) -> None:
-        """End the live session (completed) and wait for the late-save windows."""
+        """End the live session (completed) and wait for the late-save windows (nothing to do
+        when the workspace was never opened: the client left before any call)."""
         with self._live_lock:
             if self._live is not None:
                 with contextlib.suppress(MdmemError, OSError):
                     self._live.close("completed")
-        self.ws.close()
+        ws = self.background.opened()
+        if ws is not None:
+            ws.close()
 
     def task(
         self,
@@ -547,41 +666,31 @@ def description(tool: Any) -> str:
     return inspect.cleandoc(tool.__doc__ or "")
 
 
-class _WarmUp:
-    """Loads the embedding model once, in the background, unless a warm server answers."""
+class _AfterHandshake:
+    """Middleware that starts the background's work at the first message after ``initialize``
+    (``notifications/initialized``, or any request): the answer to ``initialize`` is out by
+    then, so its imports never compete with it for the interpreter."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
-        self._started = threading.Event()
+    def __init__(self, background: Background) -> None:
+        self.background = background
 
-    def start(self) -> None:
-        if self._started.is_set():
-            return
-        self._started.set()
-        threading.Thread(target=self._run, name="mdmem-warm-up", daemon=True).start()
-
-    def _run(self) -> None:
-        with contextlib.suppress(Exception):
-            if warm_server_running(self.ws.root):
-                return
-            embedder = self.ws.index.embedder()
-            if embedder is not None:
-                embedder.embed(["warm up"])
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method != "initialize":
+            self.background.start()
+        return await call_next(ctx)
 
 
 class MdmemMCPServer(MCPServer):
     """MCPServer with the workspace files as resources, listed as they are now."""
 
-    def __init__(self, tools: Tools, *, warm_up: bool = True) -> None:
-        super().__init__("mdmem", instructions=INSTRUCTIONS, log_level="WARNING")
+    def __init__(self, tools: Tools) -> None:
+        super().__init__(
+            "mdmem",
+            instructions=INSTRUCTIONS,
+            log_level="WARNING",
+            middleware=[_AfterHandshake(tools.background)],
+        )
         self.tools = tools
-        self._warm = _WarmUp(tools.ws) if warm_up else None
-
-    async def list_tools(self) -> Any:
-        # the client is past `initialize`: loading the model now delays no handshake
-        if self._warm is not None:
-            self._warm.start()
-        return await super().list_tools()
 
     async def list_resources(self) -> list[Resource]:
         files = await anyio.to_thread.run_sync(self.tools.resources)
@@ -598,15 +707,38 @@ class MdmemMCPServer(MCPServer):
 
 
 def build_server(
-    ws: Workspace, *, agent: str | None = None, warm_up: bool = True
+    workspace: Workspace | Path,
+    *,
+    agent: str | None = None,
+    warm_up: bool = True,
+    config: Any = None,
 ) -> MdmemMCPServer:
-    """The MCP server over ``ws``; ``agent`` names the writer of its sessions."""
+    """The MCP server over a workspace; ``agent`` names the writer of its sessions.
+
+    ``workspace``: an open :class:`~mdmem.Workspace`, or the folder of one (``config``, its
+    mdmem.toml as already read, else read then), opened in the background once the client is
+    past ``initialize``. ``warm_up``: load the model in the background too (else at the first
+    search that needs it, and searches are never answered by keyword alone for want of it)."""
+    checked = None
     if agent is not None:
         from mdmem.config import check_name
 
-        ws.config = dataclasses.replace(ws.config, agent=check_name(agent, "agent"))
-    tools = Tools(ws)
-    server = MdmemMCPServer(tools, warm_up=warm_up)
+        checked = check_name(agent, "agent")
+
+    def opened() -> Workspace:
+        if isinstance(workspace, Path):
+            from mdmem.workspace import Workspace
+
+            ws = Workspace(workspace, config)
+        else:
+            ws = workspace
+        if checked is not None:
+            ws.config = dataclasses.replace(ws.config, agent=checked)
+        return ws
+
+    root = workspace if isinstance(workspace, Path) else workspace.root
+    tools = Tools(Background(root, opened, warm_up=warm_up))
+    server = MdmemMCPServer(tools)
     for name in ("search", "read", "context", "recent", "pool_get"):
         tool = getattr(tools, name)
         server.add_tool(tool, description=description(tool), annotations=READ_ONLY)

@@ -120,7 +120,9 @@ async def _round_trip(client: Client) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_stdio_round_trip_with_the_sdk_client(ws: Workspace, tmp_path: Path) -> None:
+def test_stdio_round_trip_with_the_sdk_client(ws: Workspace, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    # `embedder` made the default model's ONNX export (as building any index does): the search
+    # is hybrid at once; without it, one arriving before torch's load is answered by keyword
     params = StdioServerParameters(
         command=str(BIN),
         args=["-w", str(ws.root), "mcp", "--agent", "claude-code"],
@@ -251,7 +253,10 @@ def _torch_loaded(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
-def test_stdio_wire_is_json_rpc_only_and_initialize_comes_before_torch(ws: Workspace) -> None:
+def test_stdio_wire_is_json_rpc_only_and_initialize_comes_before_torch(
+    ws: Workspace,
+    embedder,  # type: ignore[no-untyped-def]  # (the ONNX export: the search is hybrid at once)
+) -> None:
     ws.remember("Deploys go to Fly.io staging first", type="fact")
     process = subprocess.Popen(
         [str(BIN), "-w", str(ws.root), "mcp"],
