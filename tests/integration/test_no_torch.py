@@ -49,11 +49,12 @@ def source() -> Path:
 
 
 def modules_of(folder: Path) -> dict[str, set[str]]:
-    """What each process that exited wrote: its arguments → the modules it imported."""
+    """What each process that exited wrote: ``<pid> <its arguments>`` → the modules it
+    imported (two runs of one command are two processes: the cold search and the warm one)."""
     out = {}
     for file in folder.glob("*.modules"):
         argv, *names = file.read_text().splitlines()
-        out[argv] = set(names)
+        out[f"{file.stem} {argv}"] = set(names)
     return out
 
 
@@ -152,7 +153,7 @@ def test_cold_search_hooks_and_the_server_never_import_torch(
         assert time.monotonic() < deadline + 60, "the server never stopped"
         time.sleep(0.05)
 
-    transcript = tmp_path / "session.jsonl"
+    transcript = root / "session.jsonl"  # a hook reads transcripts where Claude Code keeps them
     shutil.copy(LOG, transcript)
     payload = json.dumps({"session_id": "s1", "transcript_path": str(transcript)})
     start = mdmem("-w", str(root), "hooks", "run", "claude-code", "session-start", debug=debug)
