@@ -593,7 +593,8 @@ WritePath.TestCase.settings = settings(
 test_write_path_model = pytest.mark.slow(
     pytest.mark.xfail(
         reason="open (docs/writes.md, What remains): with two agents, a stale copy saved between "
-        "several writes (an early example of the ci profile) loses the supersedes "
+        "several writes, then saving the same buffer again (an early example of the ci profile), "
+        "loses the supersedes "
         "of one agent and the Archive heading; the loss depends on timing, so it is not strict",
         strict=False,
     )(WritePath.TestCase)
