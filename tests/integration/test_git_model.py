@@ -46,6 +46,8 @@ EXAMPLES = int(
 runs N, to hunt without shrinking."""
 STEPS = 30 if DEEP else 12
 clone = st.integers(0, CLONES - 1)
+PAIR = st.sampled_from([(i, j) for i in range(CLONES) for j in range(CLONES) if i != j])
+"""Two different clones."""
 PICK = st.integers(0, 63)
 """Which of the entries (or places) a step acts on, drawn before the step looks at the files:
 what a clone holds depends on git and on timing (a sync racing the agent), and a draw that
@@ -103,9 +105,23 @@ class GitSync(RuleBasedStateMachine):
 
     @rule(i=clone)
     def remember(self, i: int) -> None:
+        self._remember(i)
+
+    def _remember(self, i: int) -> str:
         text = self.text()
         self.lineage[text] = self.w.remember(i, text)
         self.required.add(text)
+        return text
+
+    def _update(self, i: int, old: str, new: str) -> None:
+        self.lineage[new] = self.w.update(i, old, new)
+        self.retire(old)
+        self.required.add(new)
+
+    def _supersede(self, i: int, old: str, new: str) -> None:
+        self.lineage[new] = self.w.supersede(i, old, new)
+        self.retire(old)
+        self.required.add(new)
 
     @rule(i=clone, data=st.data())
     def update(self, i: int, data: st.DataObject) -> None:
@@ -114,10 +130,7 @@ class GitSync(RuleBasedStateMachine):
         if not live:
             return
         old = live[pick % len(live)]
-        new = f"{old} u{self.text()}"
-        self.lineage[new] = self.w.update(i, old, new)
-        self.retire(old)
-        self.required.add(new)
+        self._update(i, old, f"{old} u{self.text()}")
 
     @rule(i=clone, data=st.data())
     def supersede(self, i: int, data: st.DataObject) -> None:
@@ -126,10 +139,7 @@ class GitSync(RuleBasedStateMachine):
         if not live:
             return
         old = live[pick % len(live)]
-        new = f"replaces {self.text()}"
-        self.lineage[new] = self.w.supersede(i, old, new)
-        self.retire(old)
-        self.required.add(new)
+        self._supersede(i, old, f"replaces {self.text()}")
 
     @rule(i=clone, data=st.data())
     def forget(self, i: int, data: st.DataObject) -> None:
@@ -137,7 +147,9 @@ class GitSync(RuleBasedStateMachine):
         live = self.live_mine(i)
         if not live:
             return
-        old = live[pick % len(live)]
+        self._forget(i, live[pick % len(live)])
+
+    def _forget(self, i: int, old: str) -> None:
         self.w.forget(i, old)
         self.forgotten.add(old)
         self.forgot_in[i].add(old)
@@ -189,7 +201,11 @@ class GitSync(RuleBasedStateMachine):
     @rule(i=clone, data=st.data())
     def person_reorders(self, i: int, data: st.DataObject) -> None:
         """Moves one memory of ## Facts to the top of the section."""
-        pick = data.draw(PICK)
+        self._to_top(i, data.draw(PICK))
+
+    def _to_top(self, i: int, pick: int, text: str | None = None) -> None:
+        """A person moves a memory of ## Facts (``text``, else the ``pick``-th that can move)
+        to the top of the section."""
         lines = self.w.text(i).splitlines(keepends=True)
         start = next(n for n, line in enumerate(lines) if line.startswith("## Facts"))
         items = []
@@ -201,7 +217,9 @@ class GitSync(RuleBasedStateMachine):
         mine = [n for n in items if _item(lines[n]) in self.required]
         if len(items) < 2 or not mine or mine == items[:1]:
             return
-        movable = [m for m in mine if m != items[0]]
+        movable = [m for m in mine if m != items[0] and text in (None, _item(lines[m]))]
+        if not movable:
+            return
         n = movable[pick % len(movable)]
         moved, first = _item(lines[n]), _item(lines[items[0]])
         line = lines.pop(n)
@@ -251,6 +269,56 @@ class GitSync(RuleBasedStateMachine):
         elif "abort it" in said:
             for what in ("rebase", "merge"):
                 git(root, what, "--abort", check=False)
+
+    # ---- the issue's sequences, each one step (on a memory both clones hold) ---------------
+
+    def shared(self, i: int, j: int) -> str | None:
+        """A memory remembered in clone ``i`` and synced to clone ``j``; None when the syncs
+        did not bring it there (a failure the invariants and ``converge`` judge)."""
+        text = self._remember(i)
+        self.sync(i, True)
+        self.sync(j, True)
+        for k in (i, j):
+            if not any(e.text == text and not e.archived for e in self.w.entries(k)):
+                return None
+        return text
+
+    @rule(pair=PAIR, rebase=st.booleans())
+    def update_supersede_against_update(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D3: C updates X then supersedes it while A updates X and syncs first; C syncs."""
+        c, a = pair
+        x = self.shared(a, c)
+        if x is None:
+            return
+        self._update(c, x, f"{x} as c{c} saw it")
+        self._supersede(c, f"{x} as c{c} saw it", f"replaces {self.text()}")
+        self._update(a, x, f"{x} as c{a} saw it")
+        self.sync(a, rebase)
+        self.sync(c, rebase)
+
+    @rule(pair=PAIR, rebase=st.booleans())
+    def reorder_against_remember(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D5: a person moves a memory to the top; the other side remembers and syncs first."""
+        p, o = pair
+        x = self.shared(p, o)
+        if x is None:
+            return
+        self._to_top(p, 0, x)
+        self._remember(o)
+        self.sync(o, rebase)
+        self.sync(p, rebase)
+
+    @rule(pair=PAIR, rebase=st.booleans())
+    def forget_against_supersede(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D7: one side forgets a memory, the other supersedes it; both sync."""
+        f, s = pair
+        x = self.shared(f, s)
+        if x is None:
+            return
+        self._forget(f, x)
+        self._supersede(s, x, f"replaces {self.text()}")
+        for k in (f, s) if rebase else (s, f):
+            self.sync(k, rebase)
 
     @rule()
     def converge(self) -> None:
