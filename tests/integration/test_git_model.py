@@ -267,19 +267,21 @@ class GitSync(RuleBasedStateMachine):
     def sync_races_remember(self, i: int) -> None:
         """``mdmem sync`` (the command) while the agent remembers in the same clone."""
         other = (i + 1) % CLONES
-        self.remember(other)
-        self.sync(other, True)
-        args = [MDMEM, "-w", str(self.w.roots[i]), "sync"]
-        running = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        k = 0
-        while running.poll() is None or k < 2:  # the agent keeps writing while sync runs
+        for _ in range(2):  # D6: the other side moved on; this one remembered, then syncs
+            self.remember(other)
+            self.sync(other, True)
             self.remember(i)
-            k += 1
-        said = running.communicate()[0]
-        if running.returncode != 0:
-            self.follow(i, said)
+            args = [MDMEM, "-w", str(self.w.roots[i]), "sync"]
+            running = subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            k = 0
+            while running.poll() is None or k < 2:  # the agent keeps writing while sync runs
+                self.remember(i)
+                k += 1
+            said = running.communicate()[0]
+            if running.returncode != 0:
+                self.follow(i, said)
 
     def follow(self, i: int, said: str) -> None:
         """Do what mdmem's message says (a person would): it must never lose anything."""
@@ -311,11 +313,17 @@ class GitSync(RuleBasedStateMachine):
         x = self.shared(a, c)
         if x is None:
             return
-        self._update(c, x, f"{x} as c{c} saw it")
-        self._supersede(c, f"{x} as c{c} saw it", f"replaces {self.text()}")
+        mid = f"{x} as c{c} saw it"
+        self._update(c, x, mid)
+        self._supersede(c, mid, f"replaces {self.text()}")
+        self.required.add(mid)  # C's words stay (archived), as A's do: no rule can choose
+        self.replaced.discard(mid)
         self._update(a, x, f"{x} as c{a} saw it")
         self.sync(a, rebase)
-        self.sync(c, rebase)
+        done = self.w.sync(c, rebase=rebase)
+        assert done.code != 6, f"c{c}'s sync would lose entries: {done.said}"
+        if done.code != 0:
+            self.follow(c, done.said)
 
     @unless_skipped("reorder_against_remember")
     @rule(pair=PAIR, rebase=st.booleans())
