@@ -120,6 +120,7 @@ class GitSync(RuleBasedStateMachine):
 
     # ---- the agent ---------------------------------------------------------------------------
 
+    @unless_skipped("remember")
     @rule(i=clone)
     def remember(self, i: int) -> None:
         self._remember(i)
@@ -140,6 +141,7 @@ class GitSync(RuleBasedStateMachine):
         self.retire(old)
         self.required.add(new)
 
+    @unless_skipped("update")
     @rule(i=clone, data=st.data())
     def update(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
@@ -149,6 +151,7 @@ class GitSync(RuleBasedStateMachine):
         old = live[pick % len(live)]
         self._update(i, old, f"{old} u{self.text()}")
 
+    @unless_skipped("supersede")
     @rule(i=clone, data=st.data())
     def supersede(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
@@ -158,6 +161,7 @@ class GitSync(RuleBasedStateMachine):
         old = live[pick % len(live)]
         self._supersede(i, old, f"replaces {self.text()}")
 
+    @unless_skipped("forget")
     @rule(i=clone, data=st.data())
     def forget(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
@@ -177,6 +181,7 @@ class GitSync(RuleBasedStateMachine):
         self.replaced.discard(old)
         self.orders = [o for o in self.orders if not set(o) & family]
 
+    @unless_skipped("pool_write")
     @rule(i=clone, key=st.sampled_from(["plan", "owner"]))
     def pool_write(self, i: int, key: str) -> None:
         with self.w.ws(i) as ws:
@@ -217,6 +222,7 @@ class GitSync(RuleBasedStateMachine):
         self.w.edit(i, lambda t: t.replace("## Patterns", f"## {title}\n\n## Patterns", 1))
         self.prose.add(f"## {title}")
 
+    @unless_skipped("person_reorders")
     @rule(i=clone, data=st.data())
     def person_reorders(self, i: int, data: st.DataObject) -> None:
         """Moves one memory of ## Facts to the top of the section."""
@@ -250,12 +256,14 @@ class GitSync(RuleBasedStateMachine):
 
     # ---- git -------------------------------------------------------------------------------
 
+    @unless_skipped("sync")
     @rule(i=clone, rebase=st.booleans())
     def sync(self, i: int, rebase: bool) -> None:
         done = self.w.sync(i, rebase=rebase)
         if done.code != 0:
             self.follow(i, done.said)
 
+    @unless_skipped("plain_pull")
     @rule(i=clone, rebase=st.booleans())
     def plain_pull(self, i: int, rebase: bool) -> None:
         done = self.w.pull(i, rebase=rebase)
@@ -351,6 +359,7 @@ class GitSync(RuleBasedStateMachine):
         for k in (f, s) if rebase else (s, f):
             self.sync(k, rebase)
 
+    @unless_skipped("converge")
     @rule()
     def converge(self) -> None:
         self.check_converged()
