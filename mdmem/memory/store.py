@@ -109,6 +109,11 @@ class KnowledgeStore:
             redaction = self.redactor.redact(edits.check_text(text))
             text, masked = redaction.text, redaction.count
             meta["sum"] = text_sum(text)
+            began = entry.meta.get("first_sum") or entry.meta.get("sum")
+            if began and began != meta["sum"]:
+                # the sum it was remembered with: git's merge driver tells by it that this
+                # entry began as the same memory another clone remembered on its own (D8)
+                meta["first_sum"] = began
         rel, _ = self.documents.resolve(entry.path)
 
         def edit(current: str) -> str:

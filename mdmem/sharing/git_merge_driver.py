@@ -323,6 +323,7 @@ class _Merger:
         decided = {k: self.decide(k, oe.get(k), ae.get(k), be.get(k)) for k in keys}
         if self.kind == "knowledge":
             self.dedupe(decided, oe, ae, be)
+            self.updated_twins(decided, oe, ae, be)
             self.relink(decided)
         if self.marks:
             for key, items in decided.items():
@@ -426,6 +427,34 @@ class _Merger:
                 f"{_entry_id(drop)}: the same memory as {_entry_id(keep)} (added on both sides): "
                 "kept once; links to it name the one kept"
             )
+
+    def updated_twins(self, decided: dict[str, list[Block]], oe: dict, ae: dict, be: dict) -> None:
+        """One memory remembered on both sides, then updated on one before they met: the
+        updated entry's ``first_sum=`` (the sum it was remembered with) is the other's
+        ``sum=``. The update is kept, the unchanged twin dropped (links to it name the one
+        kept), whichever side merges."""
+        for mine, theirs in ((ae, be), (be, ae)):
+            twins: dict[str, Block] = {}
+            for key, block in theirs.items():
+                total = block.meta.get("sum")
+                first = block.meta.get("first_sum")
+                fresh = _new(key, oe, mine) and decided.get(key) != [] and not block.archived
+                if fresh and total and first in (None, "", total):
+                    twins.setdefault(str(total), block)
+            for key, block in mine.items():
+                first = block.meta.get("first_sum")
+                if not first or block.archived or not _new(key, oe, theirs):
+                    continue
+                if decided.get(key) == [] or first == block.meta.get("sum"):
+                    continue
+                if (twin := twins.pop(str(first), None)) is None:
+                    continue
+                decided[twin.key or ""] = []
+                self.renamed[_entry_id(twin)] = _entry_id(block)
+                self.notes.append(
+                    f"{_entry_id(twin)}: the same memory as {_entry_id(block)} before it was "
+                    "updated (added on both sides): the update kept"
+                )
 
     def relink(self, decided: dict[str, list[Block]]) -> None:
         """Links to a dropped duplicate name the one kept; rival replacements of one memory
@@ -819,6 +848,7 @@ def missing_entries(path: str, base: str, side: str, result: str) -> list[Missin
     now = parse_document(path, result).entries
     texts = {same_text(e.text) for e in now}
     sums = {e.meta["sum"] for e in now if e.meta.get("sum")}
+    sums |= {e.meta["first_sum"] for e in now if e.meta.get("first_sum")}  # an updated twin
     by_id = {e.id: e.text for e in now}
     marks = tombstones.read(result)
     gone = set(marks.values())

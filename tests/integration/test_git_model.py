@@ -9,9 +9,17 @@ sync succeeded (none is stuck), all clones hold the same files, every acknowledg
 live or archived exactly once, a person's lines and order survive, and forgotten text appears
 nowhere.
 
-Runtime: every step runs git, and a merge runs the driver as a process (~0.6 s of CPU), so
-an example of 14 steps and its convergence take 10-25 s on the 2-core machine. The example
-count is bounded (:data:`EXAMPLES`) under the ``ci`` and ``dev`` profiles for that reason;
+Besides single operations, issue 39's sequences are single steps on a memory both clones
+hold (remembered in one, synced to the other), and every run opens with one of them, so that
+a bounded run meets them: D3 (``update_supersede_against_update``), D5
+(``reorder_against_remember``), D6 (``sync_races_remember``), D7 (``forget_against_supersede``).
+On the code before the fix (9faa713, this file run with it on PYTHONPATH) the ``ci`` run finds
+D3 first; ``MDMEM_GIT_MODEL_SKIP`` leaves rules out to find the next one: so it found D7, D5
+and D4 (a person's paragraph) in ``ci`` runs; D6's race did not bite there in 4 examples.
+
+Runtime: every step runs git (the merge driver runs in this process: tests/git_world.py), so
+an example of 12 steps and its convergence take a few seconds to 20 s on the 2-core
+machine. The example count is bounded (:data:`EXAMPLES`) under the ``ci`` and ``dev`` profiles for that reason;
 ``HYPOTHESIS_PROFILE=deep`` runs the profile's own count. Shrinking replays whole examples
 against git and takes minutes, so ``ci`` reports the first failure unshrunk (its steps are
 printed); run ``deep`` to shrink. Every failure this model found is pinned as a scenario in
@@ -33,6 +41,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
+    precondition,
     rule,
 )
 
@@ -45,7 +54,25 @@ EXAMPLES = int(
 """Bounded under ``ci``/``dev`` (see the module's docstring); ``MDMEM_GIT_MODEL_EXAMPLES=N``
 runs N, to hunt without shrinking."""
 STEPS = 30 if DEEP else 12
+SKIP = set(filter(None, os.environ.get("MDMEM_GIT_MODEL_SKIP", "").split(",")))
+"""Rules to leave out (``MDMEM_GIT_MODEL_SKIP=forget_against_supersede,...``): ``ci`` reports
+the first failure only, so this is how to look for the next defect behind a known one."""
+
+
+def unless_skipped(name: str):
+    return precondition(lambda _: name not in SKIP)
+
+
 clone = st.integers(0, CLONES - 1)
+OPENINGS = [
+    "update_supersede_against_update",
+    "reorder_against_remember",
+    "sync_races_remember",
+    "forget_against_supersede",
+]
+"""Issue 39's sequences (D3, D5, D6, D7): each run opens with one."""
+PAIR = st.sampled_from([(i, j) for i in range(CLONES) for j in range(CLONES) if i != j])
+"""Two different clones."""
 PICK = st.integers(0, 63)
 """Which of the entries (or places) a step acts on, drawn before the step looks at the files:
 what a clone holds depends on git and on timing (a sync racing the agent), and a draw that
@@ -56,8 +83,10 @@ draws) pick the entries every clone holds."""
 class GitSync(RuleBasedStateMachine):
     """One run: a world of clones, and the ledger of what was acknowledged in it."""
 
-    @initialize()
-    def start(self) -> None:
+    @initialize(opening=st.sampled_from(OPENINGS), pair=PAIR, rebase=st.booleans())
+    def start(self, opening: str, pair: tuple[int, int], rebase: bool) -> None:
+        """A world; then one of issue 39's sequences, so that every run meets one however
+        few steps it draws."""
         self.tmp = tempfile.TemporaryDirectory(prefix="mdmem-git-model-")
         self.w = GitWorld(Path(self.tmp.name), CLONES)
         self.n = 0
@@ -77,6 +106,11 @@ class GitSync(RuleBasedStateMachine):
         with self.w.ws(0) as ws:
             for e in ws.entries("memory.md"):
                 self.lineage[e.text] = e.id
+        if opening not in SKIP:
+            if opening == "sync_races_remember":
+                self.sync_races_remember(pair[0])
+            else:
+                getattr(self, opening)(pair, rebase)
 
     def teardown(self) -> None:
         try:
@@ -101,12 +135,28 @@ class GitSync(RuleBasedStateMachine):
 
     # ---- the agent ---------------------------------------------------------------------------
 
+    @unless_skipped("remember")
     @rule(i=clone)
     def remember(self, i: int) -> None:
+        self._remember(i)
+
+    def _remember(self, i: int) -> str:
         text = self.text()
         self.lineage[text] = self.w.remember(i, text)
         self.required.add(text)
+        return text
 
+    def _update(self, i: int, old: str, new: str) -> None:
+        self.lineage[new] = self.w.update(i, old, new)
+        self.retire(old)
+        self.required.add(new)
+
+    def _supersede(self, i: int, old: str, new: str) -> None:
+        self.lineage[new] = self.w.supersede(i, old, new)
+        self.retire(old)
+        self.required.add(new)
+
+    @unless_skipped("update")
     @rule(i=clone, data=st.data())
     def update(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
@@ -114,11 +164,9 @@ class GitSync(RuleBasedStateMachine):
         if not live:
             return
         old = live[pick % len(live)]
-        new = f"{old} u{self.text()}"
-        self.lineage[new] = self.w.update(i, old, new)
-        self.retire(old)
-        self.required.add(new)
+        self._update(i, old, f"{old} u{self.text()}")
 
+    @unless_skipped("supersede")
     @rule(i=clone, data=st.data())
     def supersede(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
@@ -126,18 +174,18 @@ class GitSync(RuleBasedStateMachine):
         if not live:
             return
         old = live[pick % len(live)]
-        new = f"replaces {self.text()}"
-        self.lineage[new] = self.w.supersede(i, old, new)
-        self.retire(old)
-        self.required.add(new)
+        self._supersede(i, old, f"replaces {self.text()}")
 
+    @unless_skipped("forget")
     @rule(i=clone, data=st.data())
     def forget(self, i: int, data: st.DataObject) -> None:
         pick = data.draw(PICK)
         live = self.live_mine(i)
         if not live:
             return
-        old = live[pick % len(live)]
+        self._forget(i, live[pick % len(live)])
+
+    def _forget(self, i: int, old: str) -> None:
         self.w.forget(i, old)
         self.forgotten.add(old)
         self.forgot_in[i].add(old)
@@ -148,6 +196,7 @@ class GitSync(RuleBasedStateMachine):
         self.replaced.discard(old)
         self.orders = [o for o in self.orders if not set(o) & family]
 
+    @unless_skipped("pool_write")
     @rule(i=clone, key=st.sampled_from(["plan", "owner"]))
     def pool_write(self, i: int, key: str) -> None:
         with self.w.ws(i) as ws:
@@ -165,6 +214,7 @@ class GitSync(RuleBasedStateMachine):
 
     # ---- a person ----------------------------------------------------------------------------
 
+    @unless_skipped("person_paragraph")
     @rule(i=clone, data=st.data())
     def person_paragraph(self, i: int, data: st.DataObject) -> None:
         """A paragraph between two entries (or under a heading), with its blank lines."""
@@ -180,16 +230,22 @@ class GitSync(RuleBasedStateMachine):
         self.w.edit(i, lambda _: "".join(lines))
         self.prose.add(para)
 
+    @unless_skipped("person_heading")
     @rule(i=clone)
     def person_heading(self, i: int) -> None:
         title = f"Topic {self.text()}"
         self.w.edit(i, lambda t: t.replace("## Patterns", f"## {title}\n\n## Patterns", 1))
         self.prose.add(f"## {title}")
 
+    @unless_skipped("person_reorders")
     @rule(i=clone, data=st.data())
     def person_reorders(self, i: int, data: st.DataObject) -> None:
         """Moves one memory of ## Facts to the top of the section."""
-        pick = data.draw(PICK)
+        self._to_top(i, data.draw(PICK))
+
+    def _to_top(self, i: int, pick: int, text: str | None = None) -> None:
+        """A person moves a memory of ## Facts (``text``, else the ``pick``-th that can move)
+        to the top of the section."""
         lines = self.w.text(i).splitlines(keepends=True)
         start = next(n for n, line in enumerate(lines) if line.startswith("## Facts"))
         items = []
@@ -201,7 +257,9 @@ class GitSync(RuleBasedStateMachine):
         mine = [n for n in items if _item(lines[n]) in self.required]
         if len(items) < 2 or not mine or mine == items[:1]:
             return
-        movable = [m for m in mine if m != items[0]]
+        movable = [m for m in mine if m != items[0] and text in (None, _item(lines[m]))]
+        if not movable:
+            return
         n = movable[pick % len(movable)]
         moved, first = _item(lines[n]), _item(lines[items[0]])
         line = lines.pop(n)
@@ -213,35 +271,40 @@ class GitSync(RuleBasedStateMachine):
 
     # ---- git -------------------------------------------------------------------------------
 
+    @unless_skipped("sync")
     @rule(i=clone, rebase=st.booleans())
     def sync(self, i: int, rebase: bool) -> None:
         done = self.w.sync(i, rebase=rebase)
         if done.code != 0:
             self.follow(i, done.said)
 
+    @unless_skipped("plain_pull")
     @rule(i=clone, rebase=st.booleans())
     def plain_pull(self, i: int, rebase: bool) -> None:
         done = self.w.pull(i, rebase=rebase)
         if done.code != 0 and self.w.in_progress(i):  # a person gives up: back as it was
             git(self.w.roots[i], "rebase" if rebase else "merge", "--abort", check=False)
 
+    @unless_skipped("sync_races_remember")
     @rule(i=clone)
     def sync_races_remember(self, i: int) -> None:
         """``mdmem sync`` (the command) while the agent remembers in the same clone."""
         other = (i + 1) % CLONES
-        self.remember(other)
-        self.sync(other, True)
-        args = [MDMEM, "-w", str(self.w.roots[i]), "sync"]
-        running = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        k = 0
-        while running.poll() is None or k < 2:  # the agent keeps writing while sync runs
+        for _ in range(2):  # D6: the other side moved on; this one remembered, then syncs
+            self.remember(other)
+            self.sync(other, True)
             self.remember(i)
-            k += 1
-        said = running.communicate()[0]
-        if running.returncode != 0:
-            self.follow(i, said)
+            args = [MDMEM, "-w", str(self.w.roots[i]), "sync"]
+            running = subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            k = 0
+            while running.poll() is None or k < 2:  # the agent keeps writing while sync runs
+                self.remember(i)
+                k += 1
+            said = running.communicate()[0]
+            if running.returncode != 0:
+                self.follow(i, said)
 
     def follow(self, i: int, said: str) -> None:
         """Do what mdmem's message says (a person would): it must never lose anything."""
@@ -252,6 +315,66 @@ class GitSync(RuleBasedStateMachine):
             for what in ("rebase", "merge"):
                 git(root, what, "--abort", check=False)
 
+    # ---- the issue's sequences, each one step (on a memory both clones hold) ---------------
+
+    def shared(self, i: int, j: int) -> str | None:
+        """A memory remembered in clone ``i`` and synced to clone ``j``; None when the syncs
+        did not bring it there (a failure the invariants and ``converge`` judge)."""
+        text = self._remember(i)
+        self.sync(i, True)
+        self.sync(j, True)
+        for k in (i, j):
+            if not any(e.text == text and not e.archived for e in self.w.entries(k)):
+                return None
+        return text
+
+    @unless_skipped("update_supersede_against_update")
+    @rule(pair=PAIR, rebase=st.booleans())
+    def update_supersede_against_update(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D3: C updates X then supersedes it while A updates X and syncs first; C syncs."""
+        c, a = pair
+        x = self.shared(a, c)
+        if x is None:
+            return
+        mid = f"{x} as c{c} saw it"
+        self._update(c, x, mid)
+        self._supersede(c, mid, f"replaces {self.text()}")
+        self.required.add(mid)  # C's words stay (archived), as A's do: no rule can choose
+        self.replaced.discard(mid)
+        self._update(a, x, f"{x} as c{a} saw it")
+        self.sync(a, rebase)
+        done = self.w.sync(c, rebase=rebase)
+        assert done.code != 6, f"c{c}'s sync would lose entries: {done.said}"
+        if done.code != 0:
+            self.follow(c, done.said)
+
+    @unless_skipped("reorder_against_remember")
+    @rule(pair=PAIR, rebase=st.booleans())
+    def reorder_against_remember(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D5: a person moves a memory to the top; the other side remembers and syncs first."""
+        p, o = pair
+        x = self.shared(p, o)
+        if x is None:
+            return
+        self._to_top(p, 0, x)
+        self._remember(o)
+        self.sync(o, rebase)
+        self.sync(p, rebase)
+
+    @unless_skipped("forget_against_supersede")
+    @rule(pair=PAIR, rebase=st.booleans())
+    def forget_against_supersede(self, pair: tuple[int, int], rebase: bool) -> None:
+        """D7: one side forgets a memory, the other supersedes it; both sync."""
+        f, s = pair
+        x = self.shared(f, s)
+        if x is None:
+            return
+        self._forget(f, x)
+        self._supersede(s, x, f"replaces {self.text()}")
+        for k in (f, s) if rebase else (s, f):
+            self.sync(k, rebase)
+
+    @unless_skipped("converge")
     @rule()
     def converge(self) -> None:
         self.check_converged()

@@ -208,21 +208,21 @@ def test_d7_forget_wins_under_plain_git_pulls(world) -> None:
         assert w.everywhere(i, "deploys go to Heroku") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs ws.update to record the entry's first sum (mdmem/memory/store.py): nothing in "
-    "the file says the updated entry began as the other clone's twin",
-)
-def test_d8_the_same_fact_remembered_twice_then_updated_leaves_no_old_text(world) -> None:
+@pytest.mark.parametrize("rebase", [True, False], ids=["rebase", "merge"])
+@pytest.mark.parametrize("first", [0, 1], ids=["updater-first", "twin-first"])
+def test_d8_the_same_fact_remembered_twice_then_updated_leaves_no_old_text(
+    world, first, rebase
+) -> None:
     """The same fact remembered in two clones, then updated in one before they meet. Before:
-    the old text stayed live beside the new."""
+    the old text stayed live beside the new. (The update records the sum the entry was
+    remembered with, ``first_sum=``: by it the driver knows the twin.)"""
     w = world
     fact = "The API rate limit is 100 requests per minute"
     w.remember(0, fact)
     w.remember(1, fact)
     w.update(0, fact, "The API rate limit is 500 requests per minute")
-    assert w.sync(0).code == 0
-    settle(w)
+    assert w.sync(first, rebase=rebase).code == 0
+    settle(w, rebase)
     once(w, "The API rate limit is 500 requests per minute", live=True)
     for i in range(2):
         assert count(w.entries(i), fact)[0] == 0, w.text(i)
