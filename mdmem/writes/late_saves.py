@@ -120,6 +120,7 @@ class Rewriter(Protocol):
     def edit(self, target: Target, edit: Callable[[str], str]) -> Any: ...
     def lineage(self, rel: str) -> Lineage: ...
     def edit_locked(self, target: Target, edit: Callable[[str], str]) -> Any: ...
+    def known_versions(self, rel: str, wanted: set[str]) -> dict[str, bytes]: ...
 
 
 class LateSaveGuard:
@@ -407,36 +408,85 @@ class LateSaveGuard:
         known = [v for w in ordered for v in (w.before, w.after)]
         if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
             return None
-        base = ours[-1] if ours else self._copied_from(ordered, version)
+        base = ours[-1] if ours else self._copied_from(target.rel, ordered, version)
         if base is None or _lf(base) == _lf(latest):
             return None
         if _lf(_merged(base, latest, version)) == _lf(version):
             return None
         return base
 
-    def _copied_from(self, ordered: list[_Write], version: bytes) -> bytes | None:
-        """The version a person's copy was made from: the history of the path as this guard
-        knows it (its writes, and between two of them whatever else was saved there) is
-        followed to the last change ``version`` holds (lines it added are all there); the
-        copy was made after it and before the first program write after it that ``version``
-        lacks, whose ``before`` is the answer. Not the known version nearest to it: a person
-        who edits a line of their own earlier save is nearer, by lines, to the version before
-        that save, and merged against that one their old line came back (issue 39 D13); and
-        every program write after the copy comes back, not only the latest (D1)."""
-        steps: list[tuple[bytes, bytes, bool]] = []  # (before, after, a program write of ours)
+    def _copied_from(self, rel: str, ordered: list[_Write], version: bytes) -> bytes | None:
+        """The version a person's copy was made from: the history of the path is followed to
+        the last change ``version`` holds (lines it added are all there); the copy was made
+        after it and before the first program write after it that ``version`` lacks, whose
+        ``before`` is the answer. Not the known version nearest to it: a person who edits a
+        line of their own earlier save is nearer, by lines, to the version before that save,
+        and merged against that one their old line came back (issue 39 D13); and every
+        program write after the copy comes back, not only the latest (D1).
+
+        The history every program write saw or made (:meth:`_history`, all guards and
+        processes) is followed first, and its answer taken when this guard's latest write
+        came after it (the merge is of the changes from it to that write); else this guard's
+        own writes, with whatever was saved between two of them."""
+        latest = ordered[-1].after
+        shared = self._history(rel, ordered)
+        base, at = self._search(shared, version)
+        if base is not None and any(
+            program and after == latest for _, after, program in shared[at:]
+        ):
+            return base
+        own: list[tuple[bytes, bytes, bool]] = []
         for write in ordered:
-            if steps and steps[-1][1] != write.before:
-                steps.append((steps[-1][1], write.before, False))  # a save, or another program
-            steps.append((write.before, write.after, True))
+            if own and own[-1][1] != write.before:
+                own.append((own[-1][1], write.before, False))  # a save, or another program
+            own.append((write.before, write.after, True))
+        return self._search(own, version)[0]
+
+    def _search(
+        self, steps: list[tuple[bytes, bytes, bool]], version: bytes
+    ) -> tuple[bytes | None, int]:
+        """:meth:`_copied_from` in ``steps`` (before, after, a program write), oldest first:
+        the answer and the index of its step."""
+        # ``version`` itself in the history (a save a program write was then made on): it was
+        # made from what came before it, not from its own descendants
+        first = next((i for i, step in enumerate(steps) if step[1] == version), None)
+        if first is not None:
+            steps = steps[:first]
         have = set(_text(_lf(version)).splitlines())
         held = max(
             (i for i, (before, after, _) in enumerate(steps) if self._holds(before, after, have)),
             default=-1,
         )
-        for before, after, program in steps[held + 1 :]:
+        for i, (before, after, program) in enumerate(steps[held + 1 :], start=held + 1):
             if program and _lf(_merged(before, after, version)) != _lf(version):
-                return before
-        return None
+                return before, i
+        return None, -1
+
+    def _history(self, rel: str, ordered: list[_Write]) -> list[tuple[bytes, bytes, bool]]:
+        """The path's history as every program write saw or made it (before, after, a program
+        write), oldest first: the shared lineage log gives the order of all program writes,
+        of every guard and process; the bytes come from this guard's writes and the journal.
+        Between two program writes, whatever was saved there (a person's save, which a
+        merge-back then built on) is a step too. A person who saves the same buffer twice
+        made the second from their first save: one guard's own writes alone miss it when
+        another guard merged its writes back into that save (the second save then read as
+        a change of a version holding writes the person never saw: each a line deleted)."""
+        links = self.writer.lineage(rel).links()[-4 * CHAIN_WRITES :]
+        known: dict[str, bytes] = {}
+        for write in ordered:
+            known[write.digests[0]], known[write.digests[1]] = write.before, write.after
+        wanted = {d for link in links for d in link if d is not None} - known.keys()
+        if wanted:
+            known.update(self.writer.known_versions(rel, wanted))
+        steps: list[tuple[bytes, bytes, bool]] = []
+        for parent, child in links:
+            if parent is None or parent not in known or child not in known or parent == child:
+                continue  # a write whose bytes are gone (or that never landed)
+            before, after = known[parent], known[child]
+            if steps and steps[-1][1] != before:
+                steps.append((steps[-1][1], before, False))  # a save, or an unknown write
+            steps.append((before, after, True))
+        return steps
 
     def _holds(self, before: bytes, after: bytes, have: set[str]) -> bool:
         """Whether a version with the lines ``have`` holds the change ``before`` -> ``after``:

@@ -56,6 +56,21 @@ class Lineage:
             current = parents.get(current)
         return seen
 
+    def links(self) -> list[tuple[str | None, str]]:
+        """Every ``(parent, child)`` link kept, in the order the writes were made (appended
+        under the file's lock): the program writes of every process, with the saves that
+        came between them showing as a parent that is not the previous child."""
+        try:
+            lines = self.path.read_text(encoding="ascii").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return []
+        out: list[tuple[str | None, str]] = []
+        for line in lines:
+            parent, _, child = line.partition(" ")
+            if len(child) == 32:
+                out.append((None if parent == "-" else parent, child))
+        return out
+
     def _parents(self) -> dict[str, str]:
         try:
             lines = self.path.read_text(encoding="ascii").splitlines()

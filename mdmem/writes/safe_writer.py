@@ -49,7 +49,7 @@ from mdmem.writes.file_state import (
     settled_bytes,
 )
 from mdmem.writes.journal import WRITTEN, Journal
-from mdmem.writes.lineage import Lineage
+from mdmem.writes.lineage import Lineage, digest
 from mdmem.writes.processes import pid_alive
 from mdmem.writes.swap import exchange
 
@@ -218,6 +218,23 @@ class SafeWriter:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
             with os.fdopen(fd, "w") as handle:
                 handle.write(state.line())
+
+    def known_versions(self, rel: str, wanted: set[str]) -> dict[str, bytes]:
+        """The versions of ``rel`` the journal holds whose digests are ``wanted`` (what program
+        writes replaced and wrote, in any process), newest first until all are found: the
+        late-save guard follows the path's history through every program write's versions."""
+        found: dict[str, bytes] = {}
+        for entry in self.journal.entries(rel):
+            if len(found) == len(wanted):
+                break
+            try:
+                data = entry.read_bytes()
+            except OSError:
+                continue  # pruned meanwhile
+            key = digest(data)
+            if key in wanted:
+                found.setdefault(key, data)
+        return found
 
     def lineage(self, rel: str) -> Lineage:
         """Which versions of ``rel`` program writes (any process) made, and from which."""

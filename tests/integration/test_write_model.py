@@ -592,10 +592,10 @@ WritePath.TestCase.settings = settings(
 )
 test_write_path_model = pytest.mark.slow(
     pytest.mark.xfail(
-        reason="open (docs/writes.md, What remains): with two agents, a stale copy saved between "
-        "several writes, then saving the same buffer again (an early example of the ci profile), "
-        "loses the supersedes "
-        "of one agent and the Archive heading; the loss depends on timing, so it is not strict",
+        reason="open (docs/writes.md, What remains): with two agents and a stale copy saved "
+        "between their writes, later ci examples still lose an acknowledged supersede or "
+        "remember (the first example's loss is fixed and pinned in test_write_scenarios.py); "
+        "the loss depends on timing, so it is not strict",
         strict=False,
     )(WritePath.TestCase)
 )

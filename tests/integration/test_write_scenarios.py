@@ -135,3 +135,51 @@ def test_d13_a_persons_edit_does_not_come_back_in_its_old_form(tmp_path: Path, h
     assert sum(line.startswith("- Beta <!--") for line in lines) == 1
     assert sum(line.startswith("- Alpha <!--") for line in lines) == 1
     ws.close()
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_two_agents_a_stale_save_then_the_same_buffer_again_keeps_every_supersede(
+    tmp_path: Path, round_: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the write-path model found with two agents (two guards): the person reads, one
+    agent remembers and the other supersedes, the person saves the stale copy by rename, more
+    supersedes follow, then the person saves the same buffer again in place with one more
+    line. The second save was merged as a change of the version before the guard's latest
+    write, so every write the person never saw read as a line they deleted: one agent's
+    superseding entries and the ``## Archive`` heading were lost."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    agents = [Workspace.open(root) for _ in range(2)]
+    path = root / "memory.md"
+    first = agents[0].remember("Fact A: the first value")
+    second = agents[1].remember("Fact B: the second value")
+    time.sleep(0.5)
+    buffer = path.read_text()
+    agents[0].remember("Fact C: remembered after the person's read")
+    by_a = agents[1].supersede(first, by="Fact D: supersedes Fact A")
+    buffer = buffer.rstrip("\n") + "\n- PERSON 1\n"
+    _save(path, buffer, "rename")
+    later = []
+    with caplog.at_level(logging.WARNING, logger="mdmem"):
+        for agent, old, text in (
+            (0, second, "Fact E: supersedes Fact B"),
+            (1, by_a, "Fact F: supersedes Fact D"),
+        ):
+            try:
+                found = next(e for e in agents[agent].entries("memory.md") if e.id == old.id)
+                later.append(agents[agent].supersede(found, by=text))
+            except (ConflictError, StopIteration):
+                pass
+        buffer += "- PERSON 2\n"
+        _save(path, buffer, "in place")
+        time.sleep(SETTLED_S)
+        for ws in agents:
+            ws.close()
+    text = path.read_text()
+    lines = text.splitlines()
+    for line in ("Fact C: remembered after the person's read", *(e.text for e in later)):
+        assert sum(line in row for row in lines) == 1, (line, text)
+    assert "Fact D: supersedes Fact A" in text
+    assert lines.count("## Archive") == 1, text
+    assert lines.count("- PERSON 1") == 1 and lines.count("- PERSON 2") == 1, text
+    assert "changed the same lines" not in caplog.text
