@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import in_process
 import pytest
 import yaml
 
@@ -111,9 +110,7 @@ def _run_python(code: str, namespace: dict[str, object], where: str) -> None:
 
 
 def _run_console(code: str, cwd: Path, where: str) -> Path:
-    """Runs each ``$ command`` in this process, as `mdmem` runs it (typer's runner: one Python
-    start-up and one import of the model's libraries for the whole page, not one per command);
-    the long-running ones as real processes."""
+    """Runs each ``$ command`` (output lines are what a person sees; not compared)."""
     for raw in code.splitlines():
         if not raw.startswith("$ "):
             continue
@@ -121,12 +118,12 @@ def _run_console(code: str, cwd: Path, where: str) -> Path:
         if command.startswith("cd "):
             cwd = (cwd / command[3:].strip()).resolve()
             continue
+        argv = [str(Path(sys.executable).parent / "mdmem"), *_split(command)[1:]]
         assert _split(command)[0] == "mdmem", f"{where}: {command!r} is not an mdmem command"
         if command in LONG_RUNNING:
-            argv = [str(Path(sys.executable).parent / "mdmem"), *_split(command)[1:]]
             _run_until_stopped(argv, cwd, where)
             continue
-        done = in_process.mdmem(*_split(command)[1:], cwd=cwd, env={"MDMEM_SERVER_AUTO": "0"})
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (
             f"{where}: `{command}` exited {done.returncode}:\n{done.stderr}"
         )
