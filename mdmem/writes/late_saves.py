@@ -416,31 +416,59 @@ class LateSaveGuard:
         return base
 
     def _copied_from(self, rel: str, ordered: list[_Write], version: bytes) -> bytes | None:
-        """The version a person's copy was made from: the history of the path is followed to
-        the last change ``version`` holds (lines it added are all there); the copy was made
-        after it and before the first program write after it that ``version`` lacks, whose
-        ``before`` is the answer. Not the known version nearest to it: a person who edits a
-        line of their own earlier save is nearer, by lines, to the version before that save,
-        and merged against that one their old line came back (issue 39 D13); and every
-        program write after the copy comes back, not only the latest (D1).
+        """The version a person's copy was made from.
+
+        Two readings of the path's history, each right where the other is wrong:
+
+        - by evidence (:meth:`_search`): the history is followed to the last change
+          ``version`` holds (lines it added are all there); the copy was made after it and
+          before the first program write after it that ``version`` lacks, whose ``before``
+          is the answer. Right where a person edits or deletes a line of their own earlier
+          save: by lines the version before that save is nearer, and merged against it the
+          old line came back (issue 39 D13); and every program write after the copy comes
+          back, not only the latest (D1). Wrong where earlier stale saves dropped program
+          lines that merge-backs then restored: the history looks as if the copy lacked
+          writes it only lacked because the save it was made from lacked them;
+        - by lines (:meth:`_nearest`): the known version the copy differs least from (an
+          edited line counts once), the newest of equals. Right in that churn, and in D13's
+          tie.
+
+        Where the evidence's merge would lose a line a program write added, or bring back a
+        line nobody's write asked for (a person's edited or deleted line), the version whose
+        merge does least of that wins — losing an acknowledged write counts first — and
+        between equals the evidence, then the nearest.
 
         The history every program write saw or made (:meth:`_history`, all guards and
-        processes) is followed first, and its answer taken when this guard's latest write
-        came after it (the merge is of the changes from it to that write); else this guard's
-        own writes, with whatever was saved between two of them."""
+        processes) is read first, and its answers taken when this guard's latest write came
+        after them (the merge is of the changes from it to that write); else this guard's own
+        writes, with whatever was saved between two of them."""
         latest = ordered[-1].after
-        shared = self._history(rel, ordered)
-        base, at = self._search(shared, version)
-        if base is not None and any(
-            program and after == latest for _, after, program in shared[at:]
-        ):
-            return base
         own: list[tuple[bytes, bytes, bool]] = []
         for write in ordered:
             if own and own[-1][1] != write.before:
                 own.append((own[-1][1], write.before, False))  # a save, or another program
             own.append((write.before, write.after, True))
-        return self._search(own, version)[0]
+        steps = self._history(rel, ordered)
+        evidence, at = self._search(steps, version)
+        if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
+            steps = own
+            evidence = self._search(own, version)[0]
+        added = self._program_lines(steps, latest)
+        theirs = set(_text(_lf(version)).splitlines())
+
+        def harm(base: bytes | None) -> tuple[int, int]:
+            """(program lines the merge on ``base`` loses, other lines it brings back)."""
+            text = _text(_lf(version))
+            if base is not None:
+                merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
+                text = text if merged.conflicts else merged.text  # as _combine does
+            lines = set(text.splitlines())
+            return len(added - lines), len(lines - theirs - added)
+
+        if harm(evidence) == (0, 0):
+            return evidence
+        candidates = [evidence, *self._nearest(steps, version)]
+        return min(candidates, key=lambda known: (*harm(known), candidates.index(known)))
 
     def _search(
         self, steps: list[tuple[bytes, bytes, bool]], version: bytes
@@ -461,6 +489,40 @@ class LateSaveGuard:
             if program and _lf(_merged(before, after, version)) != _lf(version):
                 return before, i
         return None, -1
+
+    @staticmethod
+    def _nearest(
+        steps: list[tuple[bytes, bytes, bool]], version: bytes, count: int = 8
+    ) -> list[bytes]:
+        """The ``count`` versions in ``steps`` that ``version`` differs least from, by lines (a
+        run of changed lines counts as the longer of its two sides), nearest first and the
+        newest of equals first; only versions from before ``version`` itself appears (it was
+        not made from its descendants)."""
+        first = next((i for i, step in enumerate(steps) if step[1] == version), len(steps))
+        order: dict[bytes, int] = {}
+        for i, (before, after, _) in enumerate(steps[:first]):
+            order[before], order[after] = 2 * i, 2 * i + 1
+        order.pop(version, None)
+        theirs = _text(_lf(version)).splitlines()
+
+        def distance(known: bytes) -> int:
+            ours = _text(_lf(known)).splitlines()
+            total, i, j = 0, 0, 0
+            for a, b, size in matching_blocks(ours, theirs):
+                total += max(a - i, b - j)
+                i, j = a + size, b + size
+            return total
+
+        return sorted(order, key=lambda known: (distance(known), -order[known]))[:count]
+
+    def _program_lines(self, steps: list[tuple[bytes, bytes, bool]], latest: bytes) -> set[str]:
+        """The lines of ``latest`` that program writes in ``steps`` added (not a person)."""
+        have = set(_text(_lf(latest)).splitlines())
+        added: set[str] = set()
+        for before, after, program in steps:
+            if program:
+                added |= self._added_lines(before, after)
+        return added & have
 
     def _history(self, rel: str, ordered: list[_Write]) -> list[tuple[bytes, bytes, bool]]:
         """The path's history as every program write saw or made it (before, after, a program
@@ -492,6 +554,11 @@ class LateSaveGuard:
         """Whether a version with the lines ``have`` holds the change ``before`` -> ``after``:
         it added lines (not blank), and all are there. A change that only removed lines is
         no evidence (an older copy lacks them too)."""
+        added = self._added_lines(before, after)
+        return bool(added) and added <= have
+
+    def _added_lines(self, before: bytes, after: bytes) -> set[str]:
+        """The non-blank lines the change ``before`` -> ``after`` added (cached by digests)."""
         key = (digest(before), digest(after))
         added = self._added.get(key)
         if added is None:
@@ -503,7 +570,7 @@ class LateSaveGuard:
             if len(self._added) > 4 * CHAIN_WRITES:
                 self._added.clear()
             self._added[key] = added
-        return bool(added) and added <= have
+        return added
 
     def _ordered(self, rel: str, writes: list[_Write]) -> list[_Write]:
         """This guard's latest writes to ``rel`` and ``writes``, oldest first, each once."""

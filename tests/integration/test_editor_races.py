@@ -559,12 +559,6 @@ def test_a_thousand_racing_saves_lose_nothing(pattern: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.serial  # the late-save window is 250 ms of wall-clock time
-@pytest.mark.xfail(
-    reason="open (issue 39, docs/writes.md What remains): since the stale-save base is found "
-    "in every write's history, the stale-inplace pattern loses 6 acknowledged program writes "
-    "of its run (person's lines: 0 lost); found by the last full run, not yet fixed",
-    strict=False,
-)
 def test_stale_copies_saved_inside_the_window_lose_no_line_for_good() -> None:
     """A real editor process saving copies read 0-200 ms before (in place and by rename), each
     editing the person's previous line next to the program's, against a real agent process.

@@ -183,3 +183,33 @@ def test_two_agents_a_stale_save_then_the_same_buffer_again_keeps_every_supersed
     assert lines.count("## Archive") == 1, text
     assert lines.count("- PERSON 1") == 1 and lines.count("- PERSON 2") == 1, text
     assert "changed the same lines" not in caplog.text
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_a_stale_buffer_saved_twice_with_its_own_line_edited_keeps_the_write_it_lacked(
+    tmp_path: Path, how: str
+) -> None:
+    """What the editor race's stale pattern found (tests/integration/test_editor_races.py):
+    the person's buffer lacks a remember, is saved (the guard merges the remember back), then
+    edited — their own line changed, one more added — and saved again. Followed by evidence,
+    the history showed no change the copy held after the person's line was edited, so it was
+    merged against the version before the remember: the person's line and the remember were
+    one clash, the person's side kept whole, and the acknowledged remember lost."""
+    root = tmp_path / "ws"
+    ws = Workspace.init(root, agent="main")
+    path = root / "memory.md"
+    ws.remember("Alpha")
+    ws.remember("Beta")
+    time.sleep(0.5)
+    buffer = path.read_text()
+    ws.remember("Delta: acknowledged after the person's read")
+    _save(path, buffer + "- PERSON 1\n", how)
+    time.sleep(0.1)  # the guard merges Delta back into that save
+    assert "Delta" in path.read_text()
+    _save(path, buffer + "- PERSON 1 (edited)\n- PERSON 2\n", how)
+    time.sleep(SETTLED_S)
+    lines = path.read_text().splitlines()
+    assert sum(line.startswith("- Delta: acknowledged") for line in lines) == 1, lines
+    assert "- PERSON 1" not in lines
+    assert lines.count("- PERSON 1 (edited)") == 1 and lines.count("- PERSON 2") == 1, lines
+    ws.close()
