@@ -141,6 +141,8 @@ def _init_git(root: Path) -> None:
     """.gitattributes lines for the merge driver; inside a git repository, its config too."""
     from mdmem.sharing.git_sync import (
         configure_driver,
+        configured_driver,
+        driver_notice,
         ignore_temp_files,
         install_gitattributes,
         repo_root,
@@ -148,12 +150,12 @@ def _init_git(root: Path) -> None:
 
     ignore_temp_files(root)  # a write in progress is never committed
     added = install_gitattributes(root)
-    typer.echo(f"  {'updated' if added else 'kept':8} .gitattributes (merge=mdmem)")
-    if repo_root(root) is not None:
-        import shlex
-
-        command = configure_driver(root)
-        typer.echo(f"  git config merge.mdmem.driver {shlex.quote(command)} (this clone)")
+    repository = repo_root(root) is not None
+    changed = bool(added)
+    if repository:
+        before = configured_driver(root)
+        changed = configure_driver(root) != before or changed
+    typer.echo(f"  {'updated' if changed else 'kept':8} {driver_notice(repository)}")
 
 
 @app.command()

@@ -130,6 +130,18 @@ def install_gitattributes(root: Path) -> list[str]:
     return missing
 
 
+def driver_notice(in_repository: bool) -> str:
+    """The line ``mdmem init`` prints as it installs the merge driver: which files it changed and
+    how to undo it, so nothing in a person's git set-up changes unannounced."""
+    if not in_repository:
+        return ".gitattributes: merge=mdmem lines (git merges memory files entry by entry)"
+    return (
+        ".gitattributes and .git/config: merge=mdmem lines, and merge.mdmem.driver for this "
+        "clone (git merges memory files entry by entry); undo: "
+        "git config --remove-section merge.mdmem, and delete those lines"
+    )
+
+
 def ignore_temp_files(root: Path) -> bool:
     """Add mdmem's temp files (``*.mdmem-tmp``) to the workspace's .gitignore; True if added.
     Every other line stays as it is."""
