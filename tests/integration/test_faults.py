@@ -1,7 +1,7 @@
 """The fault-injection suite (benchmarks/faults.py), run in CI: every fault, many times, and
 nothing lost, nothing corrupted, every failure a clear error.
 
-The editor races (4 × 1,000 saves) run in tests/integration/test_editor_races.py; the README's table comes
+The editor races (4 patterns × 300 saves; 1,000 with MDMEM_STRESS=full) run in tests/integration/test_editor_races.py; the README's table comes
 from `.venv/bin/python benchmarks/faults.py`, which runs them all.
 """
 
