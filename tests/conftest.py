@@ -65,13 +65,17 @@ settings.load_profile(
 
 
 LONGEST = (
-    "tests/integration/test_wheel.py::",
     "tests/integration/test_readme.py::",
-    "tests/integration/test_watch_heal.py::test_thirty_stops",
     "tests/integration/test_faults.py::",
-    "tests/integration/test_search_gate.py::test_a_fresh_workspace",
+    "tests/integration/test_import_growth.py::test_two_hundred_stops",
+    "tests/integration/test_pool_races.py::test_processes_racing",
+    "tests/integration/test_git_model.py::",
+    "tests/integration/test_watch_heal.py::test_stops_at_random_moments",
+    "tests/integration/test_wheel.py::",
     "tests/integration/test_concurrency.py::",
+    "tests/integration/test_pool.py::test_processes_racing",
     "tests/integration/test_safe_writes_property.py::",
+    "tests/integration/test_search_gate.py::test_a_fresh_workspace",
 )
 """Tests that take a minute or more (`--durations`), handed out before all others."""
 

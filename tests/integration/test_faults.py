@@ -1,7 +1,7 @@
 """The fault-injection suite (benchmarks/faults.py), run in CI: every fault, many times, and
 nothing lost, nothing corrupted, every failure a clear error.
 
-The editor races (4 × 1,000 saves) run in tests/integration/test_editor_races.py; the README's table comes
+The editor races (4 patterns × 300 saves; 1,000 with MDMEM_STRESS=full) run in tests/integration/test_editor_races.py; the README's table comes
 from `.venv/bin/python benchmarks/faults.py`, which runs them all.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from stress import FULL
 
 from mdmem import Workspace
 from mdmem.errors import MdmemError
@@ -27,13 +28,15 @@ import faults
 pytestmark = pytest.mark.slow
 
 NEEDS_ROOT = {"disk_full", "read_only_search"}
+SMALLER = {"concurrent_writers": {"processes": 4, "ops": 50}, "sigkill_mid_write": {"n": 12}}
+"""What `make test` runs of the longest faults (the benchmark's sizes with MDMEM_STRESS=full)."""
 
 
 @pytest.mark.parametrize("name", sorted(faults.FAULTS))
 def test_fault(name: str, tmp_path: Path) -> None:
     if name in NEEDS_ROOT and os.geteuid() != 0:
         pytest.skip("mounts a tmpfs: needs root")
-    out = faults.FAULTS[name](tmp_path)
+    out = faults.FAULTS[name](tmp_path, **({} if FULL else SMALLER.get(name, {})))
     for result in out if isinstance(out, list) else [out]:
         assert result.tried > 0, result
         assert result.ok, result

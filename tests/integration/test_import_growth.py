@@ -2,7 +2,7 @@
 stop, and each import keeps a log for ``undo`` in ``.mdmem/imports/``. Those logs once kept the
 whole earlier text of the session file per stop (199 stops of a 0.46 MB session: 40.5 MB);
 now they keep deltas, the newest ``KEEP_WHOLE`` whole, and a hard cap over the folder
-(mdmem/integrations/importers/logs.py)."""
+(mdmem/integrations/importers/logs.py). The same 200 stops hold the write journal's caps."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from growing_session import SESSION, disk_bytes, stop_payload, turn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from in_process import mdmem
 
 from mdmem import Workspace
+from mdmem.config import WriteConfig
 from mdmem.errors import EntryNotFoundError
 from mdmem.integrations import hooks
 from mdmem.integrations.importers import import_ids, import_path, undo
@@ -35,32 +37,19 @@ from mdmem.integrations.importers.logs import (
     reverse_delta,
     sort_key,
 )
+from mdmem.writes.journal import JOURNAL_DIR
 
-SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
-WORDS = "the login test fails because a cookie race in the session fixture retries".split()
-
-
-def _turn(n: int, rng: random.Random) -> str:
-    kind = "user" if n % 2 else "assistant"
-    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(200, 500)))
-    record = {
-        "sessionId": SESSION,
-        "isSidechain": False,
-        "type": kind,
-        "uuid": f"u-{n}",
-        "parentUuid": f"u-{n - 1}",
-        "timestamp": f"2026-03-01T{8 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
-        "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]},
-    }  # fmt: skip
-    return json.dumps(record) + "\n"
+MB = 1_000_000
 
 
 def _stop(ws: Workspace, log: Path, cli: bool) -> str:
     """What Claude Code's Stop hook runs: the installed command (in this process), or what that
     command calls once it has read the hook's JSON (typer's parsing costs 0.4 s a call)."""
-    payload = {"hook_event_name": "Stop", "session_id": SESSION, "transcript_path": str(log)}
-    if not cli:
-        report = hooks.import_transcript(Workspace.open(ws.root), payload)
+    payload = stop_payload(log)
+    if not cli:  # a new workspace object, closed after, as a hook process ends
+        stopped = Workspace.open(ws.root)
+        report = hooks.import_transcript(stopped, payload)
+        stopped.close()
         assert report is not None
         return report.summary()
     ran = mdmem(
@@ -71,25 +60,35 @@ def _stop(ws: Workspace, log: Path, cli: bool) -> str:
 
 
 @pytest.mark.slow
-def test_two_hundred_stops_keep_the_import_logs_under_the_cap(
+def test_two_hundred_stops_keep_the_import_logs_and_the_journal_under_their_caps(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One run of 200 stops holds both stores a stop grows: the import logs (``undo``) and the
+    write journal (``recover``; tests/integration/test_journal_growth.py says how it once grew),
+    checked after every stop."""
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))  # hooks read from there
     log = tmp_path / "claude" / "projects" / "p" / f"{SESSION}.jsonl"
     log.parent.mkdir(parents=True)
     rng = random.Random(40)
     imports = ws.files.state_dir / IMPORTS_DIR
+    journal = ws.files.state_dir / JOURNAL_DIR
+    caps = WriteConfig()
     texts: list[str] = []  # the session file after each stop
     ids: list[str] = []  # each stop's import
     session = ""
     for n in range(1, 201):
         with log.open("a", encoding="utf-8") as handle:
-            handle.write(_turn(n, rng))
+            handle.write(turn(n, rng))
         ids.append(_stop(ws, log, cli=n in (1, 200)).split()[1].rstrip(":"))
         (session,) = (p for p in (ws.root / ".sessions").glob("*.md"))
         texts.append(session.read_text(encoding="utf-8"))
         total = folder_bytes(imports)
         assert total <= MAX_BYTES, f"stop {n}: {total:,} bytes of import logs"
+        total = disk_bytes(journal)
+        assert total <= caps.journal_total_mb * MB, f"stop {n}: {total:,} bytes of journal"
+        one = max((disk_bytes(f) for f in journal.iterdir() if f.is_dir()), default=0)
+        assert one <= caps.journal_mb * MB, f"stop {n}: {one:,} bytes for one file"
+    _check_the_journal(ws, Path(session))
     assert log.stat().st_size > 400_000  # a long session, as in the report
     assert len(set(ids)) == 200
     assert import_ids(ws) == [*reversed(ids[-KEEP_WHOLE:]), ids[0]]  # newest first
@@ -111,6 +110,21 @@ def test_two_hundred_stops_keep_the_import_logs_under_the_cap(
     assert done.moved == (f".sessions/{Path(session).name}",)
     assert not Path(session).exists()
     assert (ws.root / ".trash" / "imports" / first / Path(session).name).exists()
+
+
+def _check_the_journal(ws: Workspace, session: Path) -> None:
+    """After the 200 stops: ``mdmem recover`` lists the last write first, byte for byte; no
+    unedited version is stored twice; the cap leaves many versions to recover."""
+    rel = f".sessions/{session.name}"
+    versions = ws.files.versions(rel)
+    assert versions[0].reason == "written"
+    assert versions[0].read_bytes() == session.read_bytes()
+    stored = {v.path.stat().st_ino for v in versions}  # replaced ones share the written ones'
+    assert len(stored) <= len([v for v in versions if v.reason == "written"]) + 2
+    assert len(versions) >= 10
+    listed = mdmem("-w", str(ws.root), "recover", rel, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)[0]["id"] == versions[0].id
 
 
 def test_an_old_import_keeps_what_it_created_and_says_what_it_no_longer_can(

@@ -11,101 +11,25 @@ before it shares its file, and a total cap holds over every file
 from __future__ import annotations
 
 import json
-import os
-import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-import pytest
+from growing_session import disk_bytes
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from in_process import mdmem
 
 from mdmem import Workspace
-from mdmem.config import WriteConfig
-from mdmem.integrations import hooks
 from mdmem.writes.journal import JOURNAL_DIR, Journal, _always_kept, _stored
 
-SESSION = "7a1b2c3d-0000-4000-8000-0000000000cc"
-WORDS = "the login test fails because a cookie race in the session fixture retries".split()
 MB = 1_000_000
 
-
-def _turn(n: int, rng: random.Random) -> str:
-    kind = "user" if n % 2 else "assistant"
-    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(200, 500)))
-    record = {
-        "sessionId": SESSION,
-        "isSidechain": False,
-        "type": kind,
-        "uuid": f"u-{n}",
-        "parentUuid": f"u-{n - 1}",
-        "timestamp": f"2026-03-01T{8 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
-        "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]},
-    }  # fmt: skip
-    return json.dumps(record) + "\n"
-
-
-def _disk_bytes(folder: Path) -> int:
-    """What the journal takes on disk: each file once, however many names it has (as du)."""
-    inodes = {}
-    for dirpath, _, names in os.walk(folder):
-        for name in names:
-            info = os.stat(Path(dirpath) / name)
-            inodes[info.st_ino] = info.st_size
-    return sum(inodes.values())
-
-
-@pytest.mark.slow
-def test_two_hundred_stops_keep_the_journal_under_its_caps(
-    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
-    log = tmp_path / "claude" / "projects" / "p" / f"{SESSION}.jsonl"
-    log.parent.mkdir(parents=True)
-    rng = random.Random(40)
-    journal = ws.files.state_dir / JOURNAL_DIR
-    caps = WriteConfig()
-    for n in range(1, 201):
-        with log.open("a", encoding="utf-8") as handle:
-            handle.write(_turn(n, rng))
-        payload = {"hook_event_name": "Stop", "session_id": SESSION, "transcript_path": str(log)}
-        if n in (1, 200):  # the installed hook command, as Claude Code runs it
-            ran = mdmem(
-                "-w",
-                str(ws.root),
-                "hooks",
-                "run",
-                "claude-code",
-                "import",
-                input=json.dumps(payload),
-            )
-            assert ran.returncode == 0, ran.stderr
-        else:  # what that command calls (a new workspace object, as a new hook process)
-            stopped = Workspace.open(ws.root)
-            assert hooks.import_transcript(stopped, payload) is not None
-            stopped.close()
-        total = _disk_bytes(journal)
-        assert total <= caps.journal_total_mb * MB, f"stop {n}: {total:,} bytes of journal"
-        assert total <= caps.journal_mb * MB, f"stop {n}: {total:,} bytes for one file"
-    assert log.stat().st_size > 400_000  # a long session, as in the report
-    (session,) = (ws.root / ".sessions").glob("*.md")
-    rel = f".sessions/{session.name}"
-    versions = ws.files.versions(rel)
-    # the last acknowledged write is what `mdmem recover` lists first, byte for byte
-    assert versions[0].reason == "written"
-    assert versions[0].read_bytes() == session.read_bytes()
-    # no unedited version is stored twice: the replaced ones share the written ones' files
-    stored = {v.path.stat().st_ino for v in versions}
-    assert len(stored) <= len([v for v in versions if v.reason == "written"]) + 2
-    assert len(versions) >= 10  # the cap leaves many versions of a 0.4 MB file to recover
-    listed = mdmem("-w", str(ws.root), "recover", rel, "--json")
-    assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout)[0]["id"] == versions[0].id
-
+# The 200 stops of a growing session that once left 25 MB here run once, for this journal and
+# the import logs together: tests/integration/test_import_growth.py::
+# test_two_hundred_stops_keep_the_import_logs_and_the_journal_under_their_caps.
 
 PAST = 0.3
 """A protection window the tests wait out (a sleep past it, never a timing assertion)."""
@@ -195,7 +119,7 @@ def test_the_total_cap_keeps_every_files_last_acknowledged_write(tmp_path: Path)
         other = Workspace.open(ws.root)
         other.remember(f"note {n} " + "padding words " * 10, type="fact", file=f"notes/n{n % 4}.md")
         other.close()
-    assert _disk_bytes(ws.root / ".mdmem" / JOURNAL_DIR) <= 0.03 * MB
+    assert disk_bytes(ws.root / ".mdmem" / JOURNAL_DIR) <= 0.03 * MB
     ran = mdmem("-w", str(ws.root), "recover", "memory.md", "--json")
     assert ran.returncode == 0, ran.stderr
     versions = json.loads(ran.stdout)
