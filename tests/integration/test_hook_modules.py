@@ -34,8 +34,9 @@ NEVER = {
 }  # fmt: skip
 """Modules no hook imports."""
 READ_ONLY_NEVER = {
-    # SessionStart writes nothing: no locks (filelock imports asyncio), no writers, no promotion
-    "asyncio", "filelock", "mdmem.memory.store",
+    # SessionStart writes nothing: no locks (filelock imports asyncio), no knowledge store, no
+    # promotion, no renameat2 through ctypes
+    "asyncio", "filelock", "mdmem.memory.store", "ctypes",
     "mdmem.distill.promote", "mdmem.workspace.parts", "mdmem.integrations.importers",
 }  # fmt: skip
 """Modules SessionStart (which only reads) does not import either."""
