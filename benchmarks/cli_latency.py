@@ -25,14 +25,20 @@ On a synthetic workspace (Markdown files of 3 entries each, indexed first with t
               median of --mcp-runs
   hooks       each Claude Code hook as Claude Code runs it (`bash -c` with the event's JSON on
               stdin) on a copy of example_workspace/, no server: SessionStart prints the memory
-              context; PreCompact and Stop import the session's log (tests/data/imports: the
-              first run imports its 12 messages, the rest find nothing new); median of --hook-runs
+              context; PreCompact and Stop import the session's log (tests/data/imports, kept
+              where Claude Code keeps logs: $CLAUDE_CONFIG_DIR/projects; the first run imports
+              its 12 messages, the rest find nothing new); median of --hook-runs. Then the same
+              on a long session: a generated log of --session-records records (default 2,400),
+              imported once (timed alone), then rounds of: two new records appended and Stop
+              (imports those), PreCompact (nothing new), SessionStart (that session in the
+              workspace). Bytecode is written and used as an installed package's would be
+              ($PYTHONDONTWRITEBYTECODE is dropped for these runs; one round is not counted)
 Each figure is also a ratio to `python -c pass` (the median of the baseline runs, which are run
 alternately with the others), and MCP's start-up also to the bare SDK server's.
 The load average is printed with the figures: the machine may be shared.
 
 Usage:  .venv/bin/python benchmarks/cli_latency.py [--files 1000] [--runs 30] [--cold-runs 7]
-            [--hook-runs 10] [--mcp-runs 7] [--only mcp]
+            [--hook-runs 10] [--session-records 2400] [--mcp-runs 7] [--only mcp|hooks]
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import contextlib
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -148,26 +155,88 @@ def cold_searches(
     return times, said
 
 
-def hook_runs(runs: int, env: dict[str, str], bare: list[float]) -> dict[str, list[float]]:
+def mdmem_program() -> str:
+    """The `mdmem` script beside this interpreter when it can start (its first line names an
+    interpreter that exists), else this interpreter with ``-m mdmem``: the same entry point."""
+    try:
+        first = MDMEM.read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        first = ""
+    if first.startswith("#!") and Path(first[2:].split()[0]).exists():
+        return str(MDMEM)
+    return f"{sys.executable} -m mdmem"
+
+
+def claude_record(i: int, session: str) -> str:
+    """One line of a Claude Code log: a user message or an assistant's answer."""
+    role = "user" if i % 2 == 0 else "assistant"
+    words = " ".join(random.Random(i).choice(WORDS) for _ in range(40))
+    content: object = words if role == "user" else [{"type": "text", "text": words}]
+    return json.dumps({
+        "parentUuid": f"u-{i - 1}" if i else None, "isSidechain": False, "type": role,
+        "sessionId": session, "uuid": f"u-{i}", "cwd": "/home/dev/shop",
+        "timestamp": f"2026-03-01T{8 + i // 3600 % 12:02}:{i // 60 % 60:02}:{i % 60:02}.000Z",
+        "message": {"role": role, "content": content},
+    })  # fmt: skip
+
+
+def hook_runs(
+    runs: int, records: int, env: dict[str, str], bare: list[float]
+) -> dict[str, list[float]]:
     """Each Claude Code hook as Claude Code runs it, ``runs`` times, on a copy of the example
-    workspace with no server; a `python -c pass` after each round (into ``bare``)."""
+    workspace with no server; then on a long session (``records`` records); a `python -c
+    pass` after each round (into ``bare``). One round of each is run first, not counted."""
     root = WORK / "hooks"
     if root.exists():
         shutil.rmtree(root)
     shutil.copytree(EXAMPLE, root / "ws")
-    transcript = root / "session.jsonl"
+    logs = root / "claude" / "projects" / "bench"
+    logs.mkdir(parents=True)
+    transcript = logs / "session.jsonl"
     shutil.copy(TRANSCRIPT, transcript)
-    wanted = hooks.commands(root / "ws", str(MDMEM))
+    env = {**env, "CLAUDE_CONFIG_DIR": str(root / "claude")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    program = mdmem_program()
+    where = shlex.quote(str(root / "ws"))
+    wanted = {e: f"{program} -w {where} {hooks.MARKER} {a}" for e, a in hooks.EVENTS.items()}
     payload = {"session_id": "7a1b2c3d", "transcript_path": str(transcript), "cwd": str(root)}
-    times: dict[str, list[float]] = {event: [] for event in ("SessionStart", "PreCompact", "Stop")}
-    for _ in range(runs):
-        for event in times:
-            data = json.dumps({**payload, "hook_event_name": event})
-            started = time.perf_counter()
-            subprocess.run(["bash", "-c", wanted[event]], input=data, capture_output=True,
-                           text=True, env=env, check=True)  # fmt: skip
-            times[event].append((time.perf_counter() - started) * 1000)
-        bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+
+    def run(event: str, data: dict[str, object]) -> float:
+        text = json.dumps({**data, "hook_event_name": event})
+        started = time.perf_counter()
+        subprocess.run(["bash", "-c", wanted[event]], input=text, capture_output=True,
+                       text=True, env=env, check=True)  # fmt: skip
+        return (time.perf_counter() - started) * 1000
+
+    events = ("SessionStart", "PreCompact", "Stop")
+    times: dict[str, list[float]] = {event: [] for event in events}
+    for i in range(runs + 1):
+        for event in events:
+            ms = run(event, payload)
+            if i:
+                times[event].append(ms)
+        timed([sys.executable, "-c", "pass"], env)
+        if i:
+            bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+    if records:
+        long_log = logs / "long.jsonl"
+        long_log.write_text("".join(claude_record(i, "long") + "\n" for i in range(records)))
+        data = {"session_id": "long", "transcript_path": str(long_log), "cwd": str(root)}
+        times[f"Stop, first import of {records:,} records"] = [run("Stop", data)]
+        grown = {k: [] for k in ("Stop, 2 new records", "PreCompact, nothing new",
+                                 "SessionStart")}  # fmt: skip
+        for i in range(runs + 1):
+            with long_log.open("a") as log:
+                log.write(claude_record(records + 2 * i, "long") + "\n")
+                log.write(claude_record(records + 2 * i + 1, "long") + "\n")
+            for key in grown:
+                ms = run(key.split(",")[0], data)
+                if i:
+                    grown[key].append(ms)
+            if i:
+                bare.append(timed([sys.executable, "-c", "pass"], env)[0])
+        for key, values in grown.items():
+            times[f"{key} (session of {records:,}+ records)"] = values
     return times
 
 
@@ -318,12 +387,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--cold-runs", type=int, default=7)
     parser.add_argument("--hook-runs", type=int, default=10)
+    parser.add_argument("--session-records", type=int, default=2400)
     parser.add_argument("--mcp-runs", type=int, default=7)
     parser.add_argument(
-        "--only", choices=["mcp"], help="only these rows (and the `python -c pass` baseline)"
+        "--only",
+        choices=["mcp", "hooks"],
+        help="only these rows (and the `python -c pass` baseline)",
     )
     args = parser.parse_args()
     console = Console(width=130)
+    if args.only == "hooks":
+        hooks_table(console, args)
+        return
     root = WORK / "ws"
     make_workspace(root, args.files, random.Random(15))
     started = time.perf_counter()
@@ -344,7 +419,9 @@ def main() -> None:
         return
     cold, said = cold_searches(root, search, env, args.cold_runs, bare)
     cold_torch, stages = cold_searches(root, search, {**env, "MDMEM_ONNX": "0"}, 3, bare)
-    hook_ms = hook_runs(args.hook_runs, {**env, "MDMEM_SERVER_AUTO": "0"}, bare)
+    hook_ms = hook_runs(
+        args.hook_runs, args.session_records, {**env, "MDMEM_SERVER_AUTO": "0"}, bare
+    )
     try:
         timed([*search, QUERIES[0]], env)  # starts the server the warm runs ask
         wait_served(root, search, env)
@@ -414,6 +491,30 @@ def mcp_table(
     table.add_row(f"`python -c pass`, {len(bare)} runs", f"{base:.0f}", f"{max(bare):.0f}", "1.0")
     mcp_rows(table, mcp, base)
     console.print(table)
+    console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
+
+
+def hooks_table(console: Console, args: argparse.Namespace) -> None:
+    """``--only hooks``: the hook rows and the baseline alone (no index, no server)."""
+    loads = [load()]
+    env = {**os.environ, "MDMEM_SERVER_AUTO": "0"}
+    env.pop("MDMEM_WORKSPACE", None)
+    bare: list[float] = []
+    hook_ms = hook_runs(args.hook_runs, args.session_records, env, bare)
+    loads.append(load())
+    base = statistics.median(bare)
+    table = Table(title="Claude Code hooks, as Claude Code runs them (no server)")
+    table.add_column("measure")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("max ms", justify="right")
+    table.add_column("× python -c pass", justify="right")
+    table.add_row(f"`python -c pass`, {len(bare)} runs", f"{base:.0f}", f"{max(bare):.0f}", "1.0")
+    for event, values in hook_ms.items():
+        median = statistics.median(values)
+        table.add_row(f"hook {event}, {len(values)} runs", f"{median:.0f}",
+                      f"{max(values):.0f}", f"{median / base:.1f}")  # fmt: skip
+    console.print(table)
+    console.print(f"hooks run as: {mdmem_program()}")
     console.print(f"load average (1 / 5 / 15 min) before and after: {loads[0]}; {loads[1]}")
 
 

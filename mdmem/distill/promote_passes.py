@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from mdmem.layout import private_dir, private_file
+from mdmem.writes.file_lock import FileLock, Timeout
 from mdmem.writes.safe_writer import atomic_write
 
 log = logging.getLogger("mdmem")

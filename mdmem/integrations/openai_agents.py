@@ -191,7 +191,7 @@ class MdmemSession:
 
     def _ensure_file(self) -> str:
         """The session file, created (once, even across processes) on first use."""
-        from filelock import FileLock
+        from mdmem.writes.file_lock import FileLock
 
         with self._lock:
             if self.path is not None and (self.ws.root / self.path).exists():

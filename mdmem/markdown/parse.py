@@ -14,12 +14,9 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
 from markdown_it import MarkdownIt
-from markdown_it.token import Token
 
 from mdmem.markdown.conflicts import conflict_line, conflict_message
 from mdmem.markdown.entries import (
@@ -34,6 +31,9 @@ from mdmem.markdown.entries import (
     type_from_heading,
 )
 from mdmem.text import dedent
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 NESTING_LIMIT = 32
 """List levels markdown-it is shown (``2 * NESTING_LIMIT`` columns of indentation): a line
@@ -549,6 +549,9 @@ def _frontmatter(
     else:
         return {}, 0  # an opening --- alone is a thematic break, not frontmatter
     yaml_text = "".join(lines[1:n])
+    import yaml  # only for a file with frontmatter (most memory files have none)
+    from frontmatter.default_handlers import YAMLHandler
+
     try:
         data = YAMLHandler().load(yaml_text)
     except yaml.YAMLError as exc:

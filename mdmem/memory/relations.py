@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mdmem.errors import EditNotApplicable
 from mdmem.markdown import edits
 from mdmem.markdown.entries import RELATION_KINDS, Entry, related_ids
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import entry_by_id, same_entry
-from mdmem.memory.writers import Writer
+
+if TYPE_CHECKING:  # reading relations (context, search) writes nothing: no writer imported
+    from mdmem.memory.writers import Writer
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def open_contradictions(found: Iterable[Relation]) -> dict[str, list[str]]:
 
 def relate(documents: Documents, writer: Writer, source: Entry, target: str, kind: str) -> Entry:
     """Record ``source kind target`` in the source's metadata (kept if already there)."""
+    from mdmem.memory.store import entry_by_id, same_entry
+
     if kind not in RELATION_KINDS:
         raise ValueError(f"unknown relation {kind!r}: use one of {', '.join(RELATION_KINDS)}")
     other = documents.get(target)  # EntryNotFoundError names the id

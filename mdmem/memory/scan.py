@@ -14,12 +14,14 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from mdmem.config import FilesConfig
 from mdmem.markdown.parse import Problem
 from mdmem.paths import ALWAYS_SKIPPED, NAME_SKIPPED, SYMLINK_LOOP, name_problem, shown
+
+if TYPE_CHECKING:  # imported where a pattern is built: the default config builds none
+    import pathspec
 
 __all__ = ["ALWAYS_SKIPPED", "FileStat", "ScanResult", "included", "scan"]
 
@@ -142,6 +144,8 @@ def indexed_by(config: FilesConfig, rel: str) -> bool:
 
 
 def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 

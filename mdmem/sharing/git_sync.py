@@ -318,7 +318,7 @@ def sync(
 @contextlib.contextmanager
 def _sync_lock(root: Path) -> Iterator[None]:
     """One ``mdmem sync`` per clone at a time: a second waits for the first to finish."""
-    from filelock import FileLock, Timeout
+    from mdmem.writes.file_lock import FileLock, Timeout
 
     lock = root / STATE_DIR / "locks" / SYNC_LOCK
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +344,7 @@ def _write_locks(root: Path, top: Path, prefix: str) -> Iterator[None]:
     pulls: a program write (this process or another) waits, so it never lands between the
     commit and the pull, nor in the middle of a rebase. All are taken at once or none (a
     write holds one lock at a time; no one waits while holding another)."""
-    from filelock import FileLock, Timeout
+    from mdmem.writes.file_lock import FileLock, Timeout
 
     listed = _git(
         top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", prefix or "."

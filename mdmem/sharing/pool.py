@@ -17,7 +17,6 @@ goes back and the compare-and-set is against what was truly acknowledged.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import datetime as dt
 import json
@@ -487,9 +486,13 @@ class Pool:
     # ---- async twins ----------------------------------------------------------------------
 
     async def aread(self, key: str) -> PoolEntry | None:
+        import asyncio  # (only async callers pay for it)
+
         return await asyncio.to_thread(self.read, key)
 
     async def alist(self, prefix: str = "", limit: int | None = None) -> builtins.list[PoolEntry]:
+        import asyncio  # (only async callers pay for it)
+
         return await asyncio.to_thread(self.list, prefix, limit)
 
     async def awrite(
@@ -500,6 +503,8 @@ class Pool:
         expected_version: int | PoolEntry | None = None,
         metadata: Mapping[str, JSON] | None = None,
     ) -> PoolEntry:
+        import asyncio  # (only async callers pay for it)
+
         return await asyncio.to_thread(self.write, key, content, writer, expected_version, metadata)
 
     async def adelete(
@@ -508,6 +513,8 @@ class Pool:
         writer: str | None = None,
         expected_version: int | PoolEntry | None = None,
     ) -> PoolEntry:
+        import asyncio  # (only async callers pay for it)
+
         return await asyncio.to_thread(self.delete, key, writer, expected_version)
 
 

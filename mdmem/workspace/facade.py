@@ -4,7 +4,6 @@ the part that owns the work: the daily calls here, the rest in named parts (``ws
 
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,12 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.config import CONFIG_NAME, Config, Mode, check_name
 from mdmem.layout import find_root
-from mdmem.markdown.entries import Entry
-from mdmem.memory.scan import include_spec, included
-from mdmem.memory.templates import check_mode, init_files, switch_mode
-from mdmem.workspace.parts import Files, Index, Lifecycle, Sharing
 from mdmem.workspace.wiring import Wiring
 
+# Everything else is imported where it is used: a Claude Code hook opens a workspace and makes
+# one call, and must not pay for the parser of every file format, asyncio or the parts it never
+# touches (tests/integration/test_hook_modules.py lists what it may not import).
 if TYPE_CHECKING:
     from typing import Unpack
 
@@ -28,6 +26,7 @@ if TYPE_CHECKING:
     from mdmem.index.request import SearchOptions, SearchRequest
     from mdmem.index.search import SearchResults
     from mdmem.live.watch import Watcher
+    from mdmem.markdown.entries import Entry
     from mdmem.memory.documents import Documents
     from mdmem.memory.forget import ForgetReport
     from mdmem.memory.session_files import SessionFiles
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from mdmem.redact import Redactor
     from mdmem.reports import CompactReport, ExtractReport
     from mdmem.sharing.pool import Pool
+    from mdmem.workspace.parts import Files, Index, Lifecycle, Sharing
 
 
 class Workspace:
@@ -78,6 +78,8 @@ class Workspace:
         cls, path: str | os.PathLike[str] = ".", mode: Mode = "full", agent: str = "default"
     ) -> Workspace:
         """Create a workspace from the templates. Existing files are never overwritten."""
+        from mdmem.memory.templates import check_mode, init_files
+
         root = Path(path).absolute()
         init_files(root, check_mode(mode), check_name(agent, "agent"))
         return cls(root)
@@ -86,6 +88,7 @@ class Workspace:
     def open_global(cls, *, embedder: Embedder | None = None) -> Workspace:
         """The user's GLOBAL workspace (``$MDMEM_GLOBAL``, default under the user's data
         folder), created (minimal mode) on first use; every workspace of the user reads it."""
+        from mdmem.memory.templates import init_files
         from mdmem.sharing.scopes import global_root
 
         root = global_root()
@@ -108,11 +111,15 @@ class Workspace:
     @cached_property
     def index(self) -> Index:
         """The index: ``.update()`` (``mdmem index``), ``.status()``, ``.copy_to_postgres()``."""
+        from mdmem.workspace.parts import Index
+
         return Index(self._w)
 
     @cached_property
     def files(self) -> Files:
         """The files: ``.read()``, ``.edit()``, ``.versions()``, ``.recover()`` …"""
+        from mdmem.workspace.parts import Files
+
         return Files(self._w)
 
     @property
@@ -123,6 +130,8 @@ class Workspace:
     @cached_property
     def sharing(self) -> Sharing[Workspace]:
         """Pools, the parent and GLOBAL, git: ``.pool(name)``, ``.publish()``, ``.sync()`` …"""
+        from mdmem.workspace.parts import Sharing
+
         return Sharing(
             self._w,
             lambda root, model: Workspace(root, embedder=model),
@@ -132,6 +141,8 @@ class Workspace:
     @cached_property
     def lifecycle(self) -> Lifecycle:
         """Memories over time: ``.consolidate()``, ``.restore()``, ``.related()``, ``.stats()`` …"""
+        from mdmem.workspace.parts import Lifecycle
+
         return Lifecycle(self._w)
 
     @property
@@ -187,6 +198,8 @@ class Workspace:
         self, query: str | SearchRequest, k: int | None = None, **options: Unpack[SearchOptions]
     ) -> SearchResults:
         """:meth:`search` for async agents: runs in a worker thread, never blocks the loop."""
+        import asyncio
+
         from mdmem.index.request import SearchRequest
 
         request = SearchRequest.of(query, k, **options)
@@ -218,6 +231,8 @@ class Workspace:
 
     async def abuild_context(self, query: str | None = None, **kwargs: Any) -> Context:
         """:meth:`build_context` for async agents (a query may load the model and search)."""
+        import asyncio
+
         return await asyncio.to_thread(self.build_context, query, **kwargs)
 
     # ---- writing --------------------------------------------------------------------------
@@ -301,6 +316,8 @@ class Workspace:
         Never deletes a file; switching to full creates the task and world files (and
         ``.sessions/``) from the templates if they are missing. Returns the files created.
         """
+        from mdmem.memory.templates import switch_mode
+
         w = self._w
         created = switch_mode(w.root, mode, w.config.agent, w.files.one(CONFIG_NAME))
         w.reload_config()
@@ -369,10 +386,14 @@ class Workspace:
 
     async def acompact(self, source: Conversation = None, **kwargs: Any) -> CompactReport:
         """:meth:`compact` for async agents: the model call runs in a worker thread."""
+        import asyncio
+
         return await asyncio.to_thread(self.compact, source, **kwargs)
 
     async def aextract(self, source: Conversation = None, **kwargs: Any) -> ExtractReport:
         """:meth:`extract` for async agents: the model call runs in a worker thread."""
+        import asyncio
+
         return await asyncio.to_thread(self.extract, source, **kwargs)
 
     # ---- watching, closing ------------------------------------------------------------------
@@ -385,6 +406,7 @@ class Workspace:
         """
         from mdmem.live.promotion import after_sync
         from mdmem.live.watch import Watcher
+        from mdmem.memory.scan import include_spec, included
 
         w = self._w
         cfg = self.config.watch
@@ -449,7 +471,7 @@ class _ContextView:
         return self.ws.search(query, k)
 
     def pool(self, name: str = "default") -> Pool:
-        return self.ws.sharing.pool(name)
+        return self.ws._w.pool(name)  # (ws.sharing's, without importing the parts)
 
     def pools(self) -> list[str]:
-        return self.ws.sharing.pools()
+        return self.ws._w.pool_names()

@@ -15,13 +15,11 @@ from mdmem.errors import ModeError, WorkspaceNotFoundError
 from mdmem.index.access_counting import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import KnowledgeStore
-from mdmem.memory.writers import FileWriter
 from mdmem.paths import check_state_dir
-from mdmem.redact import Redactor
-from mdmem.writes.own_writes import CountingWriter, OwnWrites
-from mdmem.writes.safe_writer import EditFile, SafeWriter
+from mdmem.writes.own_writes import OwnWrites
 
+# The rest is imported by the part that uses it, when first used: a short-lived process (a
+# Claude Code hook) makes one call and pays only for what that call needs.
 if TYPE_CHECKING:
     from mdmem.distill.consolidate import Consolidator
     from mdmem.distill.promote import AutoPromote, Promoter
@@ -34,9 +32,13 @@ if TYPE_CHECKING:
     from mdmem.index.sync import Progress, SyncReport
     from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
+    from mdmem.memory.store import KnowledgeStore
     from mdmem.memory.task import Task
     from mdmem.memory.world import World
+    from mdmem.memory.writers import FileWriter
+    from mdmem.redact import Redactor
     from mdmem.sharing.pool import Pool
+    from mdmem.writes.safe_writer import EditFile, SafeWriter
 
 log = logging.getLogger("mdmem")
 SEARCH_LOCK_WAIT_S = 5.0
@@ -63,8 +65,8 @@ class Wiring:
         self._writer: SafeWriter | None = None
         self.own_writes = OwnWrites()
         self._sessions: SessionFiles | None = None
-        self.auto_promote: AutoPromote | None = None
-        """Promotion as sessions are written (``tiers.auto``), once session files are used."""
+        self._auto_promote: AutoPromote | None = None
+        self._promotes = False
         self._redactor: tuple[RedactConfig, Redactor] | None = None
         self._pools: dict[str, Pool] = {}
         self._federation: Federation | None = None
@@ -81,6 +83,8 @@ class Wiring:
     @property
     def redactor(self) -> Redactor:
         """Masks secrets as ``[REDACTED:kind]``; built from ``[redact]`` in mdmem.toml."""
+        from mdmem.redact import Redactor
+
         cfg = self.config.redact
         if self._redactor is None or self._redactor[0] is not cfg:
             built = Redactor.from_config(cfg.enabled, cfg.patterns, cfg.allow, cfg.allow_patterns)
@@ -91,6 +95,8 @@ class Wiring:
     def writer(self) -> SafeWriter:
         """The safe writer every program write goes through (lock, swap, journal)."""
         if self._writer is None:
+            from mdmem.writes.own_writes import CountingWriter
+
             cfg = self.config.write
             self._writer = CountingWriter(
                 self.state_dir,
@@ -109,11 +115,15 @@ class Wiring:
     def files(self) -> FileWriter:
         """Program writes to workspace files: safe, never adding a secret, never into another
         agent's private notes (``.notes/<agent>/``, the LOCAL scope)."""
+        from mdmem.memory.writers import FileWriter
+
         return FileWriter(self.documents, self.writer, self.redactor, self.config.agent)
 
     @property
     def store(self) -> KnowledgeStore:
         """Lasting memories in memory.md / learnings.md (what remember/update/supersede use)."""
+        from mdmem.memory.store import KnowledgeStore
+
         return KnowledgeStore(self.documents, self.files, self.redactor)
 
     def written_before(self, rel: str) -> bool:
@@ -176,13 +186,26 @@ class Wiring:
         if self._sessions is None:
             self._sessions = SessionFiles(self.documents, self.files, self.require_full)
             if self.config.tiers.auto:
-                from mdmem.distill.promote import AutoPromote
-
-                self.auto_promote = AutoPromote(
-                    self.config, lambda: self.promoter, state_dir=self.state_dir
-                )
-                self._sessions.on_written = self.auto_promote.after_write
+                self._promotes = True
+                self._sessions.on_written = self._after_session_write
         return self._sessions
+
+    @property
+    def auto_promote(self) -> AutoPromote | None:
+        """Promotion as sessions are written (``tiers.auto``), once session files are used;
+        made when first asked for (a process that only reads sessions never imports it)."""
+        if self._auto_promote is None and self._promotes:
+            from mdmem.distill.promote import AutoPromote
+
+            self._auto_promote = AutoPromote(
+                self.config, lambda: self.promoter, state_dir=self.state_dir
+            )
+        return self._auto_promote
+
+    def _after_session_write(self, rel: str, text: str) -> None:
+        promote = self.auto_promote
+        if promote is not None:
+            promote.after_write(rel, text)
 
     def mark_interrupted(self) -> list[str]:
         return self.sessions.mark_interrupted() if self.config.mode == "full" else []
@@ -380,8 +403,8 @@ class Wiring:
     def close(self) -> None:
         """Close the index; wait for automatic promotion and the late-save windows of this
         workspace's writes."""
-        if self.auto_promote is not None:
-            self.auto_promote.wait()
+        if self._auto_promote is not None:
+            self._auto_promote.wait()
         if self._writer is not None:
             self._writer.guard.wait(timeout=self._writer.late_save_s + 5.0)
         if self.reads.pending and self._backend is not None:

@@ -221,7 +221,7 @@ class Journal:
         """Record this folder's bytes in the journal's usage file; past ``total_bytes``, prune
         across files. The usage file is a cache (one small read and write per prune), rebuilt
         from the folders whenever the total is checked; under its own lock."""
-        from filelock import FileLock, Timeout
+        from mdmem.writes.file_lock import FileLock, Timeout
 
         try:
             with FileLock(str(self.root / USAGE_LOCK), timeout=30, mode=PRIVATE_FILE_MODE):

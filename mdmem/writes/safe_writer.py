@@ -241,7 +241,7 @@ class SafeWriter:
         return Lineage(self.state_dir / "locks" / f"{self._key(rel)}.lineage")
 
     def locked(self, rel: str, display: str) -> contextlib.AbstractContextManager[object]:
-        from filelock import FileLock, Timeout
+        from mdmem.writes.file_lock import FileLock, Timeout
 
         lock = self.lock_path(rel)
         private_dir(lock.parent)

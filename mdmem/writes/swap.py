@@ -9,7 +9,6 @@ file systems), :func:`exchange` returns False and the caller falls back to check
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import sys
@@ -26,6 +25,8 @@ _unsupported_devices: set[int] = set()
 def _renameat2() -> Any:
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # (here: a process that only reads never loads it)
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         func = libc.renameat2
@@ -54,6 +55,8 @@ def exchange(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     result = func(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
     if result == 0:
         return True
+    import ctypes
+
     err = ctypes.get_errno()
     if err in _UNSUPPORTED:
         _unsupported_devices.add(device)

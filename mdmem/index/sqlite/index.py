@@ -150,7 +150,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
     def _heal(self, error: Exception) -> None:
         """Under the sync lock, so two processes never rebuild the same file: a file another
         process replaced meanwhile is only reopened."""
-        from filelock import FileLock, Timeout
+        from mdmem.writes.file_lock import FileLock, Timeout
 
         seen = self._identity
         self.close()
@@ -206,9 +206,9 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
     @contextlib.contextmanager
     def indexer(self, timeout: float) -> Iterator[bool]:
         """A file lock beside the database: one writer across threads and processes."""
-        from filelock import FileLock, Timeout
+        from mdmem.writes.file_lock import FileLock, Timeout
 
-        still_there(self.lock_path.parent)  # filelock would make a deleted workspace again
+        still_there(self.lock_path.parent)  # the lock would make a deleted workspace again
         lock = FileLock(str(self.lock_path), timeout=timeout)
         try:
             lock.acquire()

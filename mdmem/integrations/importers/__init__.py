@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.integrations.importers.common import BadInput, BadRecord, Conversation, text_stream
 from mdmem.integrations.importers.logs import IMPORTS_DIR, prune
-from mdmem.integrations.importers.sources import FORMATS, READERS, Input, detect, inputs
+from mdmem.integrations.importers.sources import FORMATS, Input, detect, inputs, reader
 from mdmem.integrations.importers.write import (
     ImportReport,
     Outcome,
@@ -156,7 +156,7 @@ def _read_one(
     with item.open() as raw:
         stream = text_stream(raw, advance)
         try:
-            yield from READERS[kind](stream, item.name, report)
+            yield from reader(kind)(stream, item.name, report)
         except BadInput as exc:
             report(exc.record)
 
@@ -179,7 +179,7 @@ def _known_after(conv: Conversation, outcome: Outcome, previous: Any) -> Any:
 def _lock(ws: Workspace) -> Any:
     """One import at a time per workspace (two hooks firing together must not both create
     the same conversation)."""
-    from filelock import FileLock
+    from mdmem.writes.file_lock import FileLock
 
     folder = ws.files.state_dir / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)

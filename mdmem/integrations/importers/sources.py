@@ -4,27 +4,28 @@ is downloaded; and which format each file is in (from its content, unless the us
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO
 
-from mdmem.integrations.importers import chatgpt, claude, claude_code, codex, jsonl
 from mdmem.integrations.importers.common import Conversation, Report
 
-READERS: dict[str, Callable[[IO[str], str, Report], Iterator[Conversation]]] = {
-    chatgpt.SOURCE: chatgpt.conversations,
-    claude.SOURCE: claude.conversations,
-    claude_code.SOURCE: claude_code.conversations,
-    codex.SOURCE: codex.conversations,
-    jsonl.SOURCE: jsonl.conversations,
+MODULES = {
+    "chatgpt": "chatgpt",
+    "claude": "claude",
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "jsonl": "jsonl",
 }
-FORMATS = tuple(READERS)
+"""Each format (its reader's ``SOURCE``) → its reader's module, imported when a file of that
+format is read: a Claude Code hook loads the Claude Code reader alone."""
+FORMATS = tuple(MODULES)
 EXPORT_NAME = "conversations.json"
 """The file of a ChatGPT or Claude.ai export that holds the conversations."""
 _PEEK = 65_536
@@ -38,6 +39,12 @@ class Input:
     name: str
     size: int
     open: Callable[[], IO[bytes]]
+
+
+def reader(kind: str) -> Callable[[IO[str], str, Report], Iterator[Conversation]]:
+    """The ``conversations`` reader of format ``kind`` (one of :data:`FORMATS`)."""
+    module = importlib.import_module(f"mdmem.integrations.importers.{MODULES[kind]}")
+    return module.conversations  # type: ignore[no-any-return]
 
 
 def inputs(path: Path, stack: contextlib.ExitStack) -> list[Input]:
@@ -58,7 +65,9 @@ def inputs(path: Path, stack: contextlib.ExitStack) -> list[Input]:
 
 
 def _file_inputs(path: Path, stack: contextlib.ExitStack, explicit: bool = False) -> list[Input]:
-    if path.suffix.lower() == ".zip" or (explicit and zipfile.is_zipfile(path)):
+    if path.suffix.lower() == ".zip" or (explicit and _is_zip(path)):
+        import zipfile
+
         archive = stack.enter_context(zipfile.ZipFile(path))
         members = sorted(
             (i for i in archive.infolist() if not i.is_dir() and _wanted(i.filename)),
@@ -72,6 +81,12 @@ def _file_inputs(path: Path, stack: contextlib.ExitStack, explicit: bool = False
     return [Input(str(path), path.stat().st_size, lambda: open(path, "rb"))]
 
 
+def _is_zip(path: Path) -> bool:
+    import zipfile  # (here: the importers of other formats never need it)
+
+    return zipfile.is_zipfile(path)
+
+
 def _wanted(name: str) -> bool:
     base = name.rsplit("/", 1)[-1].lower()
     return base == EXPORT_NAME or base.endswith(".jsonl")
@@ -79,6 +94,8 @@ def _wanted(name: str) -> bool:
 
 def detect(item: Input) -> str | None:
     """The format of a file, from its first records; None when it is none of them."""
+    from mdmem.integrations.importers import chatgpt, claude, claude_code, codex, jsonl
+
     with item.open() as handle:
         head = handle.read(_PEEK).decode("utf-8-sig", errors="replace")
     start = head.lstrip()[:1]

@@ -1,0 +1,112 @@
+"""A Claude Code hook imports only what its one call needs (issue 41: hooks that cost what
+Python costs). Real processes: `python -m mdmem` (the console entry point, as the `mdmem`
+script runs it) on a copy of example_workspace/, Claude Code's JSON on stdin, each process
+listing the modules it imported at exit ($MDMEM_DEBUG_MODULES). No timing is asserted: a
+module that creeps back onto the path (the typer CLI, asyncio, the parser of every chat
+format, the index, a model) fails here by name; benchmarks/cli_latency.py measures the time."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "example_workspace"
+LOG = ROOT / "tests" / "data" / "imports" / "claude-code" / "7a1b2c3d-0000-4000-8000-0000000000cc.jsonl"  # fmt: skip
+
+NEVER = {
+    # the typer CLI (the hook path reads its own arguments: mdmem/console.py)
+    "typer", "click", "rich", "mdmem.cli",
+    # models, LLMs, MCP, the index and its stores: no hook searches
+    "torch", "sentence_transformers", "onnxruntime", "numpy", "litellm", "mcp", "httpx",
+    "sqlite3", "sqlite_utils", "mdmem.index.sync", "mdmem.index.search", "mdmem.index.sqlite",
+    "mdmem.live.watch", "mdmem.live.client", "mdmem.sharing.git_sync",
+    # a pattern library the default config never needs, the typed-dict backport
+    "pathspec",
+    # what distilling and the workspace's other parts pull in
+    "mdmem.distill.consolidate", "mdmem.distill.workflow", "mdmem.distill.extract",
+}  # fmt: skip
+"""Modules no hook imports."""
+READ_ONLY_NEVER = {
+    # SessionStart writes nothing: no locks (filelock imports asyncio), no knowledge store, no
+    # promotion, no renameat2 through ctypes
+    "asyncio", "filelock", "mdmem.memory.store", "ctypes",
+    "mdmem.distill.promote", "mdmem.workspace.parts", "mdmem.integrations.importers",
+}  # fmt: skip
+"""Modules SessionStart (which only reads) does not import either."""
+IMPORT_NEVER = {
+    # the Claude Code log's reader only: not the other chat formats'
+    "mdmem.integrations.importers.chatgpt", "mdmem.integrations.importers.claude",
+    "mdmem.integrations.importers.codex",
+}  # fmt: skip
+"""Modules PreCompact / Stop (importing a Claude Code log) do not import."""
+
+
+def hook(ws: Path, action: str, debug: Path, home: Path, payload: str = "") -> set[str]:
+    """Run one hook as Claude Code runs it; the modules its process imported."""
+    env = {
+        **os.environ,
+        "MDMEM_DEBUG_MODULES": str(debug),
+        "CLAUDE_CONFIG_DIR": str(home),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "MDMEM_SERVER_AUTO": "0",
+    }
+    env.pop("MDMEM_WORKSPACE", None)
+    before = set(debug.iterdir())
+    argv = [sys.executable, "-m", "mdmem", "-w", str(ws), "hooks", "run", "claude-code", action]
+    done = subprocess.run(
+        argv, input=payload, capture_output=True, text=True, env=env, cwd=ws.parent, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    (written,) = set(debug.iterdir()) - before
+    return set(written.read_text().splitlines()[1:])
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A copy of the example workspace, a Claude Code home with one session log, a folder
+    for the module lists."""
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, ws)
+    home = tmp_path / "claude"
+    (home / "projects" / "p").mkdir(parents=True)
+    shutil.copy(LOG, home / "projects" / "p" / "session.jsonl")
+    debug = tmp_path / "modules"
+    debug.mkdir()
+    return ws, home, debug
+
+
+def test_session_start_imports_no_writer_no_lock_no_cli(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    ws, home, debug = workspace
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s"})
+    modules = hook(ws, "session-start", debug, home, payload)
+    assert "mdmem.context.build" in modules  # it did build the context, on the fast path
+    assert modules & (NEVER | READ_ONLY_NEVER) == set()
+
+
+def test_stop_and_precompact_import_only_the_claude_code_reader(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    """The first run writes the session (locks, the safe writer), the second finds nothing
+    new; neither loads another chat format's reader, the CLI, the index or a model. Then a
+    session start with that session in the workspace still reads without writing."""
+    ws, home, debug = workspace
+    transcript = home / "projects" / "p" / "session.jsonl"
+    payload = json.dumps({"hook_event_name": "Stop", "transcript_path": str(transcript)})
+    first = hook(ws, "import", debug, home, payload)
+    assert "mdmem.integrations.importers.claude_code" in first
+    assert "mdmem.writes.safe_writer" in first  # (it wrote the session)
+    assert list((ws / ".sessions").glob("*.md"))
+    again = hook(ws, "import", debug, home, payload.replace("Stop", "PreCompact"))
+    for modules in (first, again):
+        assert modules & (NEVER | IMPORT_NEVER) == set()
+    start = hook(ws, "session-start", debug, home)
+    assert start & (NEVER | READ_ONLY_NEVER) == set()
