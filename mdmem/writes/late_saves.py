@@ -436,7 +436,8 @@ class LateSaveGuard:
         Where the evidence's merge would lose a line a program write added, or bring back a
         line nobody's write asked for (a person's edited or deleted line), the version whose
         merge does least of that wins — losing an acknowledged write counts first — and
-        between equals the evidence, then the nearest.
+        between equals the evidence, then the nearest. Where the evidence finds no write the save
+        lacks, it is taken as it is (the person deleted a line a write had just added).
 
         The history every program write saw or made (:meth:`_history`, all guards and
         processes) is read first, and its answers taken when this guard's latest write came
@@ -453,15 +454,16 @@ class LateSaveGuard:
         if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
             steps = own
             evidence = self._search(own, version)[0]
+        if evidence is None:
+            return None  # the history shows no write the save lacks: a person's own change
         added = self._program_lines(steps, latest)
         theirs = set(_text(_lf(version)).splitlines())
 
-        def harm(base: bytes | None) -> tuple[int, int]:
+        def harm(base: bytes) -> tuple[int, int]:
             """(program lines the merge on ``base`` loses, other lines it brings back)."""
             text = _text(_lf(version))
-            if base is not None:
-                merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
-                text = text if merged.conflicts else merged.text  # as _combine does
+            merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
+            text = text if merged.conflicts else merged.text  # as _combine does
             lines = set(text.splitlines())
             return len(added - lines), len(lines - theirs - added)
 
