@@ -88,7 +88,7 @@ def add_entry(path: Path, n: int) -> None:
 
 def wait_vouched(ws: Workspace, since: int) -> None:
     deadline = time.monotonic() + 60
-    while ws.index.backend.generation() == since:  # the watcher has not written the change yet
+    while ws.index._backend.generation() == since:  # the watcher has not written the change yet
         if time.monotonic() > deadline:
             raise RuntimeError("the watcher never indexed the change")
         time.sleep(0.01)
@@ -121,7 +121,7 @@ def main() -> None:
         log.log(f"indexing {args.files:,} files")
         ws.index.update(embed=False)
         fill_random_vectors(ws, embedder.model_id, np.random.default_rng(SEED))
-        chunks = ws.index.backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        chunks = ws.index._backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         full = full_reads(ws, embedder.model_id)
         notes = sorted((root / "notes").rglob("*.md"))
         absorbs = Absorbs()
@@ -139,7 +139,7 @@ def main() -> None:
             absorbs.times.clear()
             first: dict[str, list[float]] = {"hybrid": [], "keyword": []}
             for n in range(0 if args.own_only else args.changes):
-                generation = ws.index.backend.generation()
+                generation = ws.index._backend.generation()
                 add_entry(notes[(n * 997) % len(notes)], n)
                 wait_vouched(ws, generation)
                 for mode in ("hybrid", "keyword"):
@@ -199,7 +199,7 @@ def own_writes(ws: Workspace, mode: str, count: int) -> list[float]:
 
 def full_reads(ws: Workspace, model_id: str) -> dict[str, list[float]]:
     """What a change cost before the change log: the layout and the vectors read whole."""
-    conn = ws.index.backend.conn
+    conn = ws.index._backend.conn
     out: dict[str, list[float]] = {"layout": [], "vectors": []}
     for _ in range(3):
         out["layout"].append(timed(lambda: read.layout_and_texts(conn)))

@@ -88,7 +88,7 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     db = root / ".mdmem" / "index.db"
     if db.exists():
         with Workspace(root) as ws:
-            conn = ws.index.backend.conn
+            conn = ws.index._backend.conn
             chunks = chunk_count(ws)
             embedded = conn.execute(
                 "SELECT count(*) FROM embeddings WHERE model = ?", (model_id,)
@@ -118,7 +118,7 @@ def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> d
     config = replace(config, index=IndexConfig(compact_vectors_from=VARIANTS[variant]))
     out: dict[str, object] = {"rss_model": rss_mb()}
     with Workspace(root, config, embedder=embedder) as ws:
-        index, search_config = ws.index.backend, ws.config.search
+        index, search_config = ws.index._backend, ws.config.search
         store = Path(str(index.db_path) + "-vectors")
         if variant == "store" and not store.exists():
             out["built"] = timed(lambda: index.vector_cache(embedder.model_id))

@@ -276,7 +276,7 @@ def disk_mb(path: Path) -> float:
 
 
 def chunk_count(ws: Workspace) -> int:
-    return ws.index.backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return ws.index._backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
 def goal(ok: bool) -> str:
@@ -285,7 +285,7 @@ def goal(ok: bool) -> str:
 
 def fill_random_vectors(ws: Workspace, model_id: str, rng: np.random.Generator) -> int:
     """A random unit vector for every distinct chunk text, as if the model had embedded it."""
-    conn = ws.index.backend.conn
+    conn = ws.index._backend.conn
     hashes = [r[0] for r in conn.execute("SELECT DISTINCT text_hash FROM chunks")]
     for start in range(0, len(hashes), 5000):
         part = hashes[start : start + 5000]
@@ -325,10 +325,10 @@ def cold_indexing(corpus: Corpus, embedder: SentenceTransformerEmbedder, log: Co
         with Workspace(plain, embedder=embedder) as ws:
             runs["plain"].append(timed(lambda: ws.index.update(embed=False)))
             chunks = chunk_count(ws)
-            texts = [r[0] for r in ws.index.backend.conn.execute("SELECT embed_text FROM chunks")]
+            texts = [r[0] for r in ws.index._backend.conn.execute("SELECT embed_text FROM chunks")]
         with Workspace(embedded, embedder=embedder) as ws:
             runs["sync"].append(timed(lambda: ws.index.update()))
-            embedded_chunks = ws.index.backend.conn.execute(
+            embedded_chunks = ws.index._backend.conn.execute(
                 "SELECT count(*) FROM embeddings"
             ).fetchone()[0]
         runs["model"].append(timed(lambda texts=texts: embedder.embed(texts)))
@@ -373,7 +373,7 @@ def noop_reindex(corpus: Corpus, log: Console) -> Table:
         runs: dict[str, list[float]] = {"scan": [], "changed": [], "sync": []}
         for _ in range(NOOP_RUNS):
             runs["scan"].append(timed(lambda: scan(ws.root, ws.config.files)))
-            runs["changed"].append(timed(ws.index.backend.changed_files))
+            runs["changed"].append(timed(ws.index._backend.changed_files))
             report = ws.index.update(embed=False)
             assert report.changed == 0, report
             runs["sync"].append(report.seconds)
@@ -437,7 +437,7 @@ def vouched(ws: Workspace, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while (
         v := watcher_caught_up(ws.root)
-    ) is None or v.generation != ws.index.backend.generation():
+    ) is None or v.generation != ws.index._backend.generation():
         if time.monotonic() > deadline:
             raise RuntimeError("the watcher never vouched for the index")
         time.sleep(0.05)
@@ -456,7 +456,7 @@ def one_change(ws: Workspace, model_id: str, query: np.ndarray, runs: int = 7) -
 def _one_change(
     ws: Workspace, note: Path, n: int, model_id: str, query: np.ndarray
 ) -> tuple[float, float]:
-    index = ws.index.backend
+    index = ws.index._backend
     note.write_text(note.read_text() + f"\n- A new entry, number {n}, about the ledger export\n")
     ws.index.update(embed=False)
     (text_hash,) = index.conn.execute(
@@ -494,7 +494,7 @@ def search_at(
         chunks = chunk_count(ws)
         vectors = fill_random_vectors(ws, embedder.model_id, np.random.default_rng(SEED + size))
         log.log(f"search at {size:,}: {chunks:,} chunks indexed in {t_build:.1f} s, searching")
-        index = ws.index.backend
+        index = ws.index._backend
         t_layout = timed(index.layout)
         t_vectors = timed(lambda: index.vectors(embedder.model_id))
         matrix_mb = index.vectors(embedder.model_id).nbytes / 1e6
@@ -541,7 +541,7 @@ def search_at(
                 latency_rows.append(["", f"{mode}, all terms", ms(a_all), "", "", "", "", ""])
             if size >= 100_000 and mode == "hybrid":
                 log.log(f"hybrid (a) p95 at {chunks:,} chunks: {p95(a) * 1000:.1f} ms (goal 30)")
-        db = ws.index.backend.db_path
+        db = ws.index._backend.db_path
         memory_row = [
             f"{chunks:,}",
             f"{files:,}",

@@ -924,7 +924,7 @@ def recover(
     `--show` prints it, `--restore` puts it back."""
     ws = _open(ctx)
     if file is None:
-        files = ws.files.journal.files()
+        files = ws.files._journal.files()
         if as_json:
             _print_json(files)
         else:
@@ -935,9 +935,9 @@ def recover(
             _fail("--show and --restore need a VERSION (see `mdmem recover FILE`)", 2)
         _list_versions(ws, file, as_json)
         return
-    rel, absolute = ws.files.resolve(file)
+    rel, absolute = ws.files._resolve(file)
     try:
-        entry = ws.files.journal.find(rel, version)
+        entry = ws.files._journal.find(rel, version)
     except KeyError as exc:
         _fail(str(exc.args[0]))
     if restore:
@@ -964,7 +964,7 @@ def recover(
 def _list_versions(ws: Any, file: str, as_json: bool) -> None:
     import difflib
 
-    rel, absolute = ws.files.resolve(file)
+    rel, absolute = ws.files._resolve(file)
     entries = ws.files.versions(rel)
     if as_json:
         _print_json([e.to_dict() for e in entries])
@@ -1360,7 +1360,7 @@ def main() -> None:
             typer.echo(f"mdmem: error: {exc}", err=True)
             sys.exit(1)
         if isinstance(exc, OSError):  # the machine, not mdmem (a full disk): still one line
-            from mdmem.errors import os_error_line
+            from mdmem.writes.os_failures import os_error_line
 
             typer.echo(f"mdmem: error: {os_error_line(exc)}", err=True)
             sys.exit(1)

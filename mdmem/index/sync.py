@@ -26,7 +26,7 @@ import numpy as np
 import pathspec
 
 from mdmem.config import FilesConfig
-from mdmem.errors import FileProblem, disk_full
+from mdmem.errors import FileProblem
 from mdmem.index.chunks import Chunk, chunk_document
 from mdmem.index.embed import Embedder
 from mdmem.markdown.parse import Problem, parse_document
@@ -34,6 +34,7 @@ from mdmem.memory.relations import Relation, relations
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
 from mdmem.paths import NAME_SKIPPED, name_problem, shown
 from mdmem.redact import Redactor
+from mdmem.writes.os_failures import disk_full
 from mdmem.writes.own_writes import OwnWrites
 from mdmem.writes.safe_writer import read_markdown
 

@@ -338,8 +338,8 @@ class Tools:
         if last < first:
             raise ToolError(f"end_line {end_line} is before start_line {first}")
         if start_line is not None or end_line is not None:  # a citation's lines: its memories
-            self.ws.index.note_read(rel, first, last)
-        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.files.redactor.mask), first)
+            self.ws.index._note_read(rel, first, last)
+        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.files._redactor.mask), first)
         body = capped(rows, first, len(lines), resume=READ_AGAIN)
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
 
@@ -388,7 +388,7 @@ class Tools:
 
         with _as_tool_error():
             sessions = self.ws.sessions.list(agent=agent, limit=limit)
-            files = sorted(self.ws.files.scan().files, key=lambda f: f.mtime_ns, reverse=True)
+            files = sorted(self.ws.files._scan().files, key=lambda f: f.mtime_ns, reverse=True)
         return {
             "sessions": [s.to_dict(events=False) for s in sessions],
             "changed_files": [
@@ -625,7 +625,7 @@ class Tools:
             _, text = self._text(_unquoted(path), "resource path")
         except (ToolError, MdmemError) as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        return "\n".join(masked_lines(text.split("\n"), self.ws.files.redactor.mask))
+        return "\n".join(masked_lines(text.split("\n"), self.ws.files._redactor.mask))
 
     def resources(self) -> list[Resource]:
         return [
@@ -635,7 +635,7 @@ class Tools:
                 mime_type=mime_type(f.path),
                 size=f.size,
             )
-            for f in self.ws.files.scan().files
+            for f in self.ws.files._scan().files
         ]
 
 

@@ -181,7 +181,7 @@ class Wiring:
                 self.auto_promote = AutoPromote(
                     self.config, lambda: self.promoter, state_dir=self.state_dir
                 )
-                self._sessions.on_written = self.auto_promote.after_write
+                self._sessions._on_written = self.auto_promote.after_write
         return self._sessions
 
     def mark_interrupted(self) -> list[str]:

@@ -49,12 +49,6 @@ class OwnWrites:
                 return self._made, None
             return self._made, sorted(p for p, n in self._paths.items() if n > self._indexed)
 
-    def unindexed(self) -> int | None:
-        """None when every write is indexed; else a mark to pass to :meth:`indexed` once a
-        sync that began after this call has run to the end."""
-        with self._lock:
-            return self._made if self._made > self._indexed else None
-
     def carry(self, vouched: int, generation: int) -> None:
         """A live watcher vouched for the index at generation ``vouched``; this workspace's
         syncs of its own writes alone have brought it to ``generation`` since."""

@@ -485,7 +485,7 @@ def test_every_write_keeps_what_it_replaced_and_what_it_wrote(ws: Workspace) -> 
     assert versions[0].read_bytes() == path.read_bytes()  # a copy: its own inode
     assert versions[0].path.stat().st_ino != path.stat().st_ino
     assert versions[-1].read_bytes().decode() == original  # the oldest: before any write
-    journal = ws.files.state_dir / "journal"
+    journal = ws.files._state_dir / "journal"
     assert stat.S_IMODE(journal.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(v.path.stat().st_mode) == 0o600 for v in versions)
     ws.files.recover("memory.md", "4")

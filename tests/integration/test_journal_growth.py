@@ -67,7 +67,7 @@ def test_two_hundred_stops_keep_the_journal_under_its_caps(
     log = tmp_path / "claude" / "projects" / "p" / f"{SESSION}.jsonl"
     log.parent.mkdir(parents=True)
     rng = random.Random(40)
-    journal = ws.files.state_dir / JOURNAL_DIR
+    journal = ws.files._state_dir / JOURNAL_DIR
     caps = WriteConfig()
     for n in range(1, 201):
         with log.open("a", encoding="utf-8") as handle:

@@ -45,7 +45,7 @@ def _notes(root: Path, files: int = 8, per_note: int = 4) -> None:
 
 
 def _store(ws: Workspace) -> CompactVectors:
-    store = ws.index.backend.vector_cache(ws.index.embedder().model_id)  # type: ignore[union-attr]
+    store = ws.index._backend.vector_cache(ws.index.embedder().model_id)  # type: ignore[union-attr]
     assert isinstance(store, CompactVectors)
     return store
 
@@ -53,7 +53,7 @@ def _store(ws: Workspace) -> CompactVectors:
 def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
     the exact top 10 with the same order and scores."""
-    index, embedder = ws.index.backend, ws.index.embedder()
+    index, embedder = ws.index._backend, ws.index.embedder()
     assert embedder is not None
     store = _store(ws)
     layout = index.layout()
@@ -87,16 +87,16 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     ws = _workspace(root, embedder)
     ws.index.update()
     first = _store(ws)
-    path = store_path(ws.index.backend.db_path)
+    path = store_path(ws.index._backend.db_path)
     assert first.writes == 1 and path.is_file()
     _matches_exact(ws, ["which rack holds the 2th server of note 5"])
     model = embedder.model_id
-    hashes = ws.index.backend._cache.texts
+    hashes = ws.index._backend._cache.texts
 
     def fresh() -> CompactVectors:
         store = CompactVectors(model, path)
-        with read.snapshot(ws.index.backend.conn):
-            store.update(ws.index.backend.conn, hashes)
+        with read.snapshot(ws.index._backend.conn):
+            store.update(ws.index._backend.conn, hashes)
         return store
 
     again = fresh()  # the file as written: loaded, nothing read from SQLite
@@ -118,8 +118,8 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     with pytest.raises(StoreError, match="another model"):
         CompactVectors("another/model", path)._load()
     foreign = CompactVectors("another/model", path)  # no vector of it: an empty store, and
-    with read.snapshot(ws.index.backend.conn):  # the file of the model that has vectors stays
-        foreign.update(ws.index.backend.conn, hashes)
+    with read.snapshot(ws.index._backend.conn):  # the file of the model that has vectors stays
+        foreign.update(ws.index._backend.conn, hashes)
     assert foreign.rows == 0 and fresh().writes == 0
 
 
@@ -165,19 +165,19 @@ def test_forget_leaves_no_vector_in_the_file(tmp_path: Path, embedder) -> None:
     entry = ws.remember("The vault code is 7341 and it opens the basement door")
     ws.index.update()
     store = _store(ws)
-    path = store_path(ws.index.backend.db_path)
-    layout = ws.index.backend.layout()
-    rows = ws.index.backend.chunk_rows([int(r) for r in layout.rowids])
+    path = store_path(ws.index._backend.db_path)
+    layout = ws.index._backend.layout()
+    rows = ws.index._backend.chunk_rows([int(r) for r in layout.rowids])
     at = [i for i, r in enumerate(layout.rowids) if "vault" in rows[int(r)].text]
-    secret = read.vectors(ws.index.backend.conn, layout, embedder.model_id)[at]
+    secret = read.vectors(ws.index._backend.conn, layout, embedder.model_id)[at]
     codes = [v.astype("<f2").tobytes() for v in secret]
     assert all(c in path.read_bytes() for c in codes)  # fp16 codes, as faiss stores them
-    texts = [ws.index.backend._cache.texts[i].encode() for i in at]
+    texts = [ws.index._backend._cache.texts[i].encode() for i in at]
     ws.forget(entry.id)
     after = path.read_bytes()
     assert not any(c in after for c in codes)
     assert not any(t in after for t in texts)
-    exact = read.vectors(ws.index.backend.conn, ws.index.backend.layout(), embedder.model_id)
+    exact = read.vectors(ws.index._backend.conn, ws.index._backend.layout(), embedder.model_id)
     assert np.abs(store.layout_matrix() - exact).max() < 1e-3
 
 
@@ -187,7 +187,7 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     ws = _workspace(root, embedder)
     ws.index.update()
     before = _store(ws).layout_matrix()
-    path = store_path(ws.index.backend.db_path)
+    path = store_path(ws.index._backend.db_path)
     script = textwrap.dedent(
         f"""
         import os, signal
@@ -203,16 +203,16 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     killed = subprocess.run([sys.executable, "-c", script], check=False)
     assert killed.returncode == -9
     again = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.backend.conn):
-        again.update(ws.index.backend.conn, ws.index.backend._cache.texts)
+    with read.snapshot(ws.index._backend.conn):
+        again.update(ws.index._backend.conn, ws.index._backend._cache.texts)
     assert again.writes == 0  # the old file, whole, not rebuilt
     assert np.array_equal(again.layout_matrix(), before)
     left = list(path.parent.glob(f"{path.name}.tmp-*"))
     assert len(left) == 1  # what the dead writer left
     path.unlink()  # rebuilt from SQLite: the next rewrite zeroes and removes what was left
     rebuilt = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.backend.conn):
-        rebuilt.update(ws.index.backend.conn, ws.index.backend._cache.texts)
+    with read.snapshot(ws.index._backend.conn):
+        rebuilt.update(ws.index._backend.conn, ws.index._backend._cache.texts)
     assert rebuilt.writes == 1
     assert list(path.parent.glob(f"{path.name}.tmp-*")) == []
 
@@ -224,9 +224,9 @@ def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, 
     _notes(root, files=20, per_note=100)
     ws = Workspace(root)
     ws.index.update(embed=False)
-    conn, model = ws.index.backend.conn, "test/random-384"
-    ws.index.backend.layout()
-    hashes = ws.index.backend._cache.texts
+    conn, model = ws.index._backend.conn, "test/random-384"
+    ws.index._backend.layout()
+    hashes = ws.index._backend._cache.texts
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(hashes), 384), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

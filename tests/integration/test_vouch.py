@@ -40,7 +40,7 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
         wait_until(
             lambda: (
                 (v := watcher_caught_up(root)) is not None
-                and v.generation == ws.index.backend.generation()
+                and v.generation == ws.index._backend.generation()
             ),
             "the watcher never vouched for the index",
         )
