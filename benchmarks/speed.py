@@ -35,7 +35,7 @@ What each figure means:
    (c) end to end: ``Workspace.search(query, mode=..., track_access=False)``, which also runs
        the freshness check first (a no-op sync: mtime/size scan of every file and, in vector
        and hybrid mode, a look for chunks without a vector).
-   (d) the same as (c) while a watcher runs (``ws.watch()``) and vouches for freshness: the
+   (d) the same as (c) while a watcher runs (``ws.watch()``) and says the index caught up: the
        search checks no file.
    "cache ms" is the one-off cost of loading the chunk layout and the vector matrix into
    memory; "1 file ms" what the first search pays, layout + vectors, to bring them in step
@@ -427,11 +427,11 @@ def keyword_settings(**values: int) -> Iterator[None]:
             setattr(keyword, name, value)
 
 
-def vouched(ws: Workspace, timeout: float = 120.0) -> None:
-    """Wait until the watcher vouches for the index (its start-up scan is done)."""
+def caught_up(ws: Workspace, timeout: float = 120.0) -> None:
+    """Wait until the watcher says the index caught up (its start-up scan is done)."""
     try:
         from mdmem.live.watch import watcher_caught_up
-    except ImportError:  # (mdmem before issue 15: no watcher vouches; wait for its scan)
+    except ImportError:  # (mdmem before issue 15: no watcher gives its word; wait for its scan)
         time.sleep(3)
         return
     deadline = time.monotonic() + timeout
@@ -439,7 +439,7 @@ def vouched(ws: Workspace, timeout: float = 120.0) -> None:
         v := watcher_caught_up(ws.root)
     ) is None or v.generation != ws.index._backend.generation():
         if time.monotonic() > deadline:
-            raise RuntimeError("the watcher never vouched for the index")
+            raise RuntimeError("the watcher never said the index caught up")
         time.sleep(0.05)
 
 
@@ -526,8 +526,8 @@ def search_at(
             c = [
                 timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False)) for q in queries
             ]
-            with ws.watch():  # (d): a live watcher vouches for freshness
-                vouched(ws)
+            with ws.watch():  # (d): a live watcher says the index caught up
+                caught_up(ws)
                 d = [
                     timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False))
                     for q in queries
@@ -628,7 +628,8 @@ def main() -> None:
         memory.add_row(*row)
     latency.caption = (
         "(a) query vector precomputed; (b) + real query embedding; (c) Workspace.search incl. "
-        "freshness check; (d) the same while a watcher runs and vouches for freshness (no stat). "
+        "freshness check; (d) the same while a watcher runs and says the index caught up "
+        "(no stat). "
         "1 file ms: after one file gains an entry, layout + vectors brought in step. "
         "Vectors are random unit float32 (384-d) under the real model id, not "
         "real embeddings (embedding 100k chunks would take ~15 min); math and sizes identical. "

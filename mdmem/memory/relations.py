@@ -17,7 +17,7 @@ from mdmem.markdown import edits
 from mdmem.markdown.entries import RELATION_KINDS, Entry, related_ids
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import entry_by_id, same_entry
+from mdmem.memory.knowledge_store import entry_by_id, same_entry
 from mdmem.memory.writers import Writer
 
 

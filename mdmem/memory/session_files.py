@@ -31,6 +31,9 @@ log = logging.getLogger("mdmem")
 
 
 class SessionFiles:
+    """``ws.sessions``: the recorded sessions in ``.sessions/``: list them, read one. A session
+    is started by ``ws.session(title)``, the one way to start one."""
+
     def __init__(
         self, documents: Documents, writer: FileWriter, allowed: Callable[[str], None]
     ) -> None:
@@ -45,7 +48,7 @@ class SessionFiles:
         """Called with (path, new text) after each write of a session file (what automatic
         tier promotion listens to)."""
 
-    def start(self, title: str, agent: str, *, on_disk: bool) -> Session:
+    def _start(self, title: str, agent: str, *, on_disk: bool) -> Session:
         """A new session named ``YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>``
         (:func:`session_stem`; ``-2``, ``-3`` … in the unlikely case it is taken); kept in
         memory only unless ``on_disk``."""

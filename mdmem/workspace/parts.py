@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from mdmem.markdown.parse import Document
     from mdmem.memory.documents import DocumentSet
     from mdmem.memory.relations import Relation
+    from mdmem.memory.restore import RestoreReport
     from mdmem.memory.scan import ScanResult
     from mdmem.memory.tiers import Tier
-    from mdmem.memory.unarchive import RestoreReport
     from mdmem.redact import Redactor
     from mdmem.sharing.git_sync import SyncReport as GitSyncReport
     from mdmem.sharing.pool import Pool, PoolEntry
@@ -167,7 +167,7 @@ class Files:
 
     def recover(self, path: str | os.PathLike[str], version: str) -> JournalEntry:
         """Put an earlier version back (by id, or 1 = newest), through the safe writes: the
-        version it replaces is kept in the journal too (``mdmem recover --restore``)."""
+        version it replaces is kept in the journal too (``mdmem recover --put-back``)."""
         from mdmem.writes.safe_writer import decode_markdown
 
         rel, _ = self._resolve(path)
@@ -302,7 +302,7 @@ class Lifecycle:
         """Undo a consolidation: an archived original comes back alone; a merged memory's
         originals all come back and the merged memory goes to the archive (a merged memory a
         person deleted still brings its originals back). Nothing is deleted."""
-        from mdmem.memory.unarchive import restore
+        from mdmem.memory.restore import restore
 
         w = self._w
         return restore(w.documents, w.files, entry if isinstance(entry, str) else entry.id)

@@ -15,7 +15,7 @@ from mdmem.errors import ModeError, WorkspaceNotFoundError
 from mdmem.index.access_counting import ReadCounts
 from mdmem.layout import STATE_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import KnowledgeStore
+from mdmem.memory.knowledge_store import KnowledgeStore
 from mdmem.memory.writers import FileWriter
 from mdmem.paths import check_state_dir
 from mdmem.redact import Redactor
@@ -270,7 +270,7 @@ class Wiring:
             lock_timeout=SEARCH_LOCK_WAIT_S,
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
-            vouched=lambda: watcher_caught_up(self.root),
+            caught_up=lambda: watcher_caught_up(self.root),
             embedder=model,
             own_writes=self.own_writes,
         )

@@ -391,7 +391,7 @@ def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> 
     inside, release = threading.Event(), threading.Event()
 
     def dry_run_in_a_worker() -> str:
-        from mdmem.memory.store import KnowledgeStore
+        from mdmem.memory.knowledge_store import KnowledgeStore
         from mdmem.memory.writers import DryRunWriter
 
         run = DryRunWriter(ws._w.documents, ws.files._redactor)  # a dry run is a writer, not a mode

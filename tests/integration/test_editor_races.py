@@ -527,7 +527,7 @@ def test_mdmem_recover_lists_shows_and_restores(ws: Workspace) -> None:
     ]
     assert run("memory.md", "2", "--show").stdout == original
     assert "\n-- a fact to take back" in run("memory.md", "2").stdout  # restoring drops it
-    restored = run("memory.md", "2", "--restore")
+    restored = run("memory.md", "2", "--put-back")
     assert restored.returncode == 0, restored.stderr
     assert path.read_text() == original
     missing = run("memory.md", "99")

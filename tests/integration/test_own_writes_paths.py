@@ -1,5 +1,5 @@
-"""Read your own writes without checking every file (issue 15): while a watcher vouches for
-the index, a search after this workspace's own write indexes the files it wrote, by path, and
+"""Read your own writes without checking every file (issue 15): while a watcher says the
+index caught up, a search after this workspace's own write indexes the files it wrote, by path, and
 trusts the watcher for the rest; a watcher asked for its word first takes it back for any
 change the kernel has queued (issue 31 §6), so nothing changed behind its back is missed."""
 
@@ -81,7 +81,7 @@ def test_an_own_write_and_a_change_behind_the_back_are_both_found(tmp_path: Path
                     (v := watcher_caught_up(root)) is not None
                     and v.generation == ws.index._backend.generation()
                 ),
-                "the watcher never vouched for the index",
+                "the watcher never said the index caught up",
             )
             os.kill(watch.pid, signal.SIGSTOP)
             try:

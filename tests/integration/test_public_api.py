@@ -159,7 +159,7 @@ def test_the_reference_renders_every_export_and_every_returned_type() -> None:
 PARTS = {
     "index": {"update", "status", "copy_to_postgres", "embedder"},
     "files": {"read", "all", "edit", "versions", "recover"},
-    "sessions": {"start", "list", "record", "mark_interrupted"},
+    "sessions": {"list", "record", "mark_interrupted"},
     "sharing": {"pool", "pools", "parent", "publish", "sync", "sync_from_parent"},
     "lifecycle": {
         "auto_promote", "consolidate", "restore", "relate", "related", "contradicted", "stats",

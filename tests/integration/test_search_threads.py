@@ -40,7 +40,7 @@ def _workspace(root: Path, embedder: Any, compact: bool) -> Workspace:
     )
     config = load_config(root)
     if compact:  # the faiss store from the first chunk on
-        config = dataclasses.replace(config, index=IndexConfig(compact_vectors_from=0))
+        config = dataclasses.replace(config, index=IndexConfig(float16_vectors_from=0))
     ws = Workspace(root, config, embedder=embedder)
     ws.index.update()
     return ws

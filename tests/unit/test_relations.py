@@ -84,7 +84,7 @@ def test_the_index_keeps_a_relations_table_in_step_with_the_files(ws: Workspace)
     path = ws.root / "memory.md"
     text = path.read_text()
     path.write_text(text.replace(f"id={new.id}", f"id={new.id} refines={old.id}"))  # by hand
-    assert _indexed(ws, old.id) is None  # a file changed since the sync: not vouched for
+    assert _indexed(ws, old.id) is None  # a file changed since the sync: no word that it caught up
     ws.index._backend.sync(embed=False)
     assert _indexed(ws, old.id) == [(new.id, "refines", old.id, True)] == _from_files(ws, old.id)
     assert [(r.source, r.kind) for r in ws.lifecycle.related(old.id)] == [(new.id, "refines")]

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdmem.integrations.importers.common import BadInput, BadRecord, Conversation, text_stream
+from mdmem.integrations.importers.export_files import FORMATS, READERS, Input, detect, inputs
 from mdmem.integrations.importers.logs import IMPORTS_DIR, prune
-from mdmem.integrations.importers.sources import FORMATS, READERS, Input, detect, inputs
 from mdmem.integrations.importers.write import (
     ImportReport,
     Outcome,
