@@ -64,11 +64,11 @@ demo: $(STAMP)
 	$(BIN)/mdmem -w $(DEMO) task
 	$(BIN)/mdmem -w $(DEMO) world db
 	$(BIN)/mdmem -w $(DEMO) sessions
-	$(BIN)/mdmem -w $(DEMO) context "which port does the test database use" --budget 800 --model gpt-4o
+	$(BIN)/mdmem -w $(DEMO) context "which port does the test database use" --budget-tokens 800 --model gpt-4o
 	@echo "--- compaction and extraction, offline (no API key): a dry run shows the diff, then for real"
 	$(BIN)/mdmem -w $(DEMO) compact enum-ci --offline --dry-run
 	$(BIN)/mdmem -w $(DEMO) compact enum-ci --offline
-	$(BIN)/mdmem -w $(DEMO) sessions show enum-ci
+	$(BIN)/mdmem -w $(DEMO) sessions record enum-ci
 	@echo "--- an agent runs the rest of the task through the library (examples/agent_loop.py)"
 	$(BIN)/python examples/agent_loop.py $(DEMO)
 	@echo "--- a team: a researcher and a writer in one workspace, a child agent with a parent, GLOBAL (examples/team.py)"

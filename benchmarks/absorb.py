@@ -9,13 +9,14 @@ speed.py does: embedding 100k chunks would take ~15 minutes; the math and sizes 
 Then, with a watcher running (``ws.watch()``, the real model embedding what changes):
 
 1. ``--changes`` times: one file gains an entry; once the watcher has indexed and embedded it
-   and vouches for the new generation, ``ws.search`` runs (hybrid, then keyword). "absorb" is
-   what that first search spent bringing the in-memory layout and vectors in step with the
-   index (``ChunkLayoutCache.refresh``, timed around the call: embedding excluded, as the watcher
-   did it). For comparison, in the same run: a full read of the layout and the vectors, which
-   is what every change cost before the change log (``chunk_layout_cache.py``).
+   and says the index caught up with the new generation, ``ws.search`` runs (hybrid, then
+   keyword). "absorb" is what that first search spent bringing the in-memory layout and
+   vectors in step with the index (``ChunkLayoutCache.refresh``, timed around the call:
+   embedding excluded, as the watcher did it). For comparison, in the same run: a full read of
+   the layout and the vectors, which is what every change cost before the change log
+   (``chunk_layout_cache.py``).
 2. ``ws.search`` end to end, p50 / p95 over ``--queries`` queries per mode, with the watcher
-   vouching (no stat of any file), in two phases: the index unchanged, and while a file
+   its word (no stat of any file), in two phases: the index unchanged, and while a file
    changes every ``--interval`` seconds (each search may pay an absorb).
 3. ``--changes`` times per mode: the workspace's own write (``ws.remember``), then at once
    ``ws.search`` (read your own writes: it must find the new entry); hybrid includes
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from speed import SEED, WARMUP, Corpus, fill_random_vectors, p95, vouched  # noqa: E402
+from speed import SEED, WARMUP, Corpus, caught_up, fill_random_vectors, p95  # noqa: E402
 
 from mdmem import Workspace  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
@@ -86,13 +87,13 @@ def add_entry(path: Path, n: int) -> None:
     path.write_text(path.read_text() + f"\n- A new entry, number {n}, about the ledger export\n")
 
 
-def wait_vouched(ws: Workspace, since: int) -> None:
+def wait_caught_up(ws: Workspace, since: int) -> None:
     deadline = time.monotonic() + 60
-    while ws.index.backend.generation() == since:  # the watcher has not written the change yet
+    while ws.index._backend.generation() == since:  # the watcher has not written the change yet
         if time.monotonic() > deadline:
             raise RuntimeError("the watcher never indexed the change")
         time.sleep(0.01)
-    vouched(ws)
+    caught_up(ws)
 
 
 def main() -> None:
@@ -121,13 +122,13 @@ def main() -> None:
         log.log(f"indexing {args.files:,} files")
         ws.index.update(embed=False)
         fill_random_vectors(ws, embedder.model_id, np.random.default_rng(SEED))
-        chunks = ws.index.backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        chunks = ws.index._backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         full = full_reads(ws, embedder.model_id)
         notes = sorted((root / "notes").rglob("*.md"))
         absorbs = Absorbs()
         results: dict[str, list[float]] = {}
         with ws.watch():
-            vouched(ws)
+            caught_up(ws)
             for q in warmup:
                 for mode in ("hybrid", "keyword"):
                     ws.search(q, mode=mode, track_access=False)
@@ -139,9 +140,9 @@ def main() -> None:
             absorbs.times.clear()
             first: dict[str, list[float]] = {"hybrid": [], "keyword": []}
             for n in range(0 if args.own_only else args.changes):
-                generation = ws.index.backend.generation()
+                generation = ws.index._backend.generation()
                 add_entry(notes[(n * 997) % len(notes)], n)
-                wait_vouched(ws, generation)
+                wait_caught_up(ws, generation)
                 for mode in ("hybrid", "keyword"):
                     query = queries[n % len(queries)]
                     search = lambda q=query, m=mode: ws.search(q, mode=m, track_access=False)  # noqa: E731
@@ -199,7 +200,7 @@ def own_writes(ws: Workspace, mode: str, count: int) -> list[float]:
 
 def full_reads(ws: Workspace, model_id: str) -> dict[str, list[float]]:
     """What a change cost before the change log: the layout and the vectors read whole."""
-    conn = ws.index.backend.conn
+    conn = ws.index._backend.conn
     out: dict[str, list[float]] = {"layout": [], "vectors": []}
     for _ in range(3):
         out["layout"].append(timed(lambda: read.layout_and_texts(conn)))

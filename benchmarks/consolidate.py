@@ -90,7 +90,7 @@ def prepare(sample: dict, embedder: SentenceTransformerEmbedder, similarity: flo
     path = root / "memory.md"
     old = (dt.date.today() - dt.timedelta(days=AGE_DAYS)).isoformat()
     path.write_text(re.sub(r"created=\S+", f"created={old}", path.read_text()), encoding="utf-8")
-    ws.index.backend.bump_access([e.id for e in ws.entries("memory.md")])
+    ws.index._backend.bump_access([e.id for e in ws.entries("memory.md")])
     return ws
 
 

@@ -287,7 +287,7 @@ def main() -> None:
     days = write_sessions(ws, sessions)
     writing = time.perf_counter() - started
     redate(ws, days)
-    ws.index.backend.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
+    ws.index._backend.bump_access([e.id for f in KNOWLEDGE_FILES for e in ws.entries(f)])
     before = active(ws)
     paired = pairing(ws)
     planted = found(before, sessions)

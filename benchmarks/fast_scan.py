@@ -1,4 +1,4 @@
-"""Which copy of the compact store picks a search's nearest rows: scan time and how much of the
+"""Which copy of the float16 store picks a search's nearest rows: scan time and how much of the
 float16 scan's top 10 each copy's best rows hold (``index/sqlite/scale/fast_scan.py``).
 
 Usage:  .venv/bin/python benchmarks/fast_scan.py [--size 1000000] [--queries 300]
@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.table import Table
 from speed import WORK, ms
 
-from mdmem.index.sqlite.scale.compact_vectors import BATCH, CompactVectors, _codes_view, store_path
 from mdmem.index.sqlite.scale.faiss_threads import load_faiss
 from mdmem.index.sqlite.scale.fast_scan import SCAN_SAMPLE
+from mdmem.index.sqlite.scale.float16_vectors import BATCH, Float16Vectors, _codes_view, store_path
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -73,7 +73,7 @@ def main() -> None:
     if not path.exists():
         sys.exit(f"{path} is missing: run benchmarks/million.py --sizes {args.size} first")
     faiss = load_faiss()
-    store = CompactVectors(MODEL, path, fast_scan_from=10**12)  # the float16 base alone
+    store = Float16Vectors(MODEL, path, fast_scan_from=10**12)  # the float16 base alone
     store._load()
     base, rows, dim = store.base, store.rows, store.dim
     codes = _codes_view(faiss, base, rows, store._code_size())

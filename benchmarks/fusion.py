@@ -4,7 +4,7 @@ computation over every chunk it replaced (issue 15), on a synthetic layout.
 Usage:  nice -n 19 .venv/bin/python benchmarks/fusion.py [--sizes 100000,1000000] [--queries 30]
 
 The layout is speed.py's shape (files of 10 chunks), with a tenth of the chunks in session
-files (``--sessions 0`` for none); each query's candidates are shaped like the compact vector
+files (``--sessions 0`` for none); each query's candidates are shaped like the float16 vector
 store's at that size: 1,000 keyword matches, and 1,000 nearest plus the keyword matches, with
 their neighbours. Both ways run alternately on the same candidates, 5 rounds; figures are
 process CPU ms per search (p50 / p95), and every pool is checked to be the same (positions,

@@ -88,7 +88,7 @@ def sync_once(source: Path, copy: Path, model: SentenceTransformerEmbedder) -> t
     recording = Recording(model)
     with Workspace(copy, embedder=recording) as ws:
         seconds = timed(ws.sync)
-        rows = ws.index.backend.conn.execute(
+        rows = ws.index._backend.conn.execute(
             "SELECT text_hash, min(embed_text), min(text) FROM chunks GROUP BY text_hash"
         ).fetchall()
     return seconds, (recording, rows)

@@ -130,7 +130,7 @@ def main() -> None:
         name = f"two stages at any size, {rows:,} rows read, best {scored} scored"
         variants[name] = stages(rows, scored)
     with Workspace(root) as ws:
-        index = ws.index.backend
+        index = ws.index._backend
         assert isinstance(index, SqliteIndex)
         went_staged = 0
         for query in queries:  # every query's term counts, then a few searches to warm up

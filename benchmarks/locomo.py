@@ -327,7 +327,7 @@ def evaluate(
         ws.index.update()
         index_seconds += time.perf_counter() - started
         set_rank(
-            ws.index.backend.conn
+            ws.index._backend.conn
         )  # the schema's keyword weights (a sweep may have left others)
         for q in (q for q in qs if q.conv == conv):
             for mode in modes:
@@ -435,17 +435,17 @@ def sweep(
             ws.index.update()
             last = max(when for _, when, _, _ in sessions(samples[conv])).date()
             for name, variant in variants.items():
-                set_rank(ws.index.backend.conn, *([variant.bm25] if variant.bm25 else []))
+                set_rank(ws.index._backend.conn, *([variant.bm25] if variant.bm25 else []))
                 today = last + dt.timedelta(days=1) if variant.after_last_session else None
                 for q in (q for q in qs if q.conv == conv):
                     started = time.perf_counter()
                     hits = search(
-                        ws.index.backend, cached, q.text, k=200, mode="hybrid",
+                        ws.index._backend, cached, q.text, k=200, mode="hybrid",
                         config=variant.config, filters=Filters(), track_access=False, today=today,
                     )  # fmt: skip
                     latency[name].append((time.perf_counter() - started) * 1000)
                     scores[name].append((q, score(hits, q.gold, turns)))
-            set_rank(ws.index.backend.conn)
+            set_rank(ws.index._backend.conn)
             ws.close()
         for name, rows in scores.items():
             totals[name] += rows

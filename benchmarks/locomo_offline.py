@@ -425,7 +425,7 @@ def run(
             root, turns = locomo.build(samples[conv], rendering, False)
             ws = Workspace.open(root, embedder=cached)
             ws.index.update()
-            index = ws.index.backend
+            index = ws.index._backend
             own = index.vectors(model.model_id)
             others = {}
             if any(s.vector[0] != "own" for s in setups.values()):

@@ -1,5 +1,5 @@
 """mdmem at 1M chunks: index size, RSS, cold load, no-op re-index, hybrid and keyword latency,
-with the compact vector store (faiss float16, ``index/sqlite/scale/compact_vectors.py``) and, for
+with the float16 vector store (faiss float16, ``index/sqlite/scale/float16_vectors.py``) and, for
 comparison, the float32 matrix (``vector_cache.py``).
 
 Usage:  nice -n 19 .venv/bin/python benchmarks/million.py [--sizes 100000,1000000]
@@ -71,7 +71,7 @@ from mdmem.index.sqlite.scale import keyword
 
 T = TypeVar("T")
 VARIANTS = {"store": 0, "float32": 10**12}
-"""``index.compact_vectors_from`` of each variant."""
+"""``index.float16_vectors_from`` of each variant."""
 
 
 def rss_mb() -> float:
@@ -88,7 +88,7 @@ def ensure(size: int, model_id: str, log: Console) -> Path:
     db = root / ".mdmem" / "index.db"
     if db.exists():
         with Workspace(root) as ws:
-            conn = ws.index.backend.conn
+            conn = ws.index._backend.conn
             chunks = chunk_count(ws)
             embedded = conn.execute(
                 "SELECT count(*) FROM embeddings WHERE model = ?", (model_id,)
@@ -115,10 +115,10 @@ def child(root: Path, variant: str, queries: list[str], budgets: list[int]) -> d
     stand_in = PrecomputedEmbedder(embedder.model_id, vectors)
     model = embedder.model_id
     config = load_config(root)
-    config = replace(config, index=IndexConfig(compact_vectors_from=VARIANTS[variant]))
+    config = replace(config, index=IndexConfig(float16_vectors_from=VARIANTS[variant]))
     out: dict[str, object] = {"rss_model": rss_mb()}
     with Workspace(root, config, embedder=embedder) as ws:
-        index, search_config = ws.index.backend, ws.config.search
+        index, search_config = ws.index._backend, ws.config.search
         store = Path(str(index.db_path) + "-vectors")
         if variant == "store" and not store.exists():
             out["built"] = timed(lambda: index.vector_cache(embedder.model_id))

@@ -51,7 +51,7 @@ from mdmem.config import Config, FilesConfig, IndexConfig, load_config  # noqa: 
 from mdmem.index.chunks import Chunk, sha  # noqa: E402
 from mdmem.index.embed import SentenceTransformerEmbedder  # noqa: E402
 from mdmem.index.filters import Filters  # noqa: E402
-from mdmem.index.postgres import db, store  # noqa: E402
+from mdmem.index.postgres import db, postgres_writes  # noqa: E402
 from mdmem.index.postgres.index import PostgresIndex  # noqa: E402
 from mdmem.index.search import search  # noqa: E402
 
@@ -207,7 +207,7 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
         for i, item in enumerate(synthetic(n, texts), 1):
             batch.append(item)
             if len(batch) == 5000 or i == n:
-                store.insert_chunks(conn, batch)
+                postgres_writes.insert_chunks(conn, batch)
                 batch = []
             if i % 100_000 == 0:
                 console.log(f"{i:,} chunks copied, {i / (time.perf_counter() - started):,.0f}/s")
@@ -231,9 +231,9 @@ def load(url: str, n: int, maintenance_mem: str, console: Console) -> dict[str, 
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 for h, v in zip(part, vectors, strict=True):
                     copy.write_row((h, v))
-        store.set_meta(conn, "embed_model", QueryVectors.model_id)
-        store.set_meta(conn, "embed_table", table)
-        store.bump_generation(conn)
+        postgres_writes.set_meta(conn, "embed_model", QueryVectors.model_id)
+        postgres_writes.set_meta(conn, "embed_table", table)
+        postgres_writes.bump_generation(conn)
     vector_s = time.perf_counter() - started
     console.log(f"{len(hashes):,} vectors copied in {vector_s:.0f} s; building HNSW")
     started = time.perf_counter()
@@ -286,7 +286,7 @@ def latency(url: str, n: int, clients: int, mode: str = "hybrid") -> tuple[float
 def recall(url: str, n: int, ef_values: Sequence[int]) -> dict[int, float]:
     index = open_index(url, f"scale_{n}")
     conn = index.conn
-    table = store.meta(conn, "embed_table")
+    table = postgres_writes.meta(conn, "embed_table")
     queries = QueryVectors().embed(["q"] * 50)
     sql = f"SELECT text_hash FROM {table} ORDER BY embedding <=> %s LIMIT 10"
     exact = []

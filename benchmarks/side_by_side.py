@@ -114,7 +114,7 @@ def main() -> None:
 
         def run(query: str) -> None:
             ranking.search(
-                ws.index.backend,
+                ws.index._backend,
                 embedder,
                 query,
                 k=10,

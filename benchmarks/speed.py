@@ -35,7 +35,7 @@ What each figure means:
    (c) end to end: ``Workspace.search(query, mode=..., track_access=False)``, which also runs
        the freshness check first (a no-op sync: mtime/size scan of every file and, in vector
        and hybrid mode, a look for chunks without a vector).
-   (d) the same as (c) while a watcher runs (``ws.watch()``) and vouches for freshness: the
+   (d) the same as (c) while a watcher runs (``ws.watch()``) and says the index caught up: the
        search checks no file.
    "cache ms" is the one-off cost of loading the chunk layout and the vector matrix into
    memory; "1 file ms" what the first search pays, layout + vectors, to bring them in step
@@ -276,7 +276,7 @@ def disk_mb(path: Path) -> float:
 
 
 def chunk_count(ws: Workspace) -> int:
-    return ws.index.backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return ws.index._backend.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
 def goal(ok: bool) -> str:
@@ -285,7 +285,7 @@ def goal(ok: bool) -> str:
 
 def fill_random_vectors(ws: Workspace, model_id: str, rng: np.random.Generator) -> int:
     """A random unit vector for every distinct chunk text, as if the model had embedded it."""
-    conn = ws.index.backend.conn
+    conn = ws.index._backend.conn
     hashes = [r[0] for r in conn.execute("SELECT DISTINCT text_hash FROM chunks")]
     for start in range(0, len(hashes), 5000):
         part = hashes[start : start + 5000]
@@ -325,10 +325,10 @@ def cold_indexing(corpus: Corpus, embedder: SentenceTransformerEmbedder, log: Co
         with Workspace(plain, embedder=embedder) as ws:
             runs["plain"].append(timed(lambda: ws.index.update(embed=False)))
             chunks = chunk_count(ws)
-            texts = [r[0] for r in ws.index.backend.conn.execute("SELECT embed_text FROM chunks")]
+            texts = [r[0] for r in ws.index._backend.conn.execute("SELECT embed_text FROM chunks")]
         with Workspace(embedded, embedder=embedder) as ws:
             runs["sync"].append(timed(lambda: ws.index.update()))
-            embedded_chunks = ws.index.backend.conn.execute(
+            embedded_chunks = ws.index._backend.conn.execute(
                 "SELECT count(*) FROM embeddings"
             ).fetchone()[0]
         runs["model"].append(timed(lambda texts=texts: embedder.embed(texts)))
@@ -373,7 +373,7 @@ def noop_reindex(corpus: Corpus, log: Console) -> Table:
         runs: dict[str, list[float]] = {"scan": [], "changed": [], "sync": []}
         for _ in range(NOOP_RUNS):
             runs["scan"].append(timed(lambda: scan(ws.root, ws.config.files)))
-            runs["changed"].append(timed(ws.index.backend.changed_files))
+            runs["changed"].append(timed(ws.index._backend.changed_files))
             report = ws.index.update(embed=False)
             assert report.changed == 0, report
             runs["sync"].append(report.seconds)
@@ -427,19 +427,19 @@ def keyword_settings(**values: int) -> Iterator[None]:
             setattr(keyword, name, value)
 
 
-def vouched(ws: Workspace, timeout: float = 120.0) -> None:
-    """Wait until the watcher vouches for the index (its start-up scan is done)."""
+def caught_up(ws: Workspace, timeout: float = 120.0) -> None:
+    """Wait until the watcher says the index caught up (its start-up scan is done)."""
     try:
         from mdmem.live.watch import watcher_caught_up
-    except ImportError:  # (mdmem before issue 15: no watcher vouches; wait for its scan)
+    except ImportError:  # (mdmem before issue 15: no watcher gives its word; wait for its scan)
         time.sleep(3)
         return
     deadline = time.monotonic() + timeout
     while (
         v := watcher_caught_up(ws.root)
-    ) is None or v.generation != ws.index.backend.generation():
+    ) is None or v.generation != ws.index._backend.generation():
         if time.monotonic() > deadline:
-            raise RuntimeError("the watcher never vouched for the index")
+            raise RuntimeError("the watcher never said the index caught up")
         time.sleep(0.05)
 
 
@@ -456,7 +456,7 @@ def one_change(ws: Workspace, model_id: str, query: np.ndarray, runs: int = 7) -
 def _one_change(
     ws: Workspace, note: Path, n: int, model_id: str, query: np.ndarray
 ) -> tuple[float, float]:
-    index = ws.index.backend
+    index = ws.index._backend
     note.write_text(note.read_text() + f"\n- A new entry, number {n}, about the ledger export\n")
     ws.index.update(embed=False)
     (text_hash,) = index.conn.execute(
@@ -494,7 +494,7 @@ def search_at(
         chunks = chunk_count(ws)
         vectors = fill_random_vectors(ws, embedder.model_id, np.random.default_rng(SEED + size))
         log.log(f"search at {size:,}: {chunks:,} chunks indexed in {t_build:.1f} s, searching")
-        index = ws.index.backend
+        index = ws.index._backend
         t_layout = timed(index.layout)
         t_vectors = timed(lambda: index.vectors(embedder.model_id))
         matrix_mb = index.vectors(embedder.model_id).nbytes / 1e6
@@ -526,8 +526,8 @@ def search_at(
             c = [
                 timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False)) for q in queries
             ]
-            with ws.watch():  # (d): a live watcher vouches for freshness
-                vouched(ws)
+            with ws.watch():  # (d): a live watcher says the index caught up
+                caught_up(ws)
                 d = [
                     timed(lambda q=q, m=mode: ws.search(q, mode=m, track_access=False))
                     for q in queries
@@ -541,7 +541,7 @@ def search_at(
                 latency_rows.append(["", f"{mode}, all terms", ms(a_all), "", "", "", "", ""])
             if size >= 100_000 and mode == "hybrid":
                 log.log(f"hybrid (a) p95 at {chunks:,} chunks: {p95(a) * 1000:.1f} ms (goal 30)")
-        db = ws.index.backend.db_path
+        db = ws.index._backend.db_path
         memory_row = [
             f"{chunks:,}",
             f"{files:,}",
@@ -628,7 +628,8 @@ def main() -> None:
         memory.add_row(*row)
     latency.caption = (
         "(a) query vector precomputed; (b) + real query embedding; (c) Workspace.search incl. "
-        "freshness check; (d) the same while a watcher runs and vouches for freshness (no stat). "
+        "freshness check; (d) the same while a watcher runs and says the index caught up "
+        "(no stat). "
         "1 file ms: after one file gains an entry, layout + vectors brought in step. "
         "Vectors are random unit float32 (384-d) under the real model id, not "
         "real embeddings (embedding 100k chunks would take ~15 min); math and sizes identical. "

@@ -116,7 +116,7 @@ def main() -> None:
     started = time.perf_counter()
     ws.index.update()
     console.log(f"indexed {args.files} files in {time.perf_counter() - started:.1f} s")
-    db = ws.files.state_dir / "index.db"
+    db = ws.files._state_dir / "index.db"
     rows: list[tuple[str, str]] = []
 
     # 1. edit → searchable with a watcher running

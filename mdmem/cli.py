@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from mdmem.workspace import Workspace
@@ -60,6 +61,19 @@ STOP_WAIT_S = 2.0
 ORPHAN_POLL_S = 0.1
 """How often `mdmem watch` checks that its workspace and lock file are still there (two
 stats): a deleted workspace's server exits within half a second, as docs/search.md says."""
+
+IncludeArchivedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-archived/--no-include-archived",
+        "--archived/--no-archived",  # its name before issue 42, in scripts
+        help="Include archived entries.",
+    ),
+]
+OldBudgetOpt = Annotated[
+    int | None, typer.Option("--budget", hidden=True, help="Old name of --budget-tokens.")
+]
+"""``--budget``, the name before issue 42 (in users' hook settings and scripts): hidden."""
 
 
 @app.callback()
@@ -196,7 +210,7 @@ app.command("add", hidden=True, help="Old name of `remember`.")(remember)
 def entries(
     ctx: typer.Context,
     file: Annotated[str | None, typer.Argument(help="One file (default: all).")] = None,
-    archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
+    include_archived: IncludeArchivedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the parsed entries: where each stands, its type, importance and text."""
@@ -205,11 +219,11 @@ def entries(
     ws = _open(ctx)
     problems: list[Problem]
     if file is not None:
-        found = ws.entries(file, include_archived=archived)
+        found = ws.entries(file, include_archived=include_archived)
         problems = list(ws.files.read(file).problems)
     else:
         snap = ws.files.all()
-        found = list(snap.entries(include_archived=archived))
+        found = list(snap.entries(include_archived=include_archived))
         problems = list(snap.problems)
     if as_json:
         _print_json(
@@ -244,7 +258,7 @@ def search(
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     since: Annotated[str | None, typer.Option(help="Created on or after (YYYY-MM-DD).")] = None,
     until: Annotated[str | None, typer.Option(help="Created on or before (YYYY-MM-DD).")] = None,
-    archived: Annotated[bool, typer.Option(help="Include archived entries.")] = False,
+    include_archived: IncludeArchivedOpt = False,
     scopes: Annotated[
         str | None,
         typer.Option("--scope", help="Only these scopes: local,shared,inherited,global."),
@@ -273,7 +287,8 @@ def search(
     if k is not None and k < 1:
         _fail("-k must be at least 1", 2)
     values = dict(k=k, mode=mode, type=type_, path=path, agent=agent, session=session,
-                  since=since, until=until, include_archived=archived, scopes=scopes)  # fmt: skip
+                  since=since, until=until, include_archived=include_archived,
+                  scopes=scopes)  # fmt: skip
     params = {name: values[name] for name in SEARCH_PARAMS}
     remote = _remote(url, index_workspace)
     if remote is not None:
@@ -578,7 +593,7 @@ def sessions_list(
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most this many.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List sessions, newest first (`mdmem sessions show ID` prints one)."""
+    """List sessions, newest first (`mdmem sessions record ID` prints one)."""
     if ctx.invoked_subcommand is not None:
         return
     if since is not None:
@@ -599,8 +614,8 @@ def sessions_list(
         )
 
 
-@sessions_app.command("show")
-def sessions_show(
+@sessions_app.command("record")
+def sessions_record(
     ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id or part of it.")],
     as_json: JsonOpt = False,
@@ -626,6 +641,9 @@ def sessions_show(
         typer.echo(f"\nResponse:\n{_indent(r.response)}")
     if r.summary:
         typer.echo(f"\nSummary:\n{_indent(r.summary)}")
+
+
+sessions_app.command("show", hidden=True, help="Old name of `record`.")(sessions_record)
 
 
 task_app = typer.Typer(help="The current task in task_process.md: TODO, phase, instructions.")
@@ -659,8 +677,8 @@ def task_add(
     typer.echo(f"added {added.n}. {added.text}")
 
 
-@task_app.command("done")
-def task_done(
+@task_app.command("complete")
+def task_complete(
     ctx: typer.Context,
     n: Annotated[int, typer.Argument(help="Item number (as `mdmem task` shows it).")],
     undo: Annotated[bool, typer.Option(help="Untick it instead.")] = False,
@@ -678,6 +696,9 @@ def task_done(
         return
     typer.echo(f"{'[x]' if item.done else '[ ]'} {item.n}. {item.text}")
     typer.echo(f"now: {current.n}. {current.text}" if current else "all items done")
+
+
+task_app.command("done", hidden=True, help="Old name of `complete`.")(task_complete)
 
 
 @task_app.command("phase")
@@ -734,48 +755,34 @@ def _show_task(ctx: typer.Context, as_json: bool) -> None:
             typer.echo(f"   {rule.text}")
 
 
-@app.command()
-def world(
-    ctx: typer.Context,
-    key: Annotated[str | None, typer.Argument(help="A fact's key (omit to list all).")] = None,
-    value: Annotated[str | None, typer.Argument(help="Set the fact to this text.")] = None,
-    section: Annotated[
-        str | None, typer.Option(help="Section for a new key (default: the first).")
-    ] = None,
-    remove: Annotated[bool, typer.Option(help="Archive KEY's bullet.")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """The world state: list facts, get one (KEY), set one (KEY VALUE), or --remove KEY."""
-    ws = _open(ctx)
-    if remove:
-        if key is None or value is not None:
-            _fail("--remove takes exactly one KEY", 2)
-        try:
-            ws.world.remove(key)
-        except KeyError:
-            _fail(f"no world fact {key!r} in world_state.md")
-        if as_json:
-            _print_json({"archived": key})
-        else:
-            typer.echo(f"archived {key}")
+class _WorldGroup(TyperGroup):
+    """``mdmem world`` by subcommand (``get``, ``set``, ``remove``, like ``pool`` and ``task``);
+    the form before issue 42, ``world KEY [VALUE]`` / ``world --remove KEY``, which scripts may
+    still run, goes to the hidden ``old-form`` command."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        words = [a for a in args if not a.startswith("-")]
+        if "--remove" in args or (words and words[0] not in self.commands):
+            args = ["old-form", *args]
+        return super().parse_args(ctx, args)
+
+
+world_app = typer.Typer(
+    cls=_WorldGroup, help="The world state (world_state.md): facts by key, in sections."
+)
+app.add_typer(world_app, name="world")
+WorldKeyArg = Annotated[str, typer.Argument(metavar="KEY", help="A fact's key.")]
+SectionOpt = Annotated[str | None, typer.Option(help="Section for a new key (default: the first).")]
+
+
+@world_app.callback(invoke_without_command=True)
+def world_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the facts by section (`mdmem world get KEY` prints one)."""
+    if ctx.invoked_subcommand is not None:
         return
-    if key is not None and value is not None:
-        fact = ws.world.set(key, value, section=section)
-        if as_json:
-            _print_json(fact.to_dict())
-        else:
-            typer.echo(f"world_state.md:{fact.line}  {fact.key}: {fact.value}")
-        return
-    facts = ws.world.facts()
-    if key is not None:
-        facts = [f for f in facts if f.key.casefold() == key.casefold()]
-        if not facts:
-            _fail(f"no world fact {key!r} in world_state.md")
+    facts = _open(ctx).world.facts()
     if as_json:
-        _print_json([f.to_dict() for f in facts] if key is None else facts[0].to_dict())
-        return
-    if key is not None:
-        typer.echo(facts[0].value)
+        _print_json([f.to_dict() for f in facts])
         return
     section_now = None
     for fact in facts:
@@ -784,17 +791,82 @@ def world(
             typer.echo(f"{fact.section or '(no section)'}:")
         typer.echo(f"  {fact.key}: {fact.value}")
     if not facts:
-        typer.echo("No world facts (set one with `mdmem world KEY VALUE`).")
+        typer.echo("No world facts (set one with `mdmem world set KEY VALUE`).")
+
+
+@world_app.command("get")
+def world_get(ctx: typer.Context, key: WorldKeyArg, as_json: JsonOpt = False) -> None:
+    """Print KEY's value (keys match whatever their case)."""
+    facts = [f for f in _open(ctx).world.facts() if f.key.casefold() == key.casefold()]
+    if not facts:
+        _fail(f"no world fact {key!r} in world_state.md")
+    if as_json:
+        _print_json(facts[0].to_dict())
+        return
+    typer.echo(facts[0].value)
+
+
+@world_app.command("set")
+def world_set(
+    ctx: typer.Context,
+    key: WorldKeyArg,
+    value: Annotated[str, typer.Argument(metavar="VALUE", help="The fact's text.")],
+    section: SectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set KEY to VALUE (a new key goes under --section)."""
+    fact = _open(ctx).world.set(key, value, section=section)
+    if as_json:
+        _print_json(fact.to_dict())
+        return
+    typer.echo(f"world_state.md:{fact.line}  {fact.key}: {fact.value}")
+
+
+@world_app.command("remove")
+def world_remove(ctx: typer.Context, key: WorldKeyArg, as_json: JsonOpt = False) -> None:
+    """Archive KEY's bullet (nothing is lost: it moves to ## Archive)."""
+    try:
+        _open(ctx).world.remove(key)
+    except KeyError:
+        _fail(f"no world fact {key!r} in world_state.md")
+    if as_json:
+        _print_json({"archived": key})
+        return
+    typer.echo(f"archived {key}")
+
+
+@world_app.command("old-form", hidden=True, help="`world KEY [VALUE]`, `world --remove KEY`.")
+def world_old_form(
+    ctx: typer.Context,
+    key: Annotated[str | None, typer.Argument()] = None,
+    value: Annotated[str | None, typer.Argument()] = None,
+    section: SectionOpt = None,
+    remove: Annotated[bool, typer.Option()] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    if remove:
+        if key is None or value is not None:
+            _fail("--remove takes exactly one KEY", 2)
+        world_remove(ctx, key, as_json)
+    elif key is not None and value is not None:
+        world_set(ctx, key, value, section, as_json)
+    elif key is not None:
+        world_get(ctx, key, as_json)
+    else:
+        world_list(ctx, as_json)
 
 
 @app.command()
 def context(
     ctx: typer.Context,
     query: Annotated[str | None, typer.Argument(help="What the next turn is about.")] = None,
-    budget: Annotated[
+    budget_tokens: Annotated[
         int | None,
-        typer.Option("--budget", "-b", help="Token budget (default: context.budget_tokens)."),
+        typer.Option(
+            "--budget-tokens", "-b", help="Token budget (default: context.budget_tokens)."
+        ),
     ] = None,
+    old_budget: OldBudgetOpt = None,
     model: Annotated[
         str | None, typer.Option(help="Count tokens with this model's tokenizer (litellm).")
     ] = None,
@@ -807,8 +879,9 @@ def context(
 
     What each source used and left out goes to stderr (the text itself to stdout).
     """
+    budget = budget_tokens if budget_tokens is not None else old_budget
     if budget is not None and budget < 0:
-        _fail("--budget must be >= 0", 2)
+        _fail("--budget-tokens must be >= 0", 2)
     _log_to_stderr()
     ws = _open(ctx)
     result = ws.build_context(query, budget, model, agent=agent)
@@ -915,39 +988,44 @@ def recover(
         str | None, typer.Argument(help="A version: its number in the list (1 = newest) or id.")
     ] = None,
     show: Annotated[bool, typer.Option("--show", help="Print that version.")] = False,
-    restore: Annotated[
-        bool, typer.Option("--restore", help="Put that version back (the current one is kept).")
+    put_back: Annotated[
+        bool, typer.Option("--put-back", help="Put that version back (the current one is kept).")
+    ] = False,
+    old_restore: Annotated[
+        bool, typer.Option("--restore", hidden=True, help="Old name of --put-back.")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Versions of a file: what each program write replaced and wrote, kept in .mdmem/journal/.
 
     `mdmem recover FILE` lists them; with a VERSION, a diff against the file as it is now,
-    `--show` prints it, `--restore` puts it back."""
+    `--show` prints it, `--put-back` puts it back (`mdmem restore` is another thing: it brings
+    back an entry a consolidation archived)."""
+    put_back = put_back or old_restore
     ws = _open(ctx)
     if file is None:
-        files = ws.files.journal.files()
+        files = ws.files._journal.files()
         if as_json:
             _print_json(files)
         else:
             typer.echo("\n".join(files) if files else "No earlier versions kept yet.")
         return
     if version is None:
-        if show or restore:
-            _fail("--show and --restore need a VERSION (see `mdmem recover FILE`)", 2)
+        if show or put_back:
+            _fail("--show and --put-back need a VERSION (see `mdmem recover FILE`)", 2)
         _list_versions(ws, file, as_json)
         return
-    rel, absolute = ws.files.resolve(file)
+    rel, absolute = ws.files._resolve(file)
     try:
-        entry = ws.files.journal.find(rel, version)
+        entry = ws.files._journal.find(rel, version)
     except KeyError as exc:
         _fail(str(exc.args[0]))
-    if restore:
+    if put_back:
         ws.files.recover(rel, entry.id)
         if as_json:
             _print_json({"restored": entry.to_dict()})
         else:
-            typer.echo(f"restored {rel} from {entry.id} ({entry.time:%Y-%m-%d %H:%M:%S})")
+            typer.echo(f"put back {rel} from {entry.id} ({entry.time:%Y-%m-%d %H:%M:%S})")
         return
     old = entry.read_bytes().decode("utf-8", errors="replace")
     if show:
@@ -966,7 +1044,7 @@ def recover(
 def _list_versions(ws: Any, file: str, as_json: bool) -> None:
     import difflib
 
-    rel, absolute = ws.files.resolve(file)
+    rel, absolute = ws.files._resolve(file)
     entries = ws.files.versions(rel)
     if as_json:
         _print_json([e.to_dict() for e in entries])
@@ -1237,7 +1315,8 @@ ProjectOpt = Annotated[
     Path | None, typer.Option("--project", help="The project folder (default: the current one).")
 ]
 BudgetOpt = Annotated[
-    int | None, typer.Option("--budget", "-b", help="Token budget of the context at start.")
+    int | None,
+    typer.Option("--budget-tokens", "-b", help="Token budget of the context at start."),
 ]
 
 
@@ -1267,6 +1346,7 @@ def hooks_install(
         bool, typer.Option("--extract", help="Also extract lasting memories at each import.")
     ] = False,
     budget: BudgetOpt = None,
+    old_budget: OldBudgetOpt = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Write nothing; print the settings file.")
     ] = False,
@@ -1286,6 +1366,7 @@ def hooks_install(
     path = _hooks_settings(scope, settings, project)
     shared = scope == "project" and settings is None  # the team's file: no path of this machine
     where = (project or Path.cwd()).absolute() if shared else None
+    budget = budget if budget is not None else old_budget
     wanted = hooks.commands(ws.root, extract=extract_, budget=budget, project=where)
     if shared and not hooks.portable_command().startswith("mdmem"):
         _warn(
@@ -1320,6 +1401,7 @@ def hooks_run(
     action: Annotated[str, typer.Argument(help="session-start or import")],
     extract_: Annotated[bool, typer.Option("--extract", help="Extract after importing.")] = False,
     budget: BudgetOpt = None,
+    old_budget: OldBudgetOpt = None,
 ) -> None:
     """What a hook runs (Claude Code sends the hook's JSON on stdin). Errors exit with 1, which
     Claude Code shows without stopping the session."""
@@ -1331,7 +1413,7 @@ def hooks_run(
     payload = hooks.read_input("" if sys.stdin.isatty() else sys.stdin.read())
     ws = _open(ctx)
     if action == "session-start":
-        typer.echo(hooks.session_start(ws, budget))
+        typer.echo(hooks.session_start(ws, budget if budget is not None else old_budget))
         return
     try:
         report = hooks.import_transcript(ws, payload, extract=extract_)
@@ -1362,7 +1444,7 @@ def main() -> None:
             typer.echo(f"mdmem: error: {exc}", err=True)
             sys.exit(1)
         if isinstance(exc, OSError):  # the machine, not mdmem (a full disk): still one line
-            from mdmem.errors import os_error_line
+            from mdmem.writes.os_failures import os_error_line
 
             typer.echo(f"mdmem: error: {os_error_line(exc)}", err=True)
             sys.exit(1)
@@ -1499,13 +1581,13 @@ def pool_list(
         _print_json([e.to_dict() for e in entries])
         return
     if not entries:
-        typer.echo(f"No entries in shared/{pool}.md (set one with `mdmem pool set KEY VALUE`).")
+        typer.echo(f"No entries in shared/{pool}.md (write one with `mdmem pool write KEY VALUE`).")
     for entry in entries:
         typer.echo(_pool_line(entry))
 
 
-@pool_app.command("get")
-def pool_get(
+@pool_app.command("read")
+def pool_read(
     ctx: typer.Context, key: KeyArg, pool: PoolOpt = "default", as_json: JsonOpt = False
 ) -> None:
     """Print KEY's value (text as it is, structured values as JSON); exit 4 if absent."""
@@ -1518,8 +1600,8 @@ def pool_get(
     typer.echo(_pool_value(entry))
 
 
-@pool_app.command("set")
-def pool_set(
+@pool_app.command("write")
+def pool_write(
     ctx: typer.Context,
     key: KeyArg,
     value: Annotated[str, typer.Argument(metavar="VALUE", help="The value ('-': stdin).")],
@@ -1531,7 +1613,7 @@ def pool_set(
     writer: Annotated[str | None, typer.Option(help="Who writes (default: the agent).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set KEY to VALUE; with --expect-version, only if nobody wrote it meanwhile (exit 3)."""
+    """Write VALUE under KEY; with --expect-version, only if nobody wrote it since (exit 3)."""
     text = sys.stdin.read() if value == "-" else value
     content: Any = text
     if parse:
@@ -1547,8 +1629,8 @@ def pool_set(
     typer.echo(f"{entry.citation}  {entry.key}  v{entry.version}")
 
 
-@pool_app.command("rm")
-def pool_rm(
+@pool_app.command("delete")
+def pool_delete(
     ctx: typer.Context,
     key: KeyArg,
     pool: PoolOpt = "default",
@@ -1563,6 +1645,12 @@ def pool_rm(
         _print_json(entry.to_dict())
         return
     typer.echo(f"archived {entry.key} (v{entry.version}) in {entry.path}")
+
+
+# the names scripts written before issue 42 use: hidden, the same commands
+pool_app.command("get", hidden=True, help="Old name of `read`.")(pool_read)
+pool_app.command("set", hidden=True, help="Old name of `write`.")(pool_write)
+pool_app.command("rm", hidden=True, help="Old name of `delete`.")(pool_delete)
 
 
 @app.command()

@@ -286,7 +286,7 @@ class IndexConfig:
     candidates: int = 400
     """postgres: nearest vectors the HNSW index returns per search (``hnsw.ef_search`` is
     set to at least this). SQLite scores every vector exactly."""
-    compact_vectors_from: int = 250_000
+    float16_vectors_from: int = 250_000
     """sqlite: from this many chunks, vectors are kept as float16 in faiss in a file beside
     the index (``index.db-vectors``): 1.3 GB less memory at 1M chunks. Below it a float32
     matrix in memory, which measured faster at 100k (``benchmarks/million.py``). Both scan
@@ -485,13 +485,19 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
+RENAMED_KEYS = {"index.compact_vectors_from": "float16_vectors_from"}
+"""Keys renamed since users wrote them into their mdmem.toml (full old name → new key in the
+same table): the old spelling keeps working ("compact" is conversation compaction only)."""
+
+
 def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: [{prefix.rstrip('.')}] must be a table")
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in fields(cls)}
     values: dict[str, Any] = {}
-    for key, value in data.items():
+    for given, value in data.items():
+        key = RENAMED_KEYS.get(prefix + str(given), str(given))
         name = prefix + key
         if key not in known:
             allowed = ", ".join(prefix + k for k in known)

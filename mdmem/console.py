@@ -42,7 +42,9 @@ VALUE_OPTIONS = {
 }
 """Options of ``mdmem search`` that take a value, and the search parameter each sets."""
 FLAG_OPTIONS = {
-    "--archived": ("include_archived", True),
+    "--include-archived": ("include_archived", True),
+    "--no-include-archived": ("include_archived", False),
+    "--archived": ("include_archived", True),  # (its name before issue 42)
     "--no-archived": ("include_archived", False),
     "--explain": ("explain", True),
     "--no-explain": ("explain", False),
@@ -149,9 +151,13 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
     return SearchArgs(query, workspace, command_at, params, flags)
 
 
+BUDGET_NAMES = ("--budget-tokens", "--budget", "-b")
+
+
 def parse_hook(argv: list[str]) -> tuple[str | None, str, bool, int | None] | None:
-    """``[-w PATH] hooks run claude-code ACTION [--extract] [--budget N]`` read as typer would:
-    (workspace, action, extract, budget), or None for anything else (typer's then)."""
+    """``[-w PATH] hooks run claude-code ACTION [--extract] [--budget-tokens N]`` read as typer
+    would (``--budget``, its old name, too): (workspace, action, extract, budget), or None for
+    anything else (typer's then)."""
     workspace = None
     rest = list(argv)
     if rest[:1] in (["-w"], ["--workspace"]) and len(rest) >= 2:
@@ -170,7 +176,7 @@ def parse_hook(argv: list[str]) -> tuple[str | None, str, bool, int | None] | No
         name, eq, inline = token.partition("=")
         if token == "--extract":
             extract = True
-        elif name in ("--budget", "-b") and (eq or options) and not (eq and name == "-b"):
+        elif name in BUDGET_NAMES and (eq or options) and not (eq and name == "-b"):
             try:
                 budget = int(inline if eq else options.pop(0))
             except ValueError:

@@ -107,31 +107,3 @@ class DiskFullError(MdmemError, OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
-
-
-NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-
-def disk_full(exc: BaseException) -> bool:
-    """Whether ``exc`` says there is no room left: no space, over quota, SQLite's SQLITE_FULL."""
-    if isinstance(exc, OSError):
-        return exc.errno in NO_SPACE_ERRNOS
-    return (getattr(exc, "sqlite_errorname", "") or "").startswith("SQLITE_FULL")
-
-
-def write_failure(path: str, exc: OSError) -> MdmemError:
-    """The one-line error for ``exc``, raised writing ``path`` (workspace-relative)."""
-    if isinstance(exc, MdmemError):
-        return exc
-    if disk_full(exc):
-        return DiskFullError(path)
-    return FileProblem(path, f"cannot write: {exc.strerror or exc}")
-
-
-def os_error_line(exc: OSError) -> str:
-    """One line for an OSError nothing closer handled: the file it names, and what went wrong
-    (a full disk said as such)."""
-    where = f"{exc.filename}: " if exc.filename else ""
-    if disk_full(exc):
-        return f"{where}the disk is full (no space left on device); free some space and try again"
-    return f"{where}{exc.strerror or exc}"

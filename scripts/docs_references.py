@@ -41,6 +41,14 @@ def cli_reference() -> str:
     listing, _, sections = body.partition("\n## ")  # the app's command list, then one each
     sections = "\n## " + sections
     for name in hidden_commands():  # old names kept for scripts: not documented (docs/cli.md)
+        *group, last = name.split()
+        if group:  # a sub-app's command: its line in the group's list, its ### section
+            head = rf"\n## `mdmem {group[0]}`\n.*?"
+            sections = re.sub(
+                rf"({head})\n\* `{last}`: [^\n]*", r"\1", sections, count=1, flags=re.S
+            )
+            sections = re.sub(rf"\n### `mdmem {name}`\n.*?(?=\n##+ |\Z)", "", sections, flags=re.S)
+            continue
         listing = re.sub(rf"\n\* `{name}`: [^\n]*", "", listing)
         sections = re.sub(rf"\n## `mdmem {name}`\n.*?(?=\n## |\Z)", "", sections, flags=re.S)
     body = listing + sections
@@ -60,7 +68,14 @@ def hidden_commands() -> list[str]:
     from mdmem.cli import app
 
     group: Any = typer.main.get_command(app)
-    return [name for name, command in group.commands.items() if command.hidden]
+    hidden = []
+    for name, command in group.commands.items():
+        if command.hidden:
+            hidden.append(name)
+        for sub, subcommand in getattr(command, "commands", {}).items():
+            if subcommand.hidden:
+                hidden.append(f"{name} {sub}")
+    return hidden
 
 
 def field_docs(cls: type) -> dict[str, str]:

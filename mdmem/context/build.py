@@ -11,7 +11,7 @@ from typing import Protocol
 from mdmem.config import Config
 from mdmem.context import sources as src
 from mdmem.context.pack import Context, Source, pack
-from mdmem.context.tiers import tier_sources
+from mdmem.context.tier_sources import tier_sources
 from mdmem.errors import FileProblem, MdmemError
 from mdmem.layout import COMPACT_FILE, KNOWLEDGE_FILES, SESSIONS_DIR, TASK_FILE, WORLD_FILE
 from mdmem.memory.compact_memory import CompactMemory, read_memory

@@ -51,8 +51,8 @@ from mdmem.markdown.entries import (
 )
 from mdmem.markdown.parse import parse_document, split_lines
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import today
-from mdmem.memory.unarchive import ARCHIVED_BY, CONSOLIDATED, CONSOLIDATED_INTO, RESTORED
+from mdmem.memory.knowledge_store import today
+from mdmem.memory.restore import ARCHIVED_BY, CONSOLIDATED, CONSOLIDATED_INTO, RESTORED
 from mdmem.memory.writers import DryRunWriter, Writer
 from mdmem.redact import Redactor
 

@@ -32,8 +32,8 @@ from mdmem.markdown.sections import section_text, set_section
 from mdmem.memory.archive_sessions import Move, archive_sessions, due
 from mdmem.memory.compact_memory import read_memory, stamp, without_stamp, write_memory
 from mdmem.memory.documents import Documents
+from mdmem.memory.knowledge_store import today
 from mdmem.memory.session_format import SUMMARY_SECTION, SessionRecord, parse_session
-from mdmem.memory.store import today
 from mdmem.memory.tiers import (
     EventItem,
     SummaryItem,

@@ -15,7 +15,7 @@ from mdmem.distill.consolidate import REPORT_DIR
 from mdmem.index.latency import recent
 from mdmem.markdown.entries import MEMORY_TYPES, Entry
 from mdmem.memory.documents import Documents
-from mdmem.memory.unarchive import ARCHIVED_BY, CONSOLIDATED_INTO
+from mdmem.memory.restore import ARCHIVED_BY, CONSOLIDATED_INTO
 
 SHOWN = 5
 """How many most- and least-returned memories are listed."""

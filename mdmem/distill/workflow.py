@@ -24,10 +24,10 @@ from mdmem.memory.compact_memory import (
     write_memory,
 )
 from mdmem.memory.documents import Documents
+from mdmem.memory.knowledge_store import KnowledgeStore, today
 from mdmem.memory.session_files import SessionFiles
 from mdmem.memory.session_format import SUMMARY_SECTION, SessionRecord, is_session_path
 from mdmem.memory.session_writer import Session
-from mdmem.memory.store import KnowledgeStore, today
 from mdmem.memory.writers import DryRunWriter, FileWriter, Writer
 from mdmem.redact import Redactor
 from mdmem.reports import CompactReport, ExtractReport, MemoryChange

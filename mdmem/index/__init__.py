@@ -62,5 +62,5 @@ def open_index(
         on_message=on_message,
         redactor=redactor,
         read_only=read_only,
-        compact_vectors_from=(config or IndexConfig()).compact_vectors_from,
+        float16_vectors_from=(config or IndexConfig()).float16_vectors_from,
     )

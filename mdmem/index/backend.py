@@ -294,7 +294,7 @@ class IndexBackend(IndexReader, Protocol):
     ) -> SyncReport:
         """:meth:`sync` for these files only (absolute, or relative to the workspace): a
         stat of each, not of every file. What a workspace does after its own writes while a
-        watcher vouches for the rest."""
+        watcher says the rest caught up."""
         ...
 
     def recover(self, op: Callable[[], T]) -> T:

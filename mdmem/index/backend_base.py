@@ -459,7 +459,7 @@ class BackendBase(ConnectionReads[C]):
         self, entry_id: str | None = None, kind: str | None = None
     ) -> list[Relation] | None:
         """The relations the entries declare (from or to ``entry_id``, of ``kind``), read from
-        the relations table; None when the index cannot vouch for them (a file changed or was
+        the relations table; None when the index cannot word for them (a file changed or was
         removed since the last sync, none has run with this schema, or the store fails): read
         the files."""
 

@@ -63,7 +63,7 @@ class Member:
     scope: str
     index: IndexBackend
     """Opened read-only."""
-    vouched: Callable[[], CaughtUp | None] | None = None
+    caught_up: Callable[[], CaughtUp | None] | None = None
     """A live watcher's word that its index is fresh (then its files are not scanned)."""
     files: Callable[[], SqliteIndex] | None = None
     """A keyword index of its files kept by the reading workspace (:meth:`Federation._mirror`):
@@ -239,8 +239,8 @@ def _lines(mirror: IndexBackend, paths: list[str]) -> dict[tuple[str, str], tupl
 
 
 def _stale(member: Member) -> list[str]:
-    vouch = member.vouched() if member.vouched is not None else None
-    if vouch is not None and vouch.generation == member.index.generation():
+    word = member.caught_up() if member.caught_up is not None else None
+    if word is not None and word.generation == member.index.generation():
         return []
     fresh = member.index.freshness()
     return [*(f.path for f in fresh.changed), *fresh.removed]
@@ -328,13 +328,13 @@ class Federation:
         config: Config,
         embedder: Callable[[], Embedder | None],
         redactor: Redactor,
-        vouch: Callable[[Path], CaughtUp | None] | None = None,
+        caught_up: Callable[[Path], CaughtUp | None] | None = None,
     ) -> None:
         self.root = root
         self.config = config
         self._embedder = embedder
         self._redactor = redactor
-        self._vouch = vouch
+        self._caught_up = caught_up
         self._indexes: dict[Path, IndexBackend] = {}
         self._mirrors: dict[Path, SqliteIndex] = {}
 
@@ -352,7 +352,7 @@ class Federation:
                 root,
                 scope,
                 self._index(root, config),
-                self._vouched(root),
+                self._caught_up_of(root),
                 self._mirror_of(root, config),
             )
             for root, config, scope in found
@@ -397,9 +397,9 @@ class Federation:
     def embedder(self) -> Embedder | None:
         return self._embedder()
 
-    def _vouched(self, root: Path) -> Callable[[], CaughtUp | None] | None:
-        vouch = self._vouch
-        return None if vouch is None else lambda: vouch(root)
+    def _caught_up_of(self, root: Path) -> Callable[[], CaughtUp | None] | None:
+        caught_up = self._caught_up
+        return None if caught_up is None else lambda: caught_up(root)
 
     def close(self) -> None:
         for index in [*self._indexes.values(), *self._mirrors.values()]:

@@ -210,7 +210,7 @@ def fresh_search(
     lock_timeout: float,
     defer_bytes: int,
     mask: Callable[[str], str],
-    vouched: Callable[[], CaughtUp | None] | None = None,
+    caught_up: Callable[[], CaughtUp | None] | None = None,
     embedder: Embedder | None = None,
     own_writes: OwnWrites | None = None,
 ) -> SearchResults:
@@ -219,7 +219,7 @@ def fresh_search(
     index cannot be written) it is searched as it is, and the files not yet indexed are
     reported as stale. ``mask`` hides secrets: the index holds masked text, a remote
     embedding model must not get a secret, and a file that could not be re-read may hold
-    older text. ``vouched`` says what a live watcher vouches for as of the call: while the index
+    older text. ``caught_up`` gives a live watcher's word as of the call: while the index
     is at that generation, the files are not checked at all (no stat of every file). A watcher
     that has heard of a change it has not indexed yet gives no word. ``own_writes``: this
     workspace's writes; one no sync has indexed yet is indexed first (read your own writes).
@@ -228,16 +228,16 @@ def fresh_search(
     query = mask(check_query(query))
 
     def run() -> tuple[SyncReport, list[Hit]]:
-        vouch, mark = read_own_writes(
+        word, mark = read_own_writes(
             index,
-            vouched,
+            caught_up,
             own_writes,
             embed=mode != "keyword",
             lock_timeout=lock_timeout,
             defer_bytes=defer_bytes,
         )
-        if vouch is not None and mark is None and vouch.generation == index.generation():
-            report = SyncReport(problems=list(vouch.problems), generation=vouch.generation)
+        if word is not None and mark is None and word.generation == index.generation():
+            report = SyncReport(problems=list(word.problems), generation=word.generation)
         else:
             report = index.sync(
                 embed=mode != "keyword", lock_timeout=lock_timeout, defer_bytes=defer_bytes

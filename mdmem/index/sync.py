@@ -26,7 +26,7 @@ import numpy as np
 import pathspec
 
 from mdmem.config import FilesConfig
-from mdmem.errors import FileProblem, disk_full
+from mdmem.errors import FileProblem
 from mdmem.index.chunks import Chunk, chunk_document
 from mdmem.index.embed import Embedder
 from mdmem.markdown.parse import Problem, parse_document
@@ -34,6 +34,7 @@ from mdmem.memory.relations import Relation, relations
 from mdmem.memory.scan import ALWAYS_SKIPPED, FileStat, indexed_by, scan
 from mdmem.paths import NAME_SKIPPED, name_problem, shown
 from mdmem.redact import Redactor
+from mdmem.writes.os_failures import disk_full
 from mdmem.writes.own_writes import OwnWrites
 from mdmem.writes.safe_writer import read_markdown
 
@@ -66,7 +67,7 @@ class SyncReport:
     synced: the index is searched as it is and ``stale`` lists the files it lags behind."""
     generation: int | None = None
     """The index's generation when the sync ended (None: it did not run to the end). What a
-    watcher vouches for: the index matched the files at this generation."""
+    watcher gives: the index matched the files at this generation."""
 
     @property
     def changed(self) -> int:
@@ -210,47 +211,47 @@ class PathSyncing(Protocol):
 
 def read_own_writes(
     index: PathSyncing,
-    vouched: Callable[[], CaughtUp | None] | None,
+    caught_up: Callable[[], CaughtUp | None] | None,
     own: OwnWrites | None,
     *,
     embed: bool,
     lock_timeout: float,
     defer_bytes: int | None,
 ) -> tuple[CaughtUp | None, int | None]:
-    """What a live watcher vouches for, and the mark of this workspace's writes no sync has
+    """A live watcher's word, and the mark of this workspace's writes no sync has
     indexed yet (None: none), for a search about to run.
 
-    While a watcher vouches for the index, the files this workspace wrote are indexed here,
+    While a watcher says the index caught up, the files this workspace wrote are indexed here,
     by path (a stat of each): the search then trusts the watcher for the rest, with no stat
     of every file. Any sync only brings the index nearer the files, so the watcher's word
     holds at the generation this one leaves. Without a watcher, or when the files written
     are not known or could not be indexed, the mark is returned and the search checks
     every file, as before. The watcher's word stays carried past these syncs for the searches
     after, while no other sync moves the index."""
-    vouch = vouched() if vouched is not None else None
+    word = caught_up() if caught_up is not None else None
     if own is None:
-        return vouch, None
-    said = vouch.generation if vouch is not None else 0  # the watcher's word as it gave it
-    if vouch is not None:
+        return word, None
+    said = word.generation if word is not None else 0  # the watcher's word as it gave it
+    if word is not None:
         carried = own.carried(said)
         if carried is not None and carried == index.generation():
-            vouch = replace(vouch, generation=carried)  # only our own syncs since its word
+            word = replace(word, generation=carried)  # only our own syncs since its word
     pending = own.pending()
     if pending is None:
-        return vouch, None
+        return word, None
     mark, paths = pending
-    if vouch is None or vouch.generation != index.generation() or paths is None:
-        return vouch, mark
+    if word is None or word.generation != index.generation() or paths is None:
+        return word, mark
     report = index.sync_paths(
         paths, embed=embed, lock_timeout=lock_timeout, defer_bytes=defer_bytes
     )
     if report.generation is None or report.busy or report.readonly:
-        return vouch, mark
+        return word, mark
     own.indexed(mark)
     synced = set(report.paths) | {p.path for p in report.problems}
-    problems = tuple(p for p in vouch.problems if p.path not in synced) + tuple(report.problems)
+    problems = tuple(p for p in word.problems if p.path not in synced) + tuple(report.problems)
     own.carry(said, report.generation)
-    return replace(vouch, generation=report.generation, problems=problems), None
+    return replace(word, generation=report.generation, problems=problems), None
 
 
 NEARLY_FULL_BYTES = 1 << 20

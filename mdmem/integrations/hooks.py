@@ -109,7 +109,7 @@ def commands(
         if action == "import" and extract:
             extra = " --extract"
         if action == "session-start" and budget is not None:
-            extra = f" --budget {int(budget)}"
+            extra = f" --budget-tokens {int(budget)}"
         out[event] = f"{base} {action}{extra}"
     return out
 

@@ -79,7 +79,7 @@ class MdmemStore(BaseStore):
 
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         self.folder = folder.strip("/")
-        self.ws.files.resolve(self.folder, "store folder")  # inside the workspace, or an error now
+        self.ws.files._resolve(self.folder, "store folder")  # inside the workspace, or an error now
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (a get after a put in the same batch sees it); one result per
@@ -185,7 +185,7 @@ class MdmemStore(BaseStore):
         if not namespace:
             raise ValueError("a namespace needs at least one label")
         parts = [self.folder, *(_name(label) for label in namespace), _name(str(key)) + ".md"]
-        rel, _ = self.ws.files.resolve("/".join(parts), "store item")
+        rel, _ = self.ws.files._resolve("/".join(parts), "store item")
         return rel
 
     def _read(self, absolute: Path) -> dict[str, Any] | None:
@@ -219,7 +219,7 @@ class MdmemStore(BaseStore):
         Under the file's write lock, the one every put of the same item holds: a put running
         beside the delete never finds its file moved away halfway through its write."""
         source = self.ws.root / rel
-        with self.ws.files.locked(rel, rel):
+        with self.ws.files._locked(rel, rel):
             if not source.exists():
                 return
             target = self.ws.root / TRASH_DIR / rel

@@ -338,8 +338,8 @@ class Tools:
         if last < first:
             raise ToolError(f"end_line {end_line} is before start_line {first}")
         if start_line is not None or end_line is not None:  # a citation's lines: its memories
-            self.ws.index.note_read(rel, first, last)
-        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.files.redactor.mask), first)
+            self.ws.index._note_read(rel, first, last)
+        rows = numbered(masked_lines(lines[first - 1 : last], self.ws.files._redactor.mask), first)
         body = capped(rows, first, len(lines), resume=READ_AGAIN)
         return f"{_citation(rel, first, last)} (of {len(lines)} lines)\n{body}"
 
@@ -378,7 +378,7 @@ class Tools:
         with _as_tool_error():
             return self.ws.build_context(query, budget_tokens, model).to_dict()
 
-    def recent(
+    def sessions(
         self,
         limit: Annotated[int, Field(ge=1, le=50, description="How many of each.")] = 5,
         agent: AgentFilter = None,
@@ -388,7 +388,7 @@ class Tools:
 
         with _as_tool_error():
             sessions = self.ws.sessions.list(agent=agent, limit=limit)
-            files = sorted(self.ws.files.scan().files, key=lambda f: f.mtime_ns, reverse=True)
+            files = sorted(self.ws.files._scan().files, key=lambda f: f.mtime_ns, reverse=True)
         return {
             "sessions": [s.to_dict(events=False) for s in sessions],
             "changed_files": [
@@ -488,19 +488,20 @@ class Tools:
 
     def task(
         self,
-        action: Literal["list", "add", "done"] = "list",
+        action: Literal["list", "add", "complete", "done"] = "list",
         text: Annotated[str | None, Field(description="add: the TODO item.")] = None,
-        n: Annotated[int | None, Field(ge=1, description="done: the item's number.")] = None,
+        n: Annotated[int | None, Field(ge=1, description="complete: the item's number.")] = None,
     ) -> dict[str, Any]:
-        """The current task (task_process.md): list its TODO items, add one, or tick one."""
+        """The current task (task_process.md): list its TODO items, add one, or tick one
+        (complete; "done" is its old name)."""
         with _as_tool_error():
             if action == "add":
                 if not text:
                     raise ToolError("task add needs text")
                 self.ws.task.add(text)
-            elif action == "done":
+            elif action in ("complete", "done"):
                 if n is None:
-                    raise ToolError("task done needs n, the item's number")
+                    raise ToolError("task complete needs n, the item's number")
                 self.ws.task.complete(n)
             return self.ws.task.state().to_dict()
 
@@ -562,7 +563,7 @@ class Tools:
 
     # ---- the shared pool ------------------------------------------------------------------
 
-    def pool_get(
+    def pool_read(
         self,
         key: Annotated[
             str | None,
@@ -576,7 +577,7 @@ class Tools:
         limit: Annotated[int, Field(ge=1, le=200, description="List: at most this many.")] = 50,
     ) -> dict[str, Any]:
         """Read the shared pool other agents write to: one key (its value, version, who wrote
-        it and when), or its entries newest first. Pass the version to pool_set to update it
+        it and when), or its entries newest first. Pass the version to pool_write to update it
         safely."""
         with _as_tool_error():
             shared = self.ws.sharing.pool(client_name(pool, "pool"))
@@ -588,7 +589,7 @@ class Tools:
             raise ToolError(f"no key {key!r} in shared/{pool}.md")
         return entry.to_dict()
 
-    def pool_set(
+    def pool_write(
         self,
         key: Annotated[
             str,
@@ -625,7 +626,7 @@ class Tools:
             _, text = self._text(_unquoted(path), "resource path")
         except (ToolError, MdmemError) as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        return "\n".join(masked_lines(text.split("\n"), self.ws.files.redactor.mask))
+        return "\n".join(masked_lines(text.split("\n"), self.ws.files._redactor.mask))
 
     def resources(self) -> list[Resource]:
         return [
@@ -635,7 +636,7 @@ class Tools:
                 mime_type=mime_type(f.path),
                 size=f.size,
             )
-            for f in self.ws.files.scan().files
+            for f in self.ws.files._scan().files
         ]
 
 
@@ -680,6 +681,12 @@ class _AfterHandshake:
         return await call_next(ctx)
 
 
+OLD_TOOL_NAMES = {"recent": "sessions", "pool_get": "pool_read", "pool_set": "pool_write"}
+"""Tool names clients were configured with before issue 42 gave each operation one name: a
+call by the old name runs the new tool, same arguments; ``tools/list`` shows only the new
+names, so a model never sees the same tool twice."""
+
+
 class MdmemMCPServer(MCPServer):
     """MCPServer with the workspace files as resources, listed as they are now."""
 
@@ -691,6 +698,10 @@ class MdmemMCPServer(MCPServer):
             middleware=[_AfterHandshake(tools.background)],
         )
         self.tools = tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """A call by an old tool name (:data:`OLD_TOOL_NAMES`) runs the tool it became."""
+        return await super().call_tool(OLD_TOOL_NAMES.get(name, name), arguments, context)
 
     async def list_resources(self) -> list[Resource]:
         files = await anyio.to_thread.run_sync(self.tools.resources)
@@ -739,10 +750,10 @@ def build_server(
     root = workspace if isinstance(workspace, Path) else workspace.root
     tools = Tools(Background(root, opened, warm_up=warm_up))
     server = MdmemMCPServer(tools)
-    for name in ("search", "read", "context", "recent", "pool_get"):
+    for name in ("search", "read", "context", "sessions", "pool_read"):
         tool = getattr(tools, name)
         server.add_tool(tool, description=description(tool), annotations=READ_ONLY)
-    for name in ("remember", "update", "supersede", "session_event", "task", "world", "pool_set"):
+    for name in ("remember", "update", "supersede", "session_event", "task", "world", "pool_write"):
         tool = getattr(tools, name)
         server.add_tool(tool, description=description(tool), annotations=WRITES)
     for name in ("compact", "extract"):

@@ -75,7 +75,7 @@ class MemoryFiles:
         self.ws = ws
         self.folder = folder.replace("\\", "/").strip("/")
         if self.folder:
-            self.folder = ws.files.resolve(self.folder, "memory folder")[0]
+            self.folder = ws.files._resolve(self.folder, "memory folder")[0]
         self.root = ws.root / self.folder if self.folder else ws.root
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_view_chars = max_view_chars
@@ -134,7 +134,7 @@ class MemoryFiles:
 
     def _writable(self, located: Located) -> None:
         """Refuse a file the index would never pick up: Claude's writes must be searchable."""
-        if located.rel and not self.ws.index.includes(located.rel):
+        if located.rel and not self.ws.index._includes(located.rel):
             suffix = PurePosixPath(located.rel).suffix or ""
             pattern = f"**/*{suffix}" if suffix else f"{located.rel}"
             include = list(self.ws.config.files.include)
@@ -212,8 +212,8 @@ class MemoryFiles:
             start = max(1, view_range[0]) - 1
             end = len(lines) if view_range[1] == -1 else view_range[1]
             shown, first = lines[start:end], start + 1
-            self.ws.index.note_read(located.rel, first, first + len(shown) - 1)  # a memory's lines
-        rows = numbered(masked_lines(shown, self.ws.files.redactor.mask), first)
+            self.ws.index._note_read(located.rel, first, first + len(shown) - 1)  # a memory's lines
+        rows = numbered(masked_lines(shown, self.ws.files._redactor.mask), first)
         body = capped(rows, first, len(lines), self.max_view_chars)
         return f"Here's the content of {located.path} with line numbers:\n" + body
 
@@ -385,7 +385,7 @@ class MemoryFiles:
         self._folder_on_the_way(new, "move to")
         new.absolute.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self.ws.files.locked(old.rel, old_path):
+            with self.ws.files._locked(old.rel, old_path):
                 move_no_replace(old.absolute, new.absolute, folder)
         except FileExistsError:
             raise MemoryCommandError(f"The destination {new_path} already exists") from None
@@ -432,7 +432,7 @@ class MemoryFiles:
         for item in items:
             target = folder / item.rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            with self.ws.files.locked(item.rel, item.path):
+            with self.ws.files._locked(item.rel, item.path):
                 os.rename(item.absolute, target)
         return folder
 

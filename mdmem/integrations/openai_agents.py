@@ -148,7 +148,7 @@ class MdmemSession:
     def add(self, items: list[Any]) -> None:
         if not items:
             return
-        blocks = [_plain(item, self.ws.files.redactor) for item in items]
+        blocks = [_plain(item, self.ws.files._redactor) for item in items]
         rel = self._ensure_file()
         stamp = dt.datetime.now().strftime("%H:%M:%S")
 
@@ -196,14 +196,14 @@ class MdmemSession:
         with self._lock:
             if self.path is not None and (self.ws.root / self.path).exists():
                 return self.path
-            self.ws.files.state_dir.mkdir(exist_ok=True)
-            with FileLock(str(self.ws.files.state_dir / "agents-sessions.lock")):
+            self.ws.files._state_dir.mkdir(exist_ok=True)
+            with FileLock(str(self.ws.files._state_dir / "agents-sessions.lock")):
                 self._path = _find(self.ws.root, self.session_id) or self._create()
             return self._path
 
     def _create(self) -> str:
         started = dt.datetime.now().replace(microsecond=0)
-        title = " ".join(self.ws.files.redactor(self.title).split())[:120] or "session"
+        title = " ".join(self.ws.files._redactor(self.title).split())[:120] or "session"
         front = {"source": SOURCE, "conversation": self.session_id}
         base = session_stem(started, self.agent, title)
         (self.ws.root / SESSIONS_DIR).mkdir(exist_ok=True)

@@ -12,7 +12,7 @@ each search, each drain reporting what it read before it returns.
 
 It watches what the observer watches (every folder but the ignored ones), plus ``.mdmem/``
 itself for the removal of the watcher's own files. Elsewhere than Linux there is no such
-barrier: :func:`open_changes` returns None and the watcher vouches for nothing.
+barrier: :func:`open_changes` returns None and the watcher gives no word.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class KernelChanges:
     """Called with what each drain read, before the drain returns (under its lock)."""
     complete: bool = True
     """Every folder is watched (False once a watch could not be added: the watcher then
-    vouches for nothing)."""
+    gives no word)."""
     _fd: int = -1
     _libc: ctypes.CDLL | None = None
     _folders: dict[int, str] = field(default_factory=dict)

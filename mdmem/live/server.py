@@ -167,11 +167,11 @@ def _about(owner: QueryServer, ws: Indexed) -> dict[str, Any]:
     }
 
 
-def _word(vouch: CaughtUp | None) -> dict[str, Any]:
-    if vouch is None:
-        return {"ok": True, "pid": os.getpid(), "vouched": None}
-    problems = [{"path": p.path, "message": p.message, "line": p.line} for p in vouch.problems]
-    return {"ok": True, "pid": os.getpid(), "vouched": vouch.generation, "problems": problems}
+def _word(word: CaughtUp | None) -> dict[str, Any]:
+    if word is None:
+        return {"ok": True, "pid": os.getpid(), "caught_up": None}
+    problems = [{"path": p.path, "message": p.message, "line": p.line} for p in word.problems]
+    return {"ok": True, "pid": os.getpid(), "caught_up": word.generation, "problems": problems}
 
 
 def _writable_soon(owner: QueryServer, wait: float = 1.0) -> bool:

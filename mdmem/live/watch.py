@@ -51,7 +51,7 @@ FAILED_RETRY_MAX_S = 60.0
 """A sync that keeps failing (an index server down) is retried ever less often, up to this."""
 LOCK_RETRY_S = 1.0
 """How long a starting watcher retries the lock: ``mdmem status`` holds it for an instant."""
-VOUCH_BEATS = 3
+CAUGHT_UP_BEATS = 3
 """A watcher's word on freshness holds this many heartbeat intervals (a frozen one loses it)."""
 PENDING_LISTED = 50
 """Changed files not indexed yet that the heartbeat names (the rest are counted)."""
@@ -186,7 +186,7 @@ class Watcher:
         self._started = 0.0
         self._readonly: str | None = None
         self._root_id: tuple[int, int] | None = None
-        self._vouched: tuple[int, list[dict[str, Any]]] | None = None
+        self._caught_up: tuple[int, list[dict[str, Any]]] | None = None
         """(index generation, problems) of the last sync, while no change came after it."""
         self._synced: tuple[int, list[dict[str, Any]]] | None = None
         """The same for the last complete sync, changes or not since (None: the last sync was
@@ -196,7 +196,7 @@ class Watcher:
         self._syncing: set[str] = set()
         """Those heard of before the current sync began: it is indexing them."""
         self._changes: KernelChanges | None = None
-        """The kernel's record of changes, read by each search (None: no barrier, no vouch)."""
+        """The kernel's record of changes, read by each search (None: no barrier, no word)."""
         self._beat_fd: int | None = None
         """The heartbeat file, written in place: a write never makes a new name in ``.mdmem/``
         (one made while ``rm -rf`` empties it would fail the ``rmdir``)."""
@@ -324,7 +324,7 @@ class Watcher:
         return None
 
     def word(self) -> CaughtUp | None:
-        """What this watcher vouches for as of now: first every change the kernel queued
+        """This watcher's word as of now: first every change the kernel queued
         before this call is heard of (which takes back a word given before it), then its
         word, or None (a change not indexed yet, no barrier, a removal under way)."""
         from mdmem.index.sync import CaughtUp
@@ -335,9 +335,9 @@ class Watcher:
             return None
         changes.drain()
         with self._cond:
-            if self._vouched is None or self._stopping or not changes.complete:
+            if self._caught_up is None or self._stopping or not changes.complete:
                 return None
-            generation, problems = self._vouched
+            generation, problems = self._caught_up
         found = tuple(Problem(p["path"], p["message"], p["line"]) for p in problems)
         return CaughtUp(generation, found)
 
@@ -382,8 +382,8 @@ class Watcher:
             new = [p for p in paths if p not in self._heard]  # (the sync under way may have
             self._heard.update(new)  # read one it is indexing before this change: once more)
             listed = new and len(self._heard | self._syncing) <= PENDING_LISTED
-            if self._vouched is not None or listed:  # a change not indexed yet: say so
-                self._vouched = None
+            if self._caught_up is not None or listed:  # a change not indexed yet: say so
+                self._caught_up = None
                 self._write_heartbeat()
 
     def _run(self) -> None:
@@ -440,7 +440,7 @@ class Watcher:
     def _beat(self) -> None:
         """Heartbeats from their own thread, so a long sync never looks like a dead watcher."""
         while True:
-            with self._cond:  # (every write under it: a change withdraws the vouch in order)
+            with self._cond:  # (every write under it: a change withdraws the word in order)
                 if self._cond.wait_for(lambda: self._stopping, self.heartbeat):
                     return
                 self._write_heartbeat()
@@ -466,7 +466,7 @@ class Watcher:
             log.debug("sync failure", exc_info=True)
             with self._cond:
                 self._retry_at = time.monotonic() + wait
-            self._vouch(None)
+            self._give_word(None)
             return
         if self._failed is not None:
             log.warning("sync works again (after %d failure(s))", self._failed[1])
@@ -488,11 +488,11 @@ class Watcher:
         if report.stale:  # unreadable right now: not deleted, try again soon
             with self._cond:
                 self._retry_at = time.monotonic() + STALE_RETRY_S
-        self._vouch(report)  # (after the log lines: what a reader of the log sees came first)
+        self._give_word(report)  # (after the log lines: what a reader of the log sees came first)
         if self.on_synced is not None and report.paths:
             self.on_synced(report)
 
-    def _vouch(self, report: SyncReport | None) -> None:
+    def _give_word(self, report: SyncReport | None) -> None:
         """After a sync that left the index matching every file, with no change seen since:
         say so in the heartbeat file, so searches skip their own check of every file. After
         any other (or a failed one, None): take it back."""
@@ -515,9 +515,9 @@ class Watcher:
                 self._syncing = set()
             barrier = self._changes is not None and self._changes.complete
             if complete and barrier and self._first_event is None and not self._stopping:
-                self._vouched = self._synced
+                self._caught_up = self._synced
             else:
-                self._vouched = None
+                self._caught_up = None
             self._write_heartbeat()
 
     def _progress(self, _stage: str, _done: int, _total: int) -> None:
@@ -545,7 +545,7 @@ class Watcher:
             "interval": self.heartbeat,
             "syncs": self.syncs,
             "socket": str(self.server.path) if self.server else None,
-            "vouched": self._vouched[0] if self._vouched else None,
+            "caught_up": self._caught_up[0] if self._caught_up else None,
             "problems": self._synced[1] if self._synced else [],
             "synced": self._synced[0] if self._synced else None,
             "pending": sorted(self._syncing | self._heard)[:PENDING_LISTED],
@@ -631,7 +631,7 @@ def _join(thread: Any, deadline: float | None) -> bool:
 
 
 def watcher_caught_up(root: Path) -> CaughtUp | None:
-    """What the workspace's live watcher vouches for as of this call (see
+    """The workspace's live watcher's word as of this call (see
     :class:`~mdmem.index.sync.CaughtUp`), or None: a search then checks every file itself.
 
     A heartbeat file alone cannot say it: a change whose event the watcher has not handled yet
@@ -639,7 +639,7 @@ def watcher_caught_up(root: Path) -> CaughtUp | None:
     process, else over its server's socket (one round trip); it first reads every change the
     kernel queued before the question (:mod:`mdmem.live.changes`). A watcher with no server
     (``mdmem watch --no-serve``), a frozen one (no answer within :data:`WORD_TIMEOUT_S`) or one
-    with no such barrier (not Linux) vouches for nothing."""
+    with no such barrier (not Linux) gives no word."""
     from mdmem.index.sync import CaughtUp
     from mdmem.markdown.parse import Problem
 
@@ -651,10 +651,10 @@ def watcher_caught_up(root: Path) -> CaughtUp | None:
 
     try:
         reply = request(socket_path(root), {"op": "word"}, timeout=WORD_TIMEOUT_S)
-        if not reply or not reply.get("ok") or reply.get("vouched") is None:
+        if not reply or not reply.get("ok") or reply.get("caught_up") is None:
             return None
         problems = tuple(Problem(p["path"], p["message"], p["line"]) for p in reply["problems"])
-        return CaughtUp(int(reply["vouched"]), problems)
+        return CaughtUp(int(reply["caught_up"]), problems)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

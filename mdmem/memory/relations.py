@@ -90,7 +90,7 @@ def open_contradictions(found: Iterable[Relation]) -> dict[str, list[str]]:
 
 def relate(documents: Documents, writer: Writer, source: Entry, target: str, kind: str) -> Entry:
     """Record ``source kind target`` in the source's metadata (kept if already there)."""
-    from mdmem.memory.store import entry_by_id, same_entry
+    from mdmem.memory.knowledge_store import entry_by_id, same_entry
 
     if kind not in RELATION_KINDS:
         raise ValueError(f"unknown relation {kind!r}: use one of {', '.join(RELATION_KINDS)}")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mdmem.config import check_name
-from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem, write_failure
+from mdmem.errors import ConflictError, EntryNotFoundError, FileProblem
 from mdmem.layout import SESSIONS_DIR
 from mdmem.markdown import edits
 from mdmem.memory.documents import Documents
@@ -24,32 +24,36 @@ from mdmem.memory.session_format import (
 )
 from mdmem.memory.session_writer import Session
 from mdmem.memory.writers import FileWriter
+from mdmem.writes.os_failures import write_failure
 from mdmem.writes.safe_writer import EditFile, create_exclusive
 
 log = logging.getLogger("mdmem")
 
 
 class SessionFiles:
+    """``ws.sessions``: the recorded sessions in ``.sessions/``: list them, read one. A session
+    is started by ``ws.session(title)``, the one way to start one."""
+
     def __init__(
         self, documents: Documents, writer: FileWriter, allowed: Callable[[str], None]
     ) -> None:
         """``allowed(what)`` raises when the workspace may not write session files (any more:
         minimal mode)."""
-        self.documents = documents
-        self.writer = writer
-        self.allowed = allowed
-        self.folder = documents.root / SESSIONS_DIR
+        self._documents = documents
+        self._writer = writer
+        self._allowed = allowed
+        self._folder = documents.root / SESSIONS_DIR
         self._sweep: InterruptedSweep | None = None
-        self.on_written: Callable[[str, str], None] | None = None
+        self._on_written: Callable[[str, str], None] | None = None
         """Called with (path, new text) after each write of a session file (what automatic
         tier promotion listens to)."""
 
-    def start(self, title: str, agent: str, *, on_disk: bool) -> Session:
+    def _start(self, title: str, agent: str, *, on_disk: bool) -> Session:
         """A new session named ``YYYYMMDD_HHMMSS_<agent>-<random id>_<slug>``
         (:func:`session_stem`; ``-2``, ``-3`` … in the unlikely case it is taken); kept in
         memory only unless ``on_disk``."""
         agent = check_name(agent, "agent")
-        redactor = self.writer.redactor
+        redactor = self._writer.redactor
         title = redactor(edits.check_text(title).split("\n", 1)[0])  # (and so the file name)
         started = dt.datetime.now()
         base = session_stem(started, agent, title)
@@ -62,8 +66,8 @@ class SessionFiles:
         for n in range(1, 1000):
             stem = base if n == 1 else f"{base}-{n}"
             try:  # (a full disk: one line naming the file, never a bare OSError)
-                self.folder.mkdir(exist_ok=True)
-                if create_exclusive(self.folder / f"{stem}.md", data):
+                self._folder.mkdir(exist_ok=True)
+                if create_exclusive(self._folder / f"{stem}.md", data):
                     break
             except OSError as exc:
                 raise write_failure(f"{SESSIONS_DIR}/{stem}.md", exc) from None
@@ -77,14 +81,14 @@ class SessionFiles:
     def mark_interrupted(self) -> list[str]:
         if self._sweep is None:
             self._sweep = InterruptedSweep(
-                self.folder, lambda n: self._write(f"{SESSIONS_DIR}/{n}")
+                self._folder, lambda n: self._write(f"{SESSIONS_DIR}/{n}")
             )
         return self._sweep.sweep()
 
     def list(
         self, agent: str | None = None, since: str | None = None, limit: int | None = None
     ) -> list[SessionRecord]:
-        names = sorted((p.name for p in self.folder.glob("*.md")), reverse=True)
+        names = sorted((p.name for p in self._folder.glob("*.md")), reverse=True)
         # Files named YYYYMMDD_HHMMSS_… are read newest first and only as far as needed;
         # files named otherwise (by hand) are always read, then everything is sorted.
         stamped = [n for n in names if is_stamped(n)]
@@ -104,10 +108,10 @@ class SessionFiles:
     def record(self, session_id: str) -> SessionRecord:
         """One session by id (file stem), path, or a unique part of its id."""
         name = session_id.removeprefix(f"{SESSIONS_DIR}/").removesuffix(".md")
-        stems = sorted(p.stem for p in self.folder.glob("*.md"))
+        stems = sorted(p.stem for p in self._folder.glob("*.md"))
         matches = [s for s in stems if s == name] or [s for s in stems if name in s]
         if not matches:  # an archived session (.sessions/archive/YYYY-MM/) is found too
-            old = {p.stem: p.relative_to(self.folder).as_posix() for p in self._archived()}
+            old = {p.stem: p.relative_to(self._folder).as_posix() for p in self._archived()}
             hits = [s for s in old if s == name] or [s for s in old if name in s]
             if len(hits) == 1:
                 return self._load(old[hits[0]])
@@ -117,14 +121,14 @@ class SessionFiles:
         return self._load(f"{matches[0]}.md")
 
     def _archived(self) -> builtins.list[Path]:  # list: the method above
-        return sorted((self.folder / "archive").glob("*/*.md"))
+        return sorted((self._folder / "archive").glob("*/*.md"))
 
     def _write(self, rel: str) -> EditFile:
         def write(edit: Callable[[str], str]) -> str:
-            self.allowed("a session file")
-            text = self.writer.write(rel, edit, create=False)
-            if self.on_written is not None:
-                self.on_written(rel, text)
+            self._allowed("a session file")
+            text = self._writer.write(rel, edit, create=False)
+            if self._on_written is not None:
+                self._on_written(rel, text)
             return text
 
         return write
@@ -140,7 +144,7 @@ class SessionFiles:
     def _load(self, name: str) -> SessionRecord:
         rel = f"{SESSIONS_DIR}/{name}"
         try:
-            return parse_session(self.documents.read(rel))
+            return parse_session(self._documents.read(rel))
         except (TypeError, ValueError, OverflowError) as exc:
             raise FileProblem(rel, f"cannot be read as a session: {exc}") from None
 

@@ -333,7 +333,7 @@ class Workspace:
         memory only, ready to be compacted.
         """
         on_disk = self.config.mode == "full"
-        return self._w.sessions.start(title, agent or self.config.agent, on_disk=on_disk)
+        return self._w.sessions._start(title, agent or self.config.agent, on_disk=on_disk)
 
     def should_compact(self, messages: Conversation) -> bool:
         """True when ``messages`` are past ``compact.threshold_tokens`` (default 70,000),

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from mdmem.markdown.parse import Document
     from mdmem.memory.documents import DocumentSet
     from mdmem.memory.relations import Relation
+    from mdmem.memory.restore import RestoreReport
     from mdmem.memory.scan import ScanResult
     from mdmem.memory.tiers import Tier
-    from mdmem.memory.unarchive import RestoreReport
     from mdmem.redact import Redactor
     from mdmem.sharing.git_sync import SyncReport as GitSyncReport
     from mdmem.sharing.pool import Pool, PoolEntry
@@ -47,7 +47,7 @@ class Index:
         self._w = wiring
 
     @property
-    def backend(self) -> IndexBackend:
+    def _backend(self) -> IndexBackend:
         """The index itself (SQLite or PostgreSQL), for tools that need its own calls."""
         return self._w.backend
 
@@ -88,13 +88,13 @@ class Index:
         """The embedding model (loaded on first use), or None when embeddings are off."""
         return self._w.embedder()
 
-    def includes(self, path: str | os.PathLike[str]) -> bool:
+    def _includes(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``files.include`` / ``files.exclude`` make this file part of the index."""
         from mdmem.memory.scan import indexed_by
 
         return indexed_by(self._w.config.files, self._w.documents.resolve(path, "file")[0])
 
-    def note_read(self, path: str | os.PathLike[str], start_line: int, end_line: int) -> None:
+    def _note_read(self, path: str | os.PathLike[str], start_line: int, end_line: int) -> None:
         """Count a read of these lines of a file (an interface showing a citation's lines) as
         an access of each memory in them; a range over more than ``READ_MAX_ENTRIES`` memories
         is a page of the file and counts none. Never raises."""
@@ -115,11 +115,11 @@ class Files:
         self._w = wiring
 
     @property
-    def state_dir(self) -> Path:
+    def _state_dir(self) -> Path:
         """``.mdmem/``: what mdmem derives and keeps beside the files."""
         return self._w.state_dir
 
-    def resolve(self, name: str | os.PathLike[str], what: str = "file") -> tuple[str, Path]:
+    def _resolve(self, name: str | os.PathLike[str], what: str = "file") -> tuple[str, Path]:
         """A name given by a user or agent → (relative path, absolute path), inside only."""
         return self._w.documents.resolve(name, what)
 
@@ -131,12 +131,12 @@ class Files:
         """Parse every workspace file; unreadable ones become problems, not exceptions."""
         return self._w.documents.all()
 
-    def scan(self) -> ScanResult:
+    def _scan(self) -> ScanResult:
         """Which files belong to the workspace (``.gitignore``, ``files.include``, symlinks)."""
         return self._w.documents.scan()
 
     @property
-    def redactor(self) -> Redactor:
+    def _redactor(self) -> Redactor:
         """Masks secrets as ``[REDACTED:kind]`` (``[redact]`` in mdmem.toml): what every write
         and every text shown to an agent goes through."""
         return self._w.redactor
@@ -147,30 +147,30 @@ class Files:
         """Apply ``edit`` (old text → new text) to any text file of the workspace through the
         safe writes (lock, compare-and-swap, journal, no new secrets); returns the text now on
         disk. For integrations that keep files of their own (Claude's memory tool, imports)."""
-        return self._w.files.write(self.resolve(path)[0], edit, create=create)
+        return self._w.files.write(self._resolve(path)[0], edit, create=create)
 
-    def locked(self, rel: str, display: str) -> AbstractContextManager[object]:
+    def _locked(self, rel: str, display: str) -> AbstractContextManager[object]:
         """Hold the file's write lock (every program write takes it): for an integration that
         reads, decides and writes as one step."""
         return self._w.writer.locked(rel, display)
 
     @property
-    def journal(self) -> Journal:
+    def _journal(self) -> Journal:
         """``.mdmem/journal/``: every version a program write replaced."""
         return self._w.writer.journal
 
     def versions(self, path: str | os.PathLike[str]) -> list[JournalEntry]:
         """Earlier versions of a file, newest first: the bytes each program write replaced
         (and saves merged after one) (``mdmem recover``)."""
-        rel, _ = self.resolve(path)
+        rel, _ = self._resolve(path)
         return self._w.writer.journal.entries(rel)
 
     def recover(self, path: str | os.PathLike[str], version: str) -> JournalEntry:
         """Put an earlier version back (by id, or 1 = newest), through the safe writes: the
-        version it replaces is kept in the journal too (``mdmem recover --restore``)."""
+        version it replaces is kept in the journal too (``mdmem recover --put-back``)."""
         from mdmem.writes.safe_writer import decode_markdown
 
-        rel, _ = self.resolve(path)
+        rel, _ = self._resolve(path)
         entry = self._w.writer.journal.find(rel, version)
         text = decode_markdown(rel, entry.read_bytes(), self._w.config.max_file_bytes)
         self._w.files.write(rel, lambda _current: text, exact=True)
@@ -302,7 +302,7 @@ class Lifecycle:
         """Undo a consolidation: an archived original comes back alone; a merged memory's
         originals all come back and the merged memory goes to the archive (a merged memory a
         person deleted still brings its originals back). Nothing is deleted."""
-        from mdmem.memory.unarchive import restore
+        from mdmem.memory.restore import restore
 
         w = self._w
         return restore(w.documents, w.files, entry if isinstance(entry, str) else entry.id)

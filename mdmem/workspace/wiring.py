@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from mdmem.index.request import SearchRequest
     from mdmem.index.search import SearchResults
     from mdmem.index.sync import Progress, SyncReport
+    from mdmem.memory.knowledge_store import KnowledgeStore
     from mdmem.memory.relations import Relation
     from mdmem.memory.session_files import SessionFiles
-    from mdmem.memory.store import KnowledgeStore
     from mdmem.memory.task import Task
     from mdmem.memory.world import World
     from mdmem.memory.writers import FileWriter
@@ -122,7 +122,7 @@ class Wiring:
     @property
     def store(self) -> KnowledgeStore:
         """Lasting memories in memory.md / learnings.md (what remember/update/supersede use)."""
-        from mdmem.memory.store import KnowledgeStore
+        from mdmem.memory.knowledge_store import KnowledgeStore
 
         return KnowledgeStore(self.documents, self.files, self.redactor)
 
@@ -187,7 +187,7 @@ class Wiring:
             self._sessions = SessionFiles(self.documents, self.files, self.require_full)
             if self.config.tiers.auto:
                 self._promotes = True
-                self._sessions.on_written = self._after_session_write
+                self._sessions._on_written = self._after_session_write
         return self._sessions
 
     @property
@@ -293,7 +293,7 @@ class Wiring:
             lock_timeout=SEARCH_LOCK_WAIT_S,
             defer_bytes=SEARCH_SYNC_MAX_BYTES,
             mask=self.redactor.mask,
-            vouched=lambda: watcher_caught_up(self.root),
+            caught_up=lambda: watcher_caught_up(self.root),
             embedder=model,
             own_writes=self.own_writes,
         )

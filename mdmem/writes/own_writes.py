@@ -49,22 +49,16 @@ class OwnWrites:
                 return self._made, None
             return self._made, sorted(p for p, n in self._paths.items() if n > self._indexed)
 
-    def unindexed(self) -> int | None:
-        """None when every write is indexed; else a mark to pass to :meth:`indexed` once a
-        sync that began after this call has run to the end."""
-        with self._lock:
-            return self._made if self._made > self._indexed else None
-
-    def carry(self, vouched: int, generation: int) -> None:
-        """A live watcher vouched for the index at generation ``vouched``; this workspace's
+    def carry(self, said: int, generation: int) -> None:
+        """A live watcher said the index caught up at generation ``said``; this workspace's
         syncs of its own writes alone have brought it to ``generation`` since."""
         with self._lock:
-            self._carried = (vouched, generation)
+            self._carried = (said, generation)
 
-    def carried(self, vouched: int) -> int | None:
-        """The generation the watcher's word at ``vouched`` was carried to, or None."""
+    def carried(self, said: int) -> int | None:
+        """The generation the watcher's word at ``said`` was carried to, or None."""
         with self._lock:
-            if self._carried is None or self._carried[0] != vouched:
+            if self._carried is None or self._carried[0] != said:
                 return None
             return self._carried[1]
 

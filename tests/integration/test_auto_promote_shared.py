@@ -152,7 +152,7 @@ def test_the_watcher_promotes_a_session_another_process_wrote_and_ended(tmp_path
         assert watcher.wait_idle(30) and ws._w.auto_promote.wait(30)
     memory = (ws.root / "memory.md").read_text()
     assert f"source={Path(rel).stem}" in memory
-    assert rel in SharedPasses(ws.files.state_dir).handled()
+    assert rel in SharedPasses(ws.files._state_dir).handled()
     ws.close()
 
 
@@ -172,7 +172,7 @@ def test_a_session_end_is_handled_once_whichever_process_sees_it_first(tmp_path:
         assert _until(lambda: rel in ws._w.auto_promote.ended)  # the watcher saw the end
         assert ws._w.auto_promote.wait(30)
         assert theirs + ws._w.auto_promote.passes == 1
-    assert SharedPasses(ws.files.state_dir).handled() == [rel]
+    assert SharedPasses(ws.files._state_dir).handled() == [rel]
     ws.close()
 
 
@@ -221,7 +221,7 @@ def test_the_same_end_queued_by_another_process_during_the_pass_runs_no_second_p
     assert ws.sessions is not None and ws._w.auto_promote is not None
     auto = ws._w.auto_promote
     real = auto.promoter
-    other = SharedPasses(ws.files.state_dir)  # the watcher's process, seeing the same end
+    other = SharedPasses(ws.files._state_dir)  # the watcher's process, seeing the same end
     rels: list[str] = []
     asked: list[object] = []
 
@@ -252,7 +252,7 @@ def test_a_pass_another_process_holds_leaves_the_request_queued_without_a_warnin
     (ws.root / "mdmem.toml").write_text(FULL.format(l3=100_000))
     ws = Workspace.open(ws.root)
     assert ws.sessions is not None and ws._w.auto_promote is not None
-    holder = SharedPasses(ws.files.state_dir)  # another process, running a pass
+    holder = SharedPasses(ws.files._state_dir)  # another process, running a pass
     held = holder.claim(set(), forced=False)
     assert held is not None
     with caplog.at_level(logging.WARNING, "mdmem"):

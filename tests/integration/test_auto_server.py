@@ -128,7 +128,7 @@ def test_the_light_path_has_exactly_the_options_of_the_typer_command() -> None:
     assert set(VALUE_OPTIONS.values()) | (flag_params & set(SEARCH_PARAMS)) == set(SEARCH_PARAMS)
 
 
-TYPER_NAMES = {"type_": "type", "archived": "include_archived"}
+TYPER_NAMES = {"type_": "type"}
 
 
 @pytest.mark.parametrize(
@@ -140,6 +140,8 @@ TYPER_NAMES = {"type_": "type", "archived": "include_archived"}
         ["search", "-t", "note", "--path", "notes/*.md", "--agent", "coder", "--", "-q-"],
         ["search", "q", "--session", "s1", "--since", "2026-01-01", "--until", "2026-12-31"],
         ["search", "q", "--archived", "--no-archived", "--no-explain", "--verbose"],
+        ["search", "q", "--include-archived", "--explain"],
+        ["search", "q", "--archived", "--no-include-archived"],
         ["search", "q", "--scope", "inherited,global", "--json"],
     ],
 )

@@ -142,32 +142,32 @@ def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
     out = run(*w, "sessions", "--agent", "coder", "--json")
     assert out.returncode == 0, out.stderr
     assert [s["agent"] for s in json.loads(out.stdout)] == ["coder"] * 3
-    out = run(*w, "sessions", "show", "enum-ci")
+    out = run(*w, "sessions", "record", "enum-ci")
     assert "[error] psycopg.errors.UndefinedObject" in out.stdout
-    assert run(*w, "sessions", "show", "nope").returncode == 1
+    assert run(*w, "sessions", "record", "nope").returncode == 1
     assert run(*w, "sessions", "--since", "yesterday").returncode == 2
 
     out = run(*w, "task")
     assert "-> [ ] 4. tests/test_numbering_concurrency.py" in out.stdout
-    out = run(*w, "task", "done", "4")
+    out = run(*w, "task", "complete", "4")
     assert out.returncode == 0 and "now: 5." in out.stdout
-    out = run(*w, "task", "done", "99")
+    out = run(*w, "task", "complete", "99")
     assert out.returncode == 1 and "no TODO item 99" in out.stderr  # a data error, not usage
     assert json.loads(run(*w, "task", "add", "x", "--json").stdout)["text"] == "x"
     assert run(*w, "task", "add", "Write the changelog").stdout.startswith("added 8.")
-    done = json.loads(run(*w, "task", "done", "7", "--json").stdout)
+    done = json.loads(run(*w, "task", "complete", "7", "--json").stdout)
     assert done["item"]["done"] is True and done["current"]["n"] == 5
     assert run(*w, "task", "phase", "verify").stdout.strip() == "verify"
     state = json.loads(run(*w, "task", "list", "--json").stdout)
     assert (state["pointer"], state["phase"]) == (5, "verify")
     assert json.loads(run(*w, "task", "phase", "--json").stdout) == {"phase": "verify"}
 
-    assert "5433" in run(*w, "world", "db").stdout
-    out = run(*w, "world", "db", "PostgreSQL 16.4 on 6543")
+    assert "5433" in run(*w, "world", "get", "db").stdout
+    out = run(*w, "world", "set", "db", "PostgreSQL 16.4 on 6543")
     assert out.returncode == 0 and out.stdout.startswith("world_state.md:")
-    assert run(*w, "world", "db").stdout.strip() == "PostgreSQL 16.4 on 6543"
-    assert run(*w, "world", "no such key").returncode == 1
-    removed = run(*w, "world", "--remove", "heroku", "--json")
+    assert run(*w, "world", "get", "db").stdout.strip() == "PostgreSQL 16.4 on 6543"
+    assert run(*w, "world", "get", "no such key").returncode == 1
+    removed = run(*w, "world", "remove", "heroku", "--json")
     assert json.loads(removed.stdout) == {"archived": "heroku"}
 
     assert run(*w, "mode").stdout.strip() == "full"
@@ -176,7 +176,7 @@ def test_sessions_task_world_mode_commands(tmp_path: Path) -> None:
     out = run(*w, "task", "add", "x")
     assert out.returncode == 1 and "full mode only" in out.stderr
     assert run(*w, "mode", "maximal").returncode == 2
-    data = json.loads(run(*w, "context", "--budget", "300", "--json").stdout)
+    data = json.loads(run(*w, "context", "--budget-tokens", "300", "--json").stdout)
     assert data["tokens"] <= 300 and [s["name"] for s in data["sources"]] == [
         "knowledge",
         "compact",

@@ -391,11 +391,11 @@ def test_a_dry_run_does_not_swallow_other_threads_writes(example: Workspace) -> 
     inside, release = threading.Event(), threading.Event()
 
     def dry_run_in_a_worker() -> str:
-        from mdmem.memory.store import KnowledgeStore
+        from mdmem.memory.knowledge_store import KnowledgeStore
         from mdmem.memory.writers import DryRunWriter
 
-        run = DryRunWriter(ws._w.documents, ws.files.redactor)  # a dry run is a writer, not a mode
-        KnowledgeStore(ws._w.documents, run, ws.files.redactor).remember("only in the dry run")
+        run = DryRunWriter(ws._w.documents, ws.files._redactor)  # a dry run is a writer, not a mode
+        KnowledgeStore(ws._w.documents, run, ws.files._redactor).remember("only in the dry run")
         inside.set()
         release.wait(10)
         return run.diff()

@@ -38,7 +38,7 @@ def _aged(ws: Workspace, texts: list[str], *, accessed: int | None = 1) -> list[
     path = ws.root / "memory.md"
     path.write_text(re.sub(r"created=\S+", f"created={OLD}", path.read_text()), encoding="utf-8")
     for _ in range(accessed or 0):
-        ws.index.backend.bump_access(ids)
+        ws.index._backend.bump_access(ids)
     return ids
 
 
@@ -93,7 +93,7 @@ def test_missing_access_counts_count_as_recently_used(mem: Workspace) -> None:
 def _history_since(ws: Workspace, days: int) -> None:
     """As if the index had been counting accesses for ``days`` days."""
     since = (dt.datetime.now() - dt.timedelta(days=days)).isoformat(timespec="seconds")
-    ws.index.backend.conn.execute(  # type: ignore[attr-defined]
+    ws.index._backend.conn.execute(  # type: ignore[attr-defined]
         "UPDATE meta SET value = ? WHERE key = 'access_since'", (since,)
     )
 
@@ -104,7 +104,7 @@ def test_an_index_counting_for_min_age_days_reads_no_count_as_never_returned(
     """A memory no search returned in the index's whole history (at least min_age_days) is
     old and unused: a candidate. A shorter history still reads it as recently used."""
     _aged(mem, DEPLOY, accessed=None)
-    assert mem.index.backend.access_since() is not None  # set when the index was made
+    assert mem.index._backend.access_since() is not None  # set when the index was made
     _history_since(mem, 89)
     assert mem.lifecycle.consolidate(offline=True, dry_run=True).candidates == 0
     _history_since(mem, 90)
@@ -119,20 +119,20 @@ def test_access_history_starts_with_the_index_and_again_when_it_is_rebuilt(
     """An index of before the key gets it at its first open (its history starts then); a
     deleted index starts its history anew, so its missing counts are recently used again."""
     _aged(mem, DEPLOY, accessed=None)
-    conn = mem.index.backend.conn  # type: ignore[attr-defined]
+    conn = mem.index._backend.conn  # type: ignore[attr-defined]
     conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # an index made before it
     mem.close()
     again = Workspace(mem.root, embedder=mem.index.embedder())
     recent = dt.datetime.now() - dt.timedelta(minutes=5)
-    since = again.index.backend.access_since()
+    since = again.index._backend.access_since()
     assert since is not None and dt.datetime.fromisoformat(since) > recent
     _history_since(again, 400)
     assert again.lifecycle.consolidate(offline=True, dry_run=True).candidates == 3
     again.close()
     for suffix in ("", "-wal", "-shm"):
-        (again.files.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+        (again.files._state_dir / f"index.db{suffix}").unlink(missing_ok=True)
     rebuilt = Workspace(mem.root, embedder=mem.index.embedder())
-    assert dt.datetime.fromisoformat(rebuilt.index.backend.access_since() or "") > recent
+    assert dt.datetime.fromisoformat(rebuilt.index._backend.access_since() or "") > recent
     assert rebuilt.lifecycle.consolidate(offline=True, dry_run=True).candidates == 0
 
 
@@ -141,8 +141,8 @@ def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
     passed over is counted under its reason."""
     ids = _aged(mem, [*DEPLOY, "The office is in Lyon"], accessed=None)  # old, no count
     for _ in range(5):
-        mem.index.backend.bump_access([ids[0]])  # returned often
-    mem.index.backend.bump_access([ids[3]])
+        mem.index._backend.bump_access([ids[0]])  # returned often
+    mem.index._backend.bump_access([ids[3]])
     path = mem.root / "memory.md"
     text = path.read_text().replace("is in Lyon", "is in Lyon, France")  # edited by hand
     path.write_text(text + "- The printer is on floor 2\n", encoding="utf-8")  # no date
@@ -163,9 +163,9 @@ def test_the_report_says_why_memories_are_no_candidates(mem: Workspace) -> None:
 
 def test_often_returned_memories_are_kept(mem: Workspace) -> None:
     ids = _aged(mem, DEPLOY)
-    mem.index.backend.bump_access([ids[0]] * 1)
+    mem.index._backend.bump_access([ids[0]] * 1)
     for _ in range(4):
-        mem.index.backend.bump_access([ids[0]])  # 5 returns: max_access
+        mem.index._backend.bump_access([ids[0]])  # 5 returns: max_access
     report = mem.lifecycle.consolidate(offline=True)
     assert report.merged == 0 and ids[0] in _active(mem)
     assert report.clusters[0].outcome == "kept"
@@ -386,10 +386,10 @@ def test_a_persons_edit_during_consolidation_survives(mem: Workspace, embedder) 
         mem.config,
         mem._w.documents,
         writer,
-        mem.files.redactor,
+        mem.files._redactor,
         lambda: embedder.embed,
-        mem.index.backend.access_counts,
-        mem.files.state_dir,
+        mem.index._backend.access_counts,
+        mem.files._state_dir,
         token_counter(None),
     ).run(offline=True)
     outcomes = {c.members[0]: c.outcome for c in report.clusters}

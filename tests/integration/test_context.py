@@ -187,7 +187,14 @@ def test_query_brings_matching_memories_first(indexed: Workspace) -> None:
 @pytest.mark.slow
 def test_cli_context_prints_text_and_reports_usage(example: Workspace) -> None:
     out = subprocess.run(
-        [Path(sys.executable).parent / "mdmem", "-w", example.root, "context", "--budget", "500"],
+        [
+            Path(sys.executable).parent / "mdmem",
+            "-w",
+            example.root,
+            "context",
+            "--budget-tokens",
+            "500",
+        ],
         capture_output=True,
         text=True,
         check=True,

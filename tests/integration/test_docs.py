@@ -184,18 +184,67 @@ def _parsed(path: Path) -> _Links:
     return parser
 
 
-MCP_CONTRACT = {"recent", "session_event", "pool_get", "pool_set"}
-"""MCP tool names clients have configured, kept though they are not the library's names."""
+RUNS_THE_COMMAND = {"extract"}
+"""Flags named as a command because they run it (`import --extract`, `hooks install --extract`
+extract memories as `mdmem extract` does); any other such flag names another operation."""
+
+
+def _resolve(name: str, ws: Any) -> Any:
+    """A name of the table's Python column: ``ws.…``/``Workspace.…`` walked from the open
+    workspace, else the longest importable module of a dotted name, then its attributes."""
+    import importlib
+
+    if name.startswith(("ws.", "Workspace.")):
+        found: Any = ws
+        for part in name.split(".")[1:]:
+            assert hasattr(found, part), name
+            found = getattr(found, part)
+        return found
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            assert hasattr(found, part), name
+            found = getattr(found, part)
+        return found
+    raise AssertionError(f"{name}: no such module")
+
+
+def _options(command: Any) -> list[Any]:
+    """The options a user sees on a command (typer's hidden ones are old names, kept)."""
+    return [
+        p
+        for p in command.params
+        if getattr(p, "opts", None) and not getattr(p, "hidden", False)
+        and any(o.startswith("--") for o in p.opts)
+    ]  # fmt: skip
+
+
+def _long(option: Any) -> str:
+    return next(o for o in option.opts if o.startswith("--"))[2:].replace("-", "_")
 
 
 def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
     """docs/cli.md's table of each command, its library call and its MCP tool names every
     command the program has, and only names that exist: the commands, `Workspace`'s members,
-    parts and modules, and the MCP server's tools. Each operation has one name: a command is
-    named as its method, or as the part of the workspace its method is on; so is an MCP tool,
-    but for the names clients already use."""
+    parts and modules, and the MCP server's tools. Each operation has one name, all the way
+    down (issue 42 §5):
+
+    - a command is named as its method, or as the part of the workspace its method is on;
+    - so is each subcommand (`task complete` ↔ `ws.task.complete`, `pool read` ↔ `Pool.read`),
+      but a group's `list`;
+    - an MCP tool is named by words of its row's library calls (`pool_read`, `sessions`,
+      `session_event` ↔ `Session.event`);
+    - an option that gives a library parameter is named as that parameter, not a part of it
+      (`--budget-tokens` ↔ `budget_tokens`), and so is an MCP tool's argument;
+    - no flag is named as another command (`recover --restore` beside `mdmem restore`);
+    - an action of a part is a subcommand, not a flag (`world remove KEY`, not `--remove`).
+    """
     import asyncio
-    import importlib
+    import inspect
 
     from mdmem import Workspace
     from mdmem.cli import app
@@ -211,7 +260,7 @@ def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
 
     commands: Any = typer.main.get_command(app)
     listed = [n for row in rows for n in names(row[1])]
-    shown = {n for n, c in commands.commands.items() if not c.hidden}
+    shown = {n: c for n, c in commands.commands.items() if not c.hidden}
     assert sorted(listed) == sorted(shown)  # each command once, none missing
     for old, new in (("add", "remember"), ("show", "entries")):  # the names scripts still use
         assert commands.commands[old].hidden
@@ -222,36 +271,75 @@ def test_the_vocabulary_table_matches_the_code(tmp_path: Path) -> None:
     root = Workspace.init(tmp_path / "ws").root
     (root / "mdmem.toml").write_text('[embedding]\nmodel = ""\n')
     with Workspace.open(root) as ws:
-        for name in (n for row in rows for n in names(row[2])):
-            if name.startswith(("ws.", "Workspace.")):
-                found: Any = ws
-                for part in name.split(".")[1:]:
-                    assert hasattr(found, part), name
-                    found = getattr(found, part)
-            else:  # a module, or a module's function
-                try:
-                    importlib.import_module(name)
-                except ImportError:
-                    module, _, attr = name.rpartition(".")
-                    assert hasattr(importlib.import_module(module), attr), name
+        calls = [[(n, _resolve(n, ws)) for n in names(row[2])] for row in rows]
+        owners = [  # the parts a row works on (`ws.world`, `ws.files` of `ws.files.recover`)
+            [
+                _resolve(n.rsplit(".", 1)[0], ws) if callable(found) else found
+                for n, found in row_calls
+                if n.startswith("ws.") and n.count(".") >= 1 + callable(found)
+            ]
+            for row_calls in calls
+        ]
         server = build_server(ws, warm_up=False)
-        tools = {tool.name for tool in asyncio.run(server.list_tools())}
+        tools = {tool.name: tool for tool in asyncio.run(server.list_tools())}
     assert sorted(n for row in rows for n in names(row[3])) == sorted(tools)
 
-    def words(row: list[str]) -> set[str]:
+    def words(row_calls: list[tuple[str, Any]]) -> set[str]:
         """The names a row's library calls are reached by: parts, methods, and a method's
-        last word (`build_context` → `context`, `set_mode` → `mode`)."""
-        calls = [n.split(".")[1:] for n in names(row[2]) if n.startswith(("ws.", "Workspace."))]
-        return {w for call in calls for w in call} | {c[-1].rsplit("_", 1)[-1] for c in calls}
+        last word (`build_context` → `context`, `set_mode` → `mode`); of a class's method
+        (`mdmem.sharing.pool.Pool.read`), the method."""
+        found: set[str] = set()
+        for name, _ in row_calls:
+            parts = name.split(".")
+            if name.startswith(("ws.", "Workspace.")):
+                found |= set(parts[1:]) | {parts[-1].rsplit("_", 1)[-1]}
+            elif len(parts) > 1 and parts[-2][:1].isupper():
+                found.add(parts[-1])
+        return found
 
-    for row in rows:
-        known = words(row)
-        if not known:
-            continue  # a command with no Workspace call (server, hooks, mcp, import …)
-        for command in names(row[1]):
-            assert command.replace("-", "_") in known, (command, row)
+    def parameters(row_calls: list[tuple[str, Any]]) -> set[str]:
+        found: set[str] = set()
+        for _, call in row_calls:
+            if callable(call) and not isinstance(call, type):
+                try:
+                    found |= set(inspect.signature(call).parameters) - {"self"}
+                except (TypeError, ValueError):
+                    continue
+        return found
+
+    def shortened(name: str, params: set[str]) -> list[str]:
+        """The parameters ``name`` is a shortening of (`budget` of `budget_tokens`)."""
+        return [
+            p for p in params if p != name and (p.startswith(name + "_") or p.endswith("_" + name))
+        ]
+
+    for row, row_calls, row_owners in zip(rows, calls, owners, strict=True):
+        known = words(row_calls)
+        params = parameters(row_calls)
+        actions = {m for owner in row_owners for m in dir(owner) if not m.startswith("_")}
         for tool in names(row[3]):
-            assert tool in known or tool in MCP_CONTRACT, (tool, row)
+            assert set(tool.split("_")) <= known, (tool, row)
+            schema = tools[tool].input_schema.get("properties", {})
+            for arg in schema:
+                assert not shortened(arg, params), (tool, arg, shortened(arg, params))
+        for name in names(row[1]):
+            command = shown[name]
+            if known:
+                assert name.replace("-", "_") in known, (name, row)
+            subcommands = {
+                sub: c for sub, c in getattr(command, "commands", {}).items() if not c.hidden
+            }
+            for sub in subcommands:
+                if known:
+                    assert sub in known | {"list"}, (name, sub, row)
+            for each in [command, *subcommands.values()]:
+                for option in _options(each):
+                    long = _long(option)
+                    assert not shortened(long, params), (name, long, shortened(long, params))
+                    if option.is_flag:  # an action, not a value (`init --mode full` is one)
+                        named = long in shown and long not in RUNS_THE_COMMAND
+                        assert not named, (name, f"--{long}: the name of another command")
+                        assert long not in actions, (name, f"--{long}: a subcommand")
 
 
 def test_the_architecture_page_names_every_module_and_only_those() -> None:

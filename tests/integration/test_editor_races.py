@@ -486,7 +486,7 @@ def test_every_write_keeps_what_it_replaced_and_what_it_wrote(ws: Workspace) -> 
     assert versions[0].read_bytes() == path.read_bytes()  # a copy: its own inode
     assert versions[0].path.stat().st_ino != path.stat().st_ino
     assert versions[-1].read_bytes().decode() == original  # the oldest: before any write
-    journal = ws.files.state_dir / "journal"
+    journal = ws.files._state_dir / "journal"
     assert stat.S_IMODE(journal.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(v.path.stat().st_mode) == 0o600 for v in versions)
     ws.files.recover("memory.md", "4")
@@ -528,7 +528,7 @@ def test_mdmem_recover_lists_shows_and_restores(ws: Workspace) -> None:
     ]
     assert run("memory.md", "2", "--show").stdout == original
     assert "\n-- a fact to take back" in run("memory.md", "2").stdout  # restoring drops it
-    restored = run("memory.md", "2", "--restore")
+    restored = run("memory.md", "2", "--put-back")
     assert restored.returncode == 0, restored.stderr
     assert path.read_text() == original
     missing = run("memory.md", "99")

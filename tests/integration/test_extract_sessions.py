@@ -228,7 +228,7 @@ def test_re_extracting_after_consolidation_brings_back_no_original(agent_ws: Wor
     memory = agent_ws.root / "memory.md"
     old = (dt.date.today() - dt.timedelta(days=200)).isoformat()
     memory.write_text(re.sub(r"created=\S+", f"created={old}", memory.read_text()))
-    agent_ws.index.backend.bump_access([e.id for e in agent_ws.entries("memory.md")])
+    agent_ws.index._backend.bump_access([e.id for e in agent_ws.entries("memory.md")])
     assert agent_ws.lifecycle.consolidate(offline=True).count("merged") == 1
     before = memory.read_text()
     report = agent_ws.extract(path, offline=True)

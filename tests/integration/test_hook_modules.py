@@ -36,7 +36,7 @@ NEVER = {
 READ_ONLY_NEVER = {
     # SessionStart writes nothing: no locks (filelock imports asyncio), no knowledge store, no
     # promotion, no renameat2 through ctypes
-    "asyncio", "filelock", "mdmem.memory.store", "ctypes",
+    "asyncio", "filelock", "mdmem.memory.knowledge_store", "ctypes",
     "mdmem.distill.promote", "mdmem.workspace.parts", "mdmem.integrations.importers",
 }  # fmt: skip
 """Modules SessionStart (which only reads) does not import either."""

@@ -62,7 +62,7 @@ def test_symlink_loops_are_reported_and_skipped(ws: Workspace) -> None:
     _make_loops(ws.root)
     ws.remember("Deploys go to Fly.io staging")
 
-    problems = {p.path: str(p) for p in ws.files.scan().problems}
+    problems = {p.path: str(p) for p in ws.files._scan().problems}
     for name in ("loop.md", "a.md", "b.md"):
         assert problems[name] == f"{name}: symlink loop; skipped"
     assert "dirloop" not in problems  # not a Markdown name: skipped silently, like a dangling link
@@ -114,7 +114,7 @@ def test_internal_folders_are_refused_as_write_targets(ws: Workspace, name: str)
 def test_every_always_skipped_folder_is_refused(ws: Workspace) -> None:
     for folder in sorted(ALWAYS_SKIPPED):
         with pytest.raises(UnsafePathError):
-            ws.files.resolve(f"{folder}/x.md")
+            ws.files._resolve(f"{folder}/x.md")
 
 
 def test_cli_add_into_mdmem_folder_is_one_clear_line(ws: Workspace) -> None:

@@ -180,12 +180,12 @@ def test_reimport_creates_nothing(ws: Workspace) -> None:
     first = import_path(ws, DATA)
     assert first.count("created") == 6 and first.id is not None
     before = _tree(ws.root)
-    imports = sorted((ws.files.state_dir / "imports").iterdir())
+    imports = sorted((ws.files._state_dir / "imports").iterdir())
     again = import_path(ws, DATA)
     assert again.count("unchanged") == 6 and again.messages == 0
     assert again.id is None  # nothing written: no import to undo
     assert _tree(ws.root) == before
-    assert sorted((ws.files.state_dir / "imports").iterdir()) == imports
+    assert sorted((ws.files._state_dir / "imports").iterdir()) == imports
 
 
 def test_a_growing_log_gets_only_its_new_messages(ws: Workspace, tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_dry_run_writes_nothing(ws: Workspace) -> None:
     assert report.count("created") == 6 and report.id is None and report.dry_run
     assert report.messages == 35
     assert _tree(ws.root) == before
-    assert not (ws.files.state_dir / "imports").exists()
+    assert not (ws.files._state_dir / "imports").exists()
 
 
 def test_undo_moves_created_files_and_restores_appended_ones(ws: Workspace, tmp_path: Path) -> None:

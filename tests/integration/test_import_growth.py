@@ -70,8 +70,8 @@ def test_two_hundred_stops_keep_the_import_logs_and_the_journal_under_their_caps
     log = tmp_path / "claude" / "projects" / "p" / f"{SESSION}.jsonl"
     log.parent.mkdir(parents=True)
     rng = random.Random(40)
-    imports = ws.files.state_dir / IMPORTS_DIR
-    journal = ws.files.state_dir / JOURNAL_DIR
+    imports = ws.files._state_dir / IMPORTS_DIR
+    journal = ws.files._state_dir / JOURNAL_DIR
     caps = WriteConfig()
     texts: list[str] = []  # the session file after each stop
     ids: list[str] = []  # each stop's import
@@ -153,7 +153,7 @@ def test_an_old_import_keeps_what_it_created_and_says_what_it_no_longer_can(
             )
         import_path(ws, growing, "jsonl")
     assert both.id in import_ids(ws)
-    assert not (ws.files.state_dir / IMPORTS_DIR / both.id / "before").exists()
+    assert not (ws.files._state_dir / IMPORTS_DIR / both.id / "before").exists()
     done = undo(ws, both.id)
     created = next(o.path for o in both.outcomes if o.status == "created")
     appended = next(o.path for o in both.outcomes if o.status == "appended")
@@ -193,7 +193,7 @@ def test_a_log_written_before_deltas_still_undoes(ws: Workspace, tmp_path: Path)
     with log.open("a") as handle:
         handle.write('{"role": "assistant", "content": "hi"}\n')
     report = import_path(ws, log, "jsonl")
-    folder = ws.files.state_dir / IMPORTS_DIR / str(report.id)
+    folder = ws.files._state_dir / IMPORTS_DIR / str(report.id)
     (entry,) = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
     (folder / "before" / entry.pop("delta")).unlink()
     (folder / "before" / "old.md").write_text(before)
@@ -243,7 +243,7 @@ class ImportLogModel(RuleBasedStateMachine):
 
     @property
     def imports(self) -> Path:
-        return self.ws.files.state_dir / IMPORTS_DIR
+        return self.ws.files._state_dir / IMPORTS_DIR
 
     def _text(self, rel: str | None) -> str | None:
         if rel is None or not (self.ws.root / rel).exists():
@@ -387,7 +387,7 @@ def test_model_scenario_a_pruned_imports_id_is_never_given_again(ws: Workspace) 
     import of that second took its id back, so ``undo`` of the id printed for the first undid
     the later one (and ids no longer sorted by age). Written out with the clock's next few
     seconds taken as they would be: an id of each second already given, the bare one pruned."""
-    imports = ws.files.state_dir / IMPORTS_DIR
+    imports = ws.files._state_dir / IMPORTS_DIR
     now = dt.datetime.now()
     for s in range(6):  # this second and the next five: whichever the import falls in
         stamp = (now + dt.timedelta(seconds=s)).strftime("%Y%m%d_%H%M%S")

@@ -90,9 +90,9 @@ def test_ranking_needs_nothing_but_the_protocol(
     config = indexed.config.search
     query = "where do we deploy the postgres database"
     args = dict(k=8, mode=mode, config=config, filters=filters, track_access=False)
-    limits = dict(lock_timeout=5.0, defer_bytes=1_000_000, mask=indexed.files.redactor.mask)
-    direct = fresh_search(indexed.index.backend, query, **args, **limits)  # type: ignore[arg-type]
-    narrow = fresh_search(ProtocolOnly(indexed.index.backend), query, **args, **limits)  # type: ignore[arg-type]
+    limits = dict(lock_timeout=5.0, defer_bytes=1_000_000, mask=indexed.files._redactor.mask)
+    direct = fresh_search(indexed.index._backend, query, **args, **limits)  # type: ignore[arg-type]
+    narrow = fresh_search(ProtocolOnly(indexed.index._backend), query, **args, **limits)  # type: ignore[arg-type]
     assert [h.to_dict() for h in narrow] == [h.to_dict() for h in direct]
     assert direct  # every case finds something, so the comparison means something
     if filters.path:

@@ -56,7 +56,7 @@ def test_a_change_is_spliced_in_and_equals_a_full_read(tmp_path: Path, embedder)
     ws = Workspace(root, embedder=embedder)
     ws.index.update()
     model = embedder.model_id
-    index = ws.index.backend
+    index = ws.index._backend
     _same_as_a_full_read(index, model)
     cache = index._cache
     loads = cache.loads
@@ -107,9 +107,9 @@ def test_a_deleted_index_is_rebuilt_and_searched_as_from_scratch(tmp_path: Path,
     ws = Workspace(root, embedder=embedder)
     before = _hits(ws)
     for suffix in ("", "-wal", "-shm"):
-        Path(str(ws.index.backend.db_path) + suffix).unlink(missing_ok=True)
+        Path(str(ws.index._backend.db_path) + suffix).unlink(missing_ok=True)
     assert _hits(ws) == before
-    _same_as_a_full_read(ws.index.backend, embedder.model_id)
+    _same_as_a_full_read(ws.index._backend, embedder.model_id)
     ws.close()
 
 
@@ -127,7 +127,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
     def read_all_the_time() -> None:
         try:
             while not done.is_set():
-                _same_as_a_full_read(reader.index.backend, embedder.model_id)
+                _same_as_a_full_read(reader.index._backend, embedder.model_id)
         except BaseException as exc:
             errors.append(exc)
 
@@ -145,7 +145,7 @@ def test_a_reader_racing_a_writer_always_sees_a_whole_snapshot(tmp_path: Path, e
         done.set()
         thread.join(60)
     assert not errors, errors[0]
-    assert reader.index.backend._cache.splices > 0
-    _same_as_a_full_read(reader.index.backend, embedder.model_id)
+    assert reader.index._backend._cache.splices > 0
+    _same_as_a_full_read(reader.index._backend, embedder.model_id)
     reader.close()
     writer.close()

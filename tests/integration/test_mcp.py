@@ -30,7 +30,7 @@ TOOLS = {
     "search",
     "read",
     "context",
-    "recent",
+    "sessions",
     "remember",
     "update",
     "supersede",
@@ -39,8 +39,8 @@ TOOLS = {
     "world",
     "compact",
     "extract",
-    "pool_get",
-    "pool_set",
+    "pool_read",
+    "pool_write",
 }
 ENV = {"MDMEM_SERVER_AUTO": "0", "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
@@ -98,15 +98,15 @@ async def _round_trip(client: Client) -> dict[str, Any]:
     assert not world.is_error
     got = await client.call_tool("world", {"action": "get", "key": "db"})
     assert "6002" in json.dumps(got.structured_content)
-    shared = await client.call_tool("pool_set", {"key": "db/port", "value": {"port": 6002}})
+    shared = await client.call_tool("pool_write", {"key": "db/port", "value": {"port": 6002}})
     assert shared.structured_content["version"] == 1, shared.content
     stale = await client.call_tool(
-        "pool_set", {"key": "db/port", "value": {"port": 1}, "expected_version": 0}
+        "pool_write", {"key": "db/port", "value": {"port": 1}, "expected_version": 0}
     )
     assert stale.is_error and "expected version 0, found version 1" in stale.content[0].text
-    pooled = await client.call_tool("pool_get", {"key": "db/port"})
+    pooled = await client.call_tool("pool_read", {"key": "db/port"})
     assert pooled.structured_content["content"] == {"port": 6002}
-    recent = await client.call_tool("recent", {"limit": 3})
+    recent = await client.call_tool("sessions", {"limit": 3})
     assert recent.structured_content["sessions"][0]["title"] == "MCP session"
     context = await client.call_tool("context", {"query": "staging db", "budget_tokens": 400})
     assert "6002" in context.structured_content["text"]

@@ -275,8 +275,8 @@ EXPECTED_DECLARED = {
     ("remember", "file", "file"),
     ("compact", "source", "source"),
     ("extract", "source", "source"),
-    ("pool_get", "pool", "name"),
-    ("pool_set", "pool", "name"),
+    ("pool_read", "pool", "name"),
+    ("pool_write", "pool", "name"),
 }
 
 
@@ -285,7 +285,7 @@ def test_every_path_like_argument_goes_through_the_resolver(tmp_path: Path) -> N
     tools, templates = anyio.run(_listed, build_server(ws, warm_up=False))
     assert undeclared(tools) == []
     assert set(declared(tools)) == EXPECTED_DECLARED  # (the property test below covers each)
-    assert exempt(tools) == {"pool_get.key", "pool_set.key"}  # keys inside a pool file
+    assert exempt(tools) == {"pool_read.key", "pool_write.key"}  # keys inside a pool file
     for template in templates:  # every variable of a resource URI template is declared
         variables = set(re.findall(r"\{\+?(\w+)\}", template.uri_template))
         assert variables and variables == set((template.meta or {}).get(PATH_KEY, {}))

@@ -110,7 +110,7 @@ LOOP = textwrap.dedent(
         served = cli("search", "staging machines", "-k", "2", "-v")
         out["served"] = "answered by the warm server" in served.stderr
         out["served_hit"] = "Staging runs on two machines" in served.stdout
-        out["cli_context"] = "Deploys go to Fly.io" in cli("context", "--budget", "400").stdout
+        out["cli_context"] = "Deploys go to Fly.io" in cli("context", "--budget-tokens", "400").stdout
         out["status"] = "running" in cli("status").stdout
     print(json.dumps(out))
     """

@@ -1,5 +1,5 @@
-"""Read your own writes without checking every file (issue 15): while a watcher vouches for
-the index, a search after this workspace's own write indexes the files it wrote, by path, and
+"""Read your own writes without checking every file (issue 15): while a watcher says the
+index caught up, a search after this workspace's own write indexes the files it wrote, by path, and
 trusts the watcher for the rest; a watcher asked for its word first takes it back for any
 change the kernel has queued (issue 31 §6), so nothing changed behind its back is missed."""
 
@@ -39,7 +39,7 @@ def workspace(tmp_path: Path, config: str = CONFIG) -> Path:
 
 
 def indexed_paths(ws: Workspace) -> set[str]:  # (SQLite)
-    return {r[0] for r in ws.index.backend.conn.execute("SELECT path FROM files")}
+    return {r[0] for r in ws.index._backend.conn.execute("SELECT path FROM files")}
 
 
 @both_backends
@@ -52,16 +52,16 @@ def test_sync_paths_indexes_the_files_named_and_no_other(indexed: Workspace) -> 
     (root / "scratch" / "draft.md").write_text("# Draft\n\n- Ignored by git\n")
     gone = "learnings.md"
     (root / gone).unlink()
-    assert indexed.index.backend.freshness().removed == [gone]
+    assert indexed.index._backend.freshness().removed == [gone]
     mine = str((root / "notes" / "mine.md").resolve())
-    report = indexed.index.backend.sync_paths(
+    report = indexed.index._backend.sync_paths(
         [mine, "scratch/draft.md", gone, "../outside.md"], embed=False
     )
     assert sorted(report.paths) == sorted(["notes/mine.md", gone])
     assert report.added == 1 and report.removed == 1
-    fresh = indexed.index.backend.freshness()
+    fresh = indexed.index._backend.freshness()
     assert [f.path for f in fresh.changed] == ["notes/theirs.md"] and fresh.removed == []
-    assert indexed.index.backend.sync_paths(["notes/mine.md"], embed=False).changed == 0
+    assert indexed.index._backend.sync_paths(["notes/mine.md"], embed=False).changed == 0
     hits = indexed.search("otter upstream heron downstream", mode="keyword")  # (syncs all)
     assert {hit.path for hit in hits} == {"notes/mine.md", "notes/theirs.md"}
 
@@ -79,9 +79,9 @@ def test_an_own_write_and_a_change_behind_the_back_are_both_found(tmp_path: Path
             wait_until(
                 lambda: (
                     (v := watcher_caught_up(root)) is not None
-                    and v.generation == ws.index.backend.generation()
+                    and v.generation == ws.index._backend.generation()
                 ),
-                "the watcher never vouched for the index",
+                "the watcher never said the index caught up",
             )
             os.kill(watch.pid, signal.SIGSTOP)
             try:

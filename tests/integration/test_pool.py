@@ -497,7 +497,7 @@ def test_cli_set_get_list_rm_with_exit_codes(
     got = json.loads(_mdmem(ws, capsys, "get", "stats", "--pool", "research", "--json")[1])
     assert got["content"] == {"n": 2} and got["version"] == 1 and got["updated_by"] == "coder"
     conflict = subprocess.run(  # the real command, once
-        [str(BIN), "-w", str(ws.root), "pool", "set", "plan", "late", "--expect-version", "0"],
+        [str(BIN), "-w", str(ws.root), "pool", "write", "plan", "late", "--expect-version", "0"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -524,7 +524,7 @@ def test_cli_set_get_list_rm_with_exit_codes(
 # ---- MCP -------------------------------------------------------------------------------------
 
 
-def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
+def test_mcp_pool_read_and_pool_write_with_the_sdk_client(ws: Workspace) -> None:
     import anyio
     from mcp import Client
 
@@ -536,24 +536,24 @@ def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
         out: dict[str, object] = {}
         async with Client(server) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            out["read_only"] = tools["pool_get"].annotations.read_only_hint
-            out["set_schema"] = tools["pool_set"].input_schema
+            out["read_only"] = tools["pool_read"].annotations.read_only_hint
+            out["set_schema"] = tools["pool_write"].input_schema
             first = await client.call_tool(
-                "pool_set", {"key": "draft", "value": "v1 text", "metadata": {"stage": "a"}}
+                "pool_write", {"key": "draft", "value": "v1 text", "metadata": {"stage": "a"}}
             )
             out["first"] = first.structured_content
             second = await client.call_tool(
-                "pool_set", {"key": "draft", "value": {"words": 300}, "expected_version": 1}
+                "pool_write", {"key": "draft", "value": {"words": 300}, "expected_version": 1}
             )
             out["second"] = second.structured_content
             stale = await client.call_tool(
-                "pool_set", {"key": "draft", "value": "stale", "expected_version": 1}
+                "pool_write", {"key": "draft", "value": "stale", "expected_version": 1}
             )
             out["stale"] = (stale.is_error, stale.content[0].text)
-            out["got"] = (await client.call_tool("pool_get", {"key": "draft"})).structured_content
-            listed = await client.call_tool("pool_get", {})
+            out["got"] = (await client.call_tool("pool_read", {"key": "draft"})).structured_content
+            listed = await client.call_tool("pool_read", {})
             out["listed"] = listed.structured_content
-            missing = await client.call_tool("pool_get", {"key": "nope"})
+            missing = await client.call_tool("pool_read", {"key": "nope"})
             out["missing"] = (missing.is_error, missing.content[0].text)
         return out
 
@@ -565,14 +565,14 @@ def test_mcp_pool_get_and_pool_set_with_the_sdk_client(ws: Workspace) -> None:
     assert out["second"]["metadata"] == {"stage": "a"}  # type: ignore[index]
     assert out["stale"] == (
         True,
-        "Error executing tool pool_set: shared/default.md: pool key 'draft': expected version 1, "
+        "Error executing tool pool_write: shared/default.md: pool key 'draft': expected version 1, "
         "found version 2; nothing was written (read it again and retry)",
     )
     assert out["got"]["version"] == 2 and out["got"]["citation"] == "shared/default.md:3"  # type: ignore[index]
     assert [e["key"] for e in out["listed"]["entries"]] == ["draft"]  # type: ignore[index]
     assert out["missing"] == (
         True,
-        "Error executing tool pool_get: no key 'nope' in shared/default.md",
+        "Error executing tool pool_read: no key 'nope' in shared/default.md",
     )
 
 

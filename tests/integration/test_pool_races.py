@@ -74,7 +74,7 @@ def test_d2_a_stale_save_never_takes_the_pool_back(tmp_path: Path, after_s: floa
 
 def test_a_stale_save_without_a_newer_key_gets_it_back(tmp_path: Path) -> None:
     """A key acknowledged after the person's copy was read stays in the pool: a section is
-    removed through the pool (``delete``, ``mdmem pool rm``), which archives it."""
+    removed through the pool (``delete``, ``mdmem pool delete``), which archives it."""
     ws = Workspace.init(tmp_path / "ws", agent="main")
     pool = ws.sharing.pool()
     path = ws.root / "shared/default.md"

@@ -92,9 +92,11 @@ def test_bm25_scores_equal_fts5s_and_searches_agree(pair) -> None:
     lite.index.update()
     pg.index.update()
     for query in QUERIES:
-        with lite.index.backend.reading(), pg.index.backend.reading():
-            want = _by_place(lite.index.backend, lite.index.backend.keyword_candidates(query, 1000))
-            got = _by_place(pg.index.backend, pg.index.backend.keyword_candidates(query, 1000))
+        with lite.index._backend.reading(), pg.index._backend.reading():
+            want = _by_place(
+                lite.index._backend, lite.index._backend.keyword_candidates(query, 1000)
+            )
+            got = _by_place(pg.index._backend, pg.index._backend.keyword_candidates(query, 1000))
         assert want, query
         assert got.keys() == want.keys(), query
         for place, score in want.items():
@@ -160,11 +162,11 @@ def test_the_indexer_lock_makes_a_second_writer_wait_then_answer_stale(
     pair, postgres: Cluster
 ) -> None:
     _, pg = pair
-    key = db.lock_key("indexer", pg.index.backend.schema)
+    key = db.lock_key("indexer", pg.index._backend.schema)
     with psycopg.connect(postgres.url, autocommit=True) as other:  # another machine's indexer
         other.execute("SELECT pg_advisory_lock(%s)", (key,))
         (pg.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
-        report = pg.index.backend.sync(lock_timeout=0.2)
+        report = pg.index._backend.sync(lock_timeout=0.2)
         assert report.busy and report.stale == ["notes/late.md"]
         other.execute("SELECT pg_advisory_unlock(%s)", (key,))
     results = pg.search("quarterly audit", k=3)
@@ -206,8 +208,8 @@ def test_a_reader_never_sees_half_a_sync(tmp_path: Path, postgres: Cluster) -> N
     )
     seen: set[int] = set()
     while writer.poll() is None:  # (the writer stops by itself)
-        with ws.index.backend.searching(), ws.index.backend.reading():
-            rows = ws.index.backend.chunk_rows([int(r) for r in ws.index.backend.layout().rowids])
+        with ws.index._backend.searching(), ws.index._backend.reading():
+            rows = ws.index._backend.chunk_rows([int(r) for r in ws.index._backend.layout().rowids])
         versions = {
             int(r.text.rsplit("v", 1)[1]) for r in rows.values() if r.path[1:-3].isdigit()
             and int(r.path[1:-3]) % 3 == 0 and "alpha" in r.text
@@ -229,7 +231,7 @@ def test_a_reader_on_another_machine_searches_and_never_writes(
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
     (elsewhere / "notes" / "only-here.md").write_text("- Zanzibar is the codename\n")
-    reader = on_postgres(elsewhere, pg.index.backend.url, embedder, name=pg.index.backend.name)
+    reader = on_postgres(elsewhere, pg.index._backend.url, embedder, name=pg.index._backend.name)
     results = reader.search("which port does the compose postgres use", k=3)
     mine = pg.search("which port does the compose postgres use", k=3)
     assert [h.citation for h in results] == [h.citation for h in mine]
@@ -243,7 +245,7 @@ def test_a_reader_with_another_model_gets_one_clear_line(pair, tmp_path: Path) -
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(pg.root, elsewhere, ignore=shutil.ignore_patterns(".mdmem"))
     reader = on_postgres(
-        elsewhere, pg.index.backend.url, HashEmbedder(), name=pg.index.backend.name
+        elsewhere, pg.index._backend.url, HashEmbedder(), name=pg.index._backend.name
     )
     with pytest.raises(IndexServerError, match=r"holds vectors of sentence-transformers/.*set"):
         reader.search("alembic", k=3)
@@ -253,7 +255,7 @@ def test_a_reader_with_another_model_gets_one_clear_line(pair, tmp_path: Path) -
         model_id = pg.index.embedder().model_id
 
     reader = on_postgres(
-        elsewhere, pg.index.backend.url, SameNameOtherSize(), name=pg.index.backend.name
+        elsewhere, pg.index._backend.url, SameNameOtherSize(), name=pg.index._backend.name
     )
     with pytest.raises(IndexServerError, match=r"holds 384-d vectors .* gives 64-d ones: run"):
         reader.search("alembic", k=3)
@@ -261,10 +263,10 @@ def test_a_reader_with_another_model_gets_one_clear_line(pair, tmp_path: Path) -
 
 def test_a_model_change_re_embeds_into_a_table_of_its_own(pair) -> None:
     _, pg = pair
-    ws = on_postgres(pg.root, pg.index.backend.url, HashEmbedder())
+    ws = on_postgres(pg.root, pg.index._backend.url, HashEmbedder())
     report = ws.index.update()
     assert report.embedded == ws.index.status().chunks  # everything, with the new model
-    tables = dict(ws.index.backend.conn.execute("SELECT model, dim FROM vector_tables").fetchall())
+    tables = dict(ws.index._backend.conn.execute("SELECT model, dim FROM vector_tables").fetchall())
     assert tables == {"test/hash-64": 64, pg.index.embedder().model_id: 384}
     assert ws.search("alembic enum type", k=3, mode="vector")
     assert pg.index.update().embedded == 0  # switching back costs nothing: both are kept
@@ -278,7 +280,7 @@ def test_filters_fill_the_vector_candidates_by_iterative_scan(pair) -> None:
     from mdmem.index.postgres import read
 
     _, pg = pair
-    index = pg.index.backend
+    index = pg.index._backend
     conn = index.conn
     conn.execute("SET enable_seqscan = off")  # the HNSW index, even on a small table
     conn.execute("SET enable_sort = off")
@@ -329,7 +331,7 @@ def test_each_fault_is_one_line_that_says_what_to_do(pair, postgres: Cluster, tm
 
 def test_a_schema_from_a_newer_mdmem_is_refused(pair) -> None:
     _, pg = pair
-    pg.index.backend.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    pg.index._backend.conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     pg.close()
     with pytest.raises(IndexServerError, match="newer mdmem"):
         pg.search("alembic", k=1)
@@ -354,26 +356,26 @@ def test_the_relations_table_follows_the_files_in_the_syncs_transaction(
     ws = _keyword_only(tmp_path, postgres)
     old = ws.remember("The staging port is 5432")
     new = ws.remember("The staging port is 6543")
-    ws.index.backend.sync(embed=False)
-    assert _rels(ws.index.backend.relations(old.id)) == []  # type: ignore[attr-defined]
+    ws.index._backend.sync(embed=False)
+    assert _rels(ws.index._backend.relations(old.id)) == []  # type: ignore[attr-defined]
     path = ws.root / "memory.md"
     text = path.read_text()
     path.write_text(text.replace(f"id={new.id}", f"id={new.id} contradicts={old.id}"))  # by hand
-    assert ws.index.backend.relations(old.id) is None  # type: ignore[attr-defined]  # a file changed
-    ws.index.backend.sync(embed=False)
+    assert ws.index._backend.relations(old.id) is None  # type: ignore[attr-defined]  # a file changed
+    ws.index._backend.sync(embed=False)
     expected = [(new.id, "contradicts", old.id, True)]
-    assert _rels(ws.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
+    assert _rels(ws.index._backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     monkeypatch.setattr(ws._w.documents, "all", lambda: pytest.fail("parsed the files"))
     monkeypatch.setattr(ws._w.documents, "entries", lambda *a: pytest.fail("parsed the files"))
     assert _rels(ws.lifecycle.related(old.id)) == expected
     assert ws.lifecycle.contradicted() == {old.id: [new.id]}
     monkeypatch.undo()
     (ws.root / "notes.md").write_text(f"- A note <!-- mdmem id=m-0000000001 refines={old.id} -->\n")
-    ws.index.backend.sync(embed=False)
-    assert len(ws.index.backend.relations(old.id)) == 2  # type: ignore[arg-type, attr-defined]
+    ws.index._backend.sync(embed=False)
+    assert len(ws.index._backend.relations(old.id)) == 2  # type: ignore[arg-type, attr-defined]
     (ws.root / "notes.md").unlink()  # removed with its file
-    ws.index.backend.sync(embed=False)
-    assert _rels(ws.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
+    ws.index._backend.sync(embed=False)
+    assert _rels(ws.index._backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     ws.close()
 
 
@@ -384,23 +386,23 @@ def test_a_schema_3_index_fills_its_relations_at_the_next_sync_and_a_copy_brings
     old = ws.remember("Deploys go to Heroku")
     new = ws.remember("Deploys go to Fly.io")
     ws.lifecycle.relate(new, old.id, "contradicts")
-    ws.index.backend.sync(embed=False)
-    conn = ws.index.backend.conn  # type: ignore[attr-defined]
+    ws.index._backend.sync(embed=False)
+    conn = ws.index._backend.conn  # type: ignore[attr-defined]
     conn.execute("DROP TABLE relations")  # as an index of schema 3 has it
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     ws.close()
     again = on_postgres(ws.root, postgres.url, None)
-    assert again.index.backend.relations(old.id) is None  # type: ignore[attr-defined]
-    assert again.index.backend.sync(embed=False).updated >= 1  # every file read once
+    assert again.index._backend.relations(old.id) is None  # type: ignore[attr-defined]
+    assert again.index._backend.sync(embed=False).updated >= 1  # every file read once
     expected = [(new.id, "contradicts", old.id, True)]
-    assert _rels(again.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
+    assert _rels(again.index._backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     again.close()
     lite = Workspace(ws.root)  # the SQLite index of the same files
-    lite.index.backend.sync(embed=False)
+    lite.index._backend.sync(embed=False)
     lite.close()
     copied = on_postgres(ws.root, postgres.url, None, name="copied")
     copied.index.copy_to_postgres()
-    assert _rels(copied.index.backend.relations(old.id)) == expected  # type: ignore[attr-defined]
+    assert _rels(copied.index._backend.relations(old.id)) == expected  # type: ignore[attr-defined]
     copied.close()
 
 
@@ -411,16 +413,16 @@ def test_reads_count_and_the_access_history_is_kept_on_postgres(
     began counting (set when its schema is made, or at the first connection of an older one)."""
     ws = _keyword_only(tmp_path, postgres)
     a = ws.remember("The office is in Lyon")
-    ws.index.backend.sync(embed=False)
-    since = ws.index.backend.access_since()
+    ws.index._backend.sync(embed=False)
+    since = ws.index._backend.access_since()
     assert since is not None
     ws.get(a.id)
     ws.get(a.id)
-    assert ws.index.backend.access_counts([a.id]) == {a.id: 2}
-    ws.index.backend.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
+    assert ws.index._backend.access_counts([a.id]) == {a.id: 2}
+    ws.index._backend.conn.execute("DELETE FROM meta WHERE key = 'access_since'")  # type: ignore[attr-defined]
     ws.close()
     again = on_postgres(ws.root, postgres.url, None)
-    assert again.index.backend.access_since() is not None  # its history starts now
+    assert again.index._backend.access_since() is not None  # its history starts now
     again.close()
 
 
@@ -430,14 +432,14 @@ def test_a_connection_never_waits_long_to_start_the_access_history(
     """Another connection writing the same meta row holds it: a new connection leaves the key
     for later instead of waiting for that transaction (here it would wait forever)."""
     ws = _keyword_only(tmp_path, postgres)
-    holder = ws.index.backend.conn  # type: ignore[attr-defined]
+    holder = ws.index._backend.conn  # type: ignore[attr-defined]
     holder.execute("DELETE FROM meta WHERE key = 'access_since'")
     opened: list[str | None] = []
     with holder.transaction():
         holder.execute("INSERT INTO meta(key, value) VALUES ('access_since', 'held')")
         other = on_postgres(ws.root, postgres.url, None)
         connecting = threading.Thread(
-            target=lambda: opened.append(other.index.backend.access_since())
+            target=lambda: opened.append(other.index._backend.access_since())
         )
         connecting.start()
         connecting.join(timeout=20)
@@ -494,7 +496,7 @@ def test_a_workspace_on_postgres_never_moves_back_and_says_when_it_is_not_embedd
     lines = first.stdout.split("\n\n", 1)[1]
     (root / "mdmem.toml").write_text((root / "mdmem.toml").read_text() + "\n" + lines)
     ws = Workspace.open(root, embedder=embedder)
-    assert ws.index.backend.__class__.__name__ == "PostgresIndex"
+    assert ws.index._backend.__class__.__name__ == "PostgresIndex"
     for n in range(3):
         ws.remember(f"The canary deploy of release {n} goes to the Lisbon region first")
     ws.index.update()

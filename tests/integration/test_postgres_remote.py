@@ -148,7 +148,7 @@ def test_a_version_1_schema_gains_postings_with_the_same_scores(
 ) -> None:
     """An index made before postings existed (schema 1) is migrated on first use: its
     postings are rebuilt from the tsvectors, and the keyword scores do not change."""
-    index = shared.index.backend
+    index = shared.index._backend
     want = {h.citation: h.scores.keyword for h in shared.search("alembic enum migration", k=8)}
     conn = index.conn
     conn.execute("DROP TABLE postings")

@@ -154,3 +154,73 @@ def test_the_reference_renders_every_export_and_every_returned_type() -> None:
             if dataclasses.is_dataclass(found):  # a value: what its calls return is held too
                 pending.append(found)
     assert sorted(t.__qualname__ for t in held if t not in rendered) == []
+
+
+PARTS = {
+    "index": {"update", "status", "copy_to_postgres", "embedder"},
+    "files": {"read", "all", "edit", "versions", "recover"},
+    "sessions": {"list", "record", "mark_interrupted"},
+    "sharing": {"pool", "pools", "parent", "publish", "sync", "sync_from_parent"},
+    "lifecycle": {
+        "auto_promote", "consolidate", "restore", "relate", "related", "contradicted", "stats",
+        "tiers", "promote",
+    },
+    "task": {
+        "new", "add", "complete", "current", "instruct", "instructions", "items", "phase",
+        "set_phase", "state",
+    },
+    "world": {"get", "set", "remove", "facts", "as_dict"},
+}  # fmt: skip
+"""What a user calls on each part of a workspace. What integrations inside the package need
+(the index backend, the state folder, the redactor, the write lock …) is under a leading
+underscore: a new public name on a part is a decision, made here and in docs/reference/api.md."""
+
+POOL = {
+    "name", "path", "read", "write", "delete", "list", "history", "watch", "on_write",
+    "on_delete", "aread", "awrite", "adelete", "alist",
+}  # fmt: skip
+
+
+def _public(value: object) -> set[str]:
+    """The names a user sees on an object: its class's and its own (instance attributes)."""
+    return {name for name in dir(value) if not name.startswith("_")}
+
+
+def _rendered_members() -> dict[str, list[str] | None]:
+    """Each ``::: target`` of docs/reference/api.md → the members it is limited to (None: all
+    its public names)."""
+    text = (INIT.parents[1] / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
+    found: dict[str, list[str] | None] = {}
+    for match in re.finditer(r"^::: (\S+)\n((?:    .*\n)*)", text, re.M):
+        target, options = match.groups()
+        members = re.search(r"members:\s*\[([^\]]*)\]", options)
+        found[target] = [m.strip() for m in members.group(1).split(",")] if members else None
+    return found
+
+
+def test_each_part_shows_only_what_a_user_calls(ws: Workspace) -> None:
+    """`ws.index`, `ws.files`, `ws.sessions` … and a pool: their public names, instance
+    attributes included, are exactly the documented ones; each part's page in the API
+    reference renders all of them (so none of it is plumbing, and nothing is missing)."""
+    rendered = _rendered_members()
+    parts = {name: getattr(ws, name) for name in PARTS} | {"pool": ws.sharing.pool("notes")}
+    expected = PARTS | {"pool": POOL}
+    for name, part in parts.items():
+        assert _public(part) == expected[name], name
+        cls = type(part)
+        target = f"{cls.__module__}.{cls.__qualname__}"
+        assert target in rendered and rendered[target] is None, f"{target}: no page of its own"
+    ws.close()
+
+
+def test_the_errors_module_shows_only_the_errors() -> None:
+    """`mdmem.errors` holds the errors a user catches, each on the reference page; the helpers
+    that build them from an OSError live in `mdmem.writes.os_failures`, not here."""
+    import mdmem.errors
+
+    public = {
+        name
+        for name, value in vars(mdmem.errors).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == "mdmem.errors"
+    }
+    assert public == set(_rendered_members()["mdmem.errors"] or [])

@@ -278,14 +278,14 @@ def test_upgrade_rebuild_leaves_no_old_text(tmp_path: Path, embedder: object) ->
     hits = ws.search("deploy creds")
     assert hits and "[REDACTED:" in hits[0].text
     assert _leaks(_db_bytes(root)) == []
-    vectors = ws.index.backend.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-    chunks = ws.index.backend.conn.execute(
+    vectors = ws.index._backend.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    chunks = ws.index._backend.conn.execute(
         "SELECT count(DISTINCT text_hash) FROM chunks"
     ).fetchone()[0]
     assert vectors == chunks  # the vectors of the unmasked text are gone
-    generation = ws.index.backend.generation()
+    generation = ws.index._backend.generation()
     ws.search("deploy creds")
-    assert ws.index.backend.generation() == generation  # rebuilt once, not on every search
+    assert ws.index._backend.generation() == generation  # rebuilt once, not on every search
     ws.close()
 
 
@@ -309,7 +309,7 @@ def test_forget_removes_every_copy(tmp_path: Path, embedder: object) -> None:
     ws.index.update()
     assert PASSWORD.encode() in _db_bytes(root)
     query = "SELECT text_hash FROM chunks WHERE entry_id = ?"
-    hashes = [r[0] for r in ws.index.backend.conn.execute(query, (leaked.id,))]
+    hashes = [r[0] for r in ws.index._backend.conn.execute(query, (leaked.id,))]
 
     report = ws.forget(leaked.id)
 
@@ -322,7 +322,7 @@ def test_forget_removes_every_copy(tmp_path: Path, embedder: object) -> None:
     assert report.trash == (".trash/memory.md",) and unrelated.exists()
     assert any("git history" in w for w in report.warnings)
     assert PASSWORD.encode() not in _db_bytes(root)  # db file, free pages and WAL
-    left = ws.index.backend.conn.execute(
+    left = ws.index._backend.conn.execute(
         f"SELECT count(*) FROM embeddings WHERE text_hash IN ({','.join('?' * len(hashes))})",
         hashes,
     ).fetchone()[0]

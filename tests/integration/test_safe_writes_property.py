@@ -231,7 +231,7 @@ def _shows(path: Path, line: str, timeout: float = 5.0) -> bool:
 def _acknowledged_in_journal(ws: Workspace) -> bool:
     """Right after a write returns (the guard held off by the file's lock): the bytes at the
     path, a program write's, are in the journal byte for byte."""
-    with ws.files.locked("memory.md", "memory.md"):
+    with ws.files._locked("memory.md", "memory.md"):
         now = (ws.root / "memory.md").read_bytes()
         return any(
             v.read_bytes() == now for v in ws.files.versions("memory.md") if v.reason == "written"

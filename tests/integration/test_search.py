@@ -136,10 +136,10 @@ def test_model_change_re_embeds_and_never_mixes_vectors(indexed: Workspace) -> N
     assert report.embedded == ws.index.status().chunks  # everything re-embedded with the new model
     results = ws.search("alembic enum type", k=3, mode="vector")
     assert results and all(h.scores.vector is not None for h in results)
-    conn = ws.index.backend.conn
+    conn = ws.index._backend.conn
     models = {m for (m,) in conn.execute("SELECT DISTINCT model FROM embeddings")}
     assert models == {"test/hash-64", indexed.index.embedder().model_id}
-    vectors = ws.index.backend.vectors("test/hash-64")
+    vectors = ws.index._backend.vectors("test/hash-64")
     assert vectors.shape == (ws.index.status().chunks, 64)  # only the new model's vectors
     # and switching back costs nothing: the cache is keyed by (model, text)
     assert indexed.index.update().embedded == 0
@@ -299,7 +299,7 @@ def test_session_neighbours_share_relevance_but_knowledge_files_do_not(tmp_path:
 
 
 def test_chunker_version_change_rechunks_without_re_embedding(indexed: Workspace) -> None:
-    conn = indexed.index.backend.conn
+    conn = indexed.index._backend.conn
     conn.execute("UPDATE meta SET value = '0' WHERE key = 'chunker_version'")
     report = indexed.index.update()
     assert report.updated == indexed.index.status().files  # every file re-read and re-chunked
@@ -320,7 +320,7 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
     import subprocess
     import sys
 
-    lock = indexed.index.backend.lock_path
+    lock = indexed.index._backend.lock_path
     holder = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, select\nfrom filelock import FileLock\n"
@@ -332,7 +332,7 @@ def test_a_search_never_waits_long_for_another_writer(indexed: Workspace) -> Non
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         (indexed.root / "notes" / "late.md").write_text("- Quarterly audit is in March\n")
-        report = indexed.index.backend.sync(lock_timeout=0.2)
+        report = indexed.index._backend.sync(lock_timeout=0.2)
         assert report.busy and report.stale == ["notes/late.md"]
         results = indexed.search("quarterly audit", k=3)
         assert holder.poll() is None  # answered while the other process still held the index
@@ -361,11 +361,11 @@ def test_chunks_indexed_without_embedding_are_embedded_by_the_next_search(
 def test_an_index_of_an_older_schema_is_migrated_in_place(indexed: Workspace, embedder) -> None:
     from mdmem.index.sqlite.db import SCHEMA_VERSION
 
-    conn = indexed.index.backend.conn
+    conn = indexed.index._backend.conn
     conn.execute("PRAGMA user_version=1")  # as the first release left it
     indexed.close()
     ws = Workspace.open(indexed.root, embedder=embedder)
-    assert ws.index.backend.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert ws.index._backend.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert ws.index.update().embedded == 0  # migrated, not rebuilt: every vector is still there
     assert ws.search("alembic enum", k=1, mode="keyword")
 
@@ -410,7 +410,7 @@ def test_searches_see_one_consistent_index_while_another_process_writes(tmp_path
     while writer.poll() is None and (time.time() < end or runs < 100):
         try:
             search(
-                ws.index.backend,
+                ws.index._backend,
                 None,
                 "alpha item",
                 k=10,

@@ -99,7 +99,7 @@ def test_the_rerank_formula_with_every_weight_a_key(tmp_path: Path, rerank: str)
     ws.search("alpha", k=3)  # one return each: frequency log(2)/log(21)
     today = dt.date(2026, 11, 22)
     hits = search(
-        ws.index.backend, None, "alpha", k=3, mode="keyword", config=config, filters=Filters(),
+        ws.index._backend, None, "alpha", k=3, mode="keyword", config=config, filters=Filters(),
         today=today, track_access=False,
     )  # fmt: skip
     assert len(hits) == 3

@@ -40,7 +40,7 @@ def _workspace(root: Path, embedder: Any, compact: bool) -> Workspace:
     )
     config = load_config(root)
     if compact:  # the faiss store from the first chunk on
-        config = dataclasses.replace(config, index=IndexConfig(compact_vectors_from=0))
+        config = dataclasses.replace(config, index=IndexConfig(float16_vectors_from=0))
     ws = Workspace(root, config, embedder=embedder)
     ws.index.update()
     return ws
@@ -116,8 +116,8 @@ def test_the_vector_half_runs_beside_the_keyword_search(
     ws = _workspace(tmp_path / "ws", embedder, compact)
     try:
         query = "which port does staging use"
-        plain = _search(ws.index.backend, ws, query)
-        gate = _Gate(ws.index.backend)
+        plain = _search(ws.index._backend, ws, query)
+        gate = _Gate(ws.index._backend)
         gated = _search(gate, ws, query)
     finally:
         ws.close()
@@ -134,17 +134,17 @@ def test_an_error_of_either_half_reaches_the_caller_and_leaves_no_thread(
     ws = _workspace(tmp_path / "ws", embedder, compact=False)
     try:
         with pytest.raises(RuntimeError, match="scan failed"):
-            _search(_Gate(ws.index.backend, fail_scan=True), ws, "staging port")
+            _search(_Gate(ws.index._backend, fail_scan=True), ws, "staging port")
 
         class KeywordFails(_Gate):
             def keyword_candidates(self, query: str, limit: int) -> Scored:
                 raise OSError("disk gone")
 
         with pytest.raises(OSError, match="disk gone"):
-            _search(KeywordFails(ws.index.backend), ws, "staging port")
+            _search(KeywordFails(ws.index._backend), ws, "staging port")
         assert not [t for t in threading.enumerate() if t.name == "mdmem-vector"]
-        assert _search(ws.index.backend, ws, "staging port")  # and the index still searches
-        gate = _Gate(ws.index.backend)
+        assert _search(ws.index._backend, ws, "staging port")  # and the index still searches
+        gate = _Gate(ws.index._backend)
         _search(gate, ws, "staging port")  # the worker is free again: the half runs there
         assert gate.scan_thread in {t.ident for t in threading.enumerate() if t.daemon}
     finally:
@@ -156,7 +156,7 @@ def test_faiss_scans_on_one_thread_whichever_thread_searches(tmp_path: Path, emb
     """OpenMP keeps its thread count per thread: the scan thread sets its own."""
     ws = _workspace(tmp_path / "ws", embedder, compact=True)
     try:
-        scan = ws.index.backend.vector_scan(embedder.model_id)
+        scan = ws.index._backend.vector_scan(embedder.model_id)
         query = embedder.embed(["staging port"])[0]
         threads: list[int] = []
 
@@ -234,7 +234,7 @@ def test_the_vector_half_runs_openmp_on_one_thread_and_leaves_others_alone(
     try:
 
         def search() -> None:
-            counted = _Gate(ws.index.backend, on_scan=lambda: seen.append(torch.get_num_threads()))
+            counted = _Gate(ws.index._backend, on_scan=lambda: seen.append(torch.get_num_threads()))
             hits = _search(counted, ws, "which port does staging use")
             assert "port 6543" in hits[0][3]
 
@@ -266,13 +266,13 @@ def test_a_search_that_finds_the_worker_busy_gets_a_thread_of_its_own(
         def hold() -> None:
             assert second_done.wait(WAIT_S), "the second search waited for the first"
 
-        holding = _Gate(ws.index.backend, after_scan=hold)
+        holding = _Gate(ws.index._backend, after_scan=hold)
         runner = threading.Thread(
             target=lambda: first.append(_search(holding, ws, "which port does staging use"))
         )
         runner.start()
         assert holding.started.wait(WAIT_S)
-        other = _Gate(ws.index.backend)
+        other = _Gate(ws.index._backend)
         second = _search(other, ws, "which port does staging use")
         second_done.set()
         runner.join(WAIT_S)

@@ -368,7 +368,7 @@ def test_search_refuses_a_k_below_one(indexed: Workspace, k: object) -> None:
         asyncio.run(indexed.asearch("database port", k=k, mode="keyword"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be an integer of at least 1"):
         search(
-            indexed.index.backend,
+            indexed.index._backend,
             None,
             "database port",
             k=k,  # type: ignore[arg-type]

@@ -40,12 +40,12 @@ def workspace(tmp_path: Path, embedder: object) -> Workspace:
 
 
 def stored(ws: Workspace) -> dict[tuple[str, str], tuple[str, str]]:
-    rows = ws.index.backend.conn.execute("SELECT path, id, embed_text, text_hash FROM chunks")
+    rows = ws.index._backend.conn.execute("SELECT path, id, embed_text, text_hash FROM chunks")
     return {(path, cid): (text, text_hash) for path, cid, text, text_hash in rows}
 
 
 def vectors(ws: Workspace, model_id: str) -> dict[str, np.ndarray]:
-    rows = ws.index.backend.conn.execute(
+    rows = ws.index._backend.conn.execute(
         "SELECT text_hash, vector FROM embeddings WHERE model = ?", (model_id,)
     )
     return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
@@ -78,7 +78,7 @@ def test_the_pipelined_sync_stores_what_each_file_alone_gives(tmp_path: Path, em
         for path in sorted((ws.root / "notes").iterdir()):
             rel = path.relative_to(ws.root).as_posix()
             doc = parse_document(rel, path.read_text())
-            for chunk in chunk_document(doc, ws.index.backend.redactor):
+            for chunk in chunk_document(doc, ws.index._backend.redactor):
                 expected[(rel, chunk.id)] = (chunk.embed_text, chunk.text_hash)
         assert chunks == expected
         texts = {text_hash: text for text, text_hash in chunks.values()}

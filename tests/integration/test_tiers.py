@@ -328,10 +328,10 @@ def test_archived_sessions_keep_their_entry_ids_and_access_counts(tmp_path: Path
     for _ in range(3):
         ws.search("harbour gym opens at six", k=1, mode="keyword")
     event = before["10:01:00 [user] The harbour gym opens at six"]
-    counted = ws.index.backend.access_counts([event])[event]
+    counted = ws.index._backend.access_counts([event])[event]
     assert counted >= 3
     assert [m.done for m in ws.lifecycle.promote().moves] == [True]
     moved = ".sessions/archive/2026-01/20260105_100000_gym.md"
     assert {e.text: e.id for e in ws.entries(moved)} == before
     ws.index.update()
-    assert ws.index.backend.access_counts([event])[event] == counted
+    assert ws.index._backend.access_counts([event])[event] == counted

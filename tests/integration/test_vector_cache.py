@@ -13,7 +13,7 @@ from mdmem.index.sqlite import read
 
 
 def _same_as_a_full_read(ws: Workspace) -> None:
-    index = ws.index.backend
+    index = ws.index._backend
     model = ws.index.embedder().model_id  # type: ignore[union-attr]
     cached = index.vectors(model)
     full = read.vectors(index.conn, index.layout(), model)
@@ -31,7 +31,7 @@ def test_the_cache_reads_only_new_texts_and_equals_a_full_read(tmp_path: Path, e
         (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
     ws = Workspace(root, embedder=embedder)
     ws.index.update()
-    index = ws.index.backend
+    index = ws.index._backend
     model = embedder.model_id
     cache = index.vector_cache(model)
     assert cache.reads == 48  # the first load: every text

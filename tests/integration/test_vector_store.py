@@ -1,5 +1,5 @@
-"""The compact vector store (float16 in faiss, in a file beside the index) used above
-``index.compact_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite when its file
+"""The float16 vector store (float16 in faiss, in a file beside the index) used above
+``index.float16_vectors_from`` chunks: it round-trips, rebuilds itself from SQLite when its file
 is missing, damaged or foreign, follows edits incrementally, forgets for good, survives a writer
 killed midway, and ranks as the float32 path does (scores within float16 rounding); from
 ``FAST_SCAN_FROM`` rows its fast-scan copy picks the nearest rows, and a mask it cannot honour
@@ -19,8 +19,8 @@ import pytest
 from mdmem import Workspace
 from mdmem.config import IndexConfig, load_config
 from mdmem.index.sqlite import read
-from mdmem.index.sqlite.scale.compact_vectors import CompactVectors, StoreError, store_path
 from mdmem.index.sqlite.scale.fast_scan import FAST_NEAREST
+from mdmem.index.sqlite.scale.float16_vectors import Float16Vectors, StoreError, store_path
 
 pytest.importorskip("faiss")
 
@@ -30,7 +30,7 @@ FP16 = 2e-3
 
 def _workspace(root: Path, embedder, threshold: int = 0) -> Workspace:  # type: ignore[no-untyped-def]
     config = load_config(root)
-    config = replace(config, index=IndexConfig(compact_vectors_from=threshold))
+    config = replace(config, index=IndexConfig(float16_vectors_from=threshold))
     return Workspace(root, config, embedder=embedder)
 
 
@@ -44,16 +44,16 @@ def _notes(root: Path, files: int = 8, per_note: int = 4) -> None:
         (root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n## Facts\n{facts}\n")
 
 
-def _store(ws: Workspace) -> CompactVectors:
-    store = ws.index.backend.vector_cache(ws.index.embedder().model_id)  # type: ignore[union-attr]
-    assert isinstance(store, CompactVectors)
+def _store(ws: Workspace) -> Float16Vectors:
+    store = ws.index._backend.vector_cache(ws.index.embedder().model_id)  # type: ignore[union-attr]
+    assert isinstance(store, Float16Vectors)
     return store
 
 
 def _matches_exact(ws: Workspace, queries: list[str]) -> None:
     """The store's vectors equal SQLite's within float16 rounding, and its candidates hold
     the exact top 10 with the same order and scores."""
-    index, embedder = ws.index.backend, ws.index.embedder()
+    index, embedder = ws.index._backend, ws.index.embedder()
     assert embedder is not None
     store = _store(ws)
     layout = index.layout()
@@ -87,16 +87,16 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     ws = _workspace(root, embedder)
     ws.index.update()
     first = _store(ws)
-    path = store_path(ws.index.backend.db_path)
+    path = store_path(ws.index._backend.db_path)
     assert first.writes == 1 and path.is_file()
     _matches_exact(ws, ["which rack holds the 2th server of note 5"])
     model = embedder.model_id
-    hashes = ws.index.backend._cache.texts
+    hashes = ws.index._backend._cache.texts
 
-    def fresh() -> CompactVectors:
-        store = CompactVectors(model, path)
-        with read.snapshot(ws.index.backend.conn):
-            store.update(ws.index.backend.conn, hashes)
+    def fresh() -> Float16Vectors:
+        store = Float16Vectors(model, path)
+        with read.snapshot(ws.index._backend.conn):
+            store.update(ws.index._backend.conn, hashes)
         return store
 
     again = fresh()  # the file as written: loaded, nothing read from SQLite
@@ -107,7 +107,7 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     data[len(data) // 3] ^= 0xFF  # one flipped bit in the codes
     path.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="checksum"):
-        CompactVectors(model, path)._load()
+        Float16Vectors(model, path)._load()
     rebuilt = fresh()
     assert rebuilt.writes == 1 and np.array_equal(rebuilt.layout_matrix(), first.layout_matrix())
 
@@ -116,10 +116,10 @@ def test_round_trip_and_rebuild_when_missing_damaged_or_foreign(tmp_path: Path, 
     path.unlink()
     assert fresh().writes == 1 and path.is_file()
     with pytest.raises(StoreError, match="another model"):
-        CompactVectors("another/model", path)._load()
-    foreign = CompactVectors("another/model", path)  # no vector of it: an empty store, and
-    with read.snapshot(ws.index.backend.conn):  # the file of the model that has vectors stays
-        foreign.update(ws.index.backend.conn, hashes)
+        Float16Vectors("another/model", path)._load()
+    foreign = Float16Vectors("another/model", path)  # no vector of it: an empty store, and
+    with read.snapshot(ws.index._backend.conn):  # the file of the model that has vectors stays
+        foreign.update(ws.index._backend.conn, hashes)
     assert foreign.rows == 0 and fresh().writes == 0
 
 
@@ -165,19 +165,19 @@ def test_forget_leaves_no_vector_in_the_file(tmp_path: Path, embedder) -> None:
     entry = ws.remember("The vault code is 7341 and it opens the basement door")
     ws.index.update()
     store = _store(ws)
-    path = store_path(ws.index.backend.db_path)
-    layout = ws.index.backend.layout()
-    rows = ws.index.backend.chunk_rows([int(r) for r in layout.rowids])
+    path = store_path(ws.index._backend.db_path)
+    layout = ws.index._backend.layout()
+    rows = ws.index._backend.chunk_rows([int(r) for r in layout.rowids])
     at = [i for i, r in enumerate(layout.rowids) if "vault" in rows[int(r)].text]
-    secret = read.vectors(ws.index.backend.conn, layout, embedder.model_id)[at]
+    secret = read.vectors(ws.index._backend.conn, layout, embedder.model_id)[at]
     codes = [v.astype("<f2").tobytes() for v in secret]
     assert all(c in path.read_bytes() for c in codes)  # fp16 codes, as faiss stores them
-    texts = [ws.index.backend._cache.texts[i].encode() for i in at]
+    texts = [ws.index._backend._cache.texts[i].encode() for i in at]
     ws.forget(entry.id)
     after = path.read_bytes()
     assert not any(c in after for c in codes)
     assert not any(t in after for t in texts)
-    exact = read.vectors(ws.index.backend.conn, ws.index.backend.layout(), embedder.model_id)
+    exact = read.vectors(ws.index._backend.conn, ws.index._backend.layout(), embedder.model_id)
     assert np.abs(store.layout_matrix() - exact).max() < 1e-3
 
 
@@ -187,12 +187,12 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     ws = _workspace(root, embedder)
     ws.index.update()
     before = _store(ws).layout_matrix()
-    path = store_path(ws.index.backend.db_path)
+    path = store_path(ws.index._backend.db_path)
     script = textwrap.dedent(
         f"""
         import os, signal
-        from mdmem.index.sqlite.scale.compact_vectors import CompactVectors
-        store = CompactVectors({embedder.model_id!r}, __import__("pathlib").Path({str(path)!r}))
+        from mdmem.index.sqlite.scale.float16_vectors import Float16Vectors
+        store = Float16Vectors({embedder.model_id!r}, __import__("pathlib").Path({str(path)!r}))
         store._load()
         def blocks():
             yield store.hashes[:1], b"x" * store._code_size()
@@ -202,31 +202,31 @@ def test_a_writer_killed_midway_leaves_a_usable_store(tmp_path: Path, embedder) 
     )
     killed = subprocess.run([sys.executable, "-c", script], check=False)
     assert killed.returncode == -9
-    again = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.backend.conn):
-        again.update(ws.index.backend.conn, ws.index.backend._cache.texts)
+    again = Float16Vectors(embedder.model_id, path)
+    with read.snapshot(ws.index._backend.conn):
+        again.update(ws.index._backend.conn, ws.index._backend._cache.texts)
     assert again.writes == 0  # the old file, whole, not rebuilt
     assert np.array_equal(again.layout_matrix(), before)
     left = list(path.parent.glob(f"{path.name}.tmp-*"))
     assert len(left) == 1  # what the dead writer left
     path.unlink()  # rebuilt from SQLite: the next rewrite zeroes and removes what was left
-    rebuilt = CompactVectors(embedder.model_id, path)
-    with read.snapshot(ws.index.backend.conn):
-        rebuilt.update(ws.index.backend.conn, ws.index.backend._cache.texts)
+    rebuilt = Float16Vectors(embedder.model_id, path)
+    with read.snapshot(ws.index._backend.conn):
+        rebuilt.update(ws.index._backend.conn, ws.index._backend._cache.texts)
     assert rebuilt.writes == 1
     assert list(path.parent.glob(f"{path.name}.tmp-*")) == []
 
 
-def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, np.ndarray]:
+def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[Float16Vectors, np.ndarray]:
     """2,000 chunks with random unit vectors, in a store that builds its scanner from
     ``fast_scan_from`` rows; also the float32 vectors of its base rows."""
     root = tmp_path / "ws"
     _notes(root, files=20, per_note=100)
     ws = Workspace(root)
     ws.index.update(embed=False)
-    conn, model = ws.index.backend.conn, "test/random-384"
-    ws.index.backend.layout()
-    hashes = ws.index.backend._cache.texts
+    conn, model = ws.index._backend.conn, "test/random-384"
+    ws.index._backend.layout()
+    hashes = ws.index._backend._cache.texts
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(hashes), 384), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -235,7 +235,7 @@ def _random_store(tmp_path: Path, fast_scan_from: int) -> tuple[CompactVectors, 
             "INSERT INTO embeddings(model, text_hash, dim, vector) VALUES (?, ?, 384, ?)",
             [(model, h, v.tobytes()) for h, v in zip(hashes, vectors, strict=True)],
         )
-    store = CompactVectors(model, tmp_path / "vectors", fast_scan_from=fast_scan_from)
+    store = Float16Vectors(model, tmp_path / "vectors", fast_scan_from=fast_scan_from)
     with read.snapshot(conn):
         store.update(conn, hashes)
     by_text = dict(zip(hashes, vectors, strict=True))
@@ -290,6 +290,6 @@ def test_a_small_store_has_no_scanner(tmp_path: Path) -> None:
     q = as_stored[5]
     picked = store.nearest(q, np.ones(len(store.order), dtype=bool), nearest=10)
     assert picked is not None and list(picked) == list(np.argsort(-(as_stored @ q))[:10])
-    at_the_line = CompactVectors(store.model_id, store.path, fast_scan_from=store.rows)
+    at_the_line = Float16Vectors(store.model_id, store.path, fast_scan_from=store.rows)
     at_the_line._load()
     assert at_the_line.scanner is not None and at_the_line.scanner.ntotal == store.rows

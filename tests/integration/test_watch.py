@@ -61,7 +61,7 @@ def _converges(watcher, ws: Workspace, tmp: Path, timeout: float = 15.0) -> None
     expected = _full_reindex(ws.root, tmp)
     while True:
         watcher.wait_idle(timeout=5)
-        got = _state(ws.files.state_dir / "index.db")
+        got = _state(ws.files._state_dir / "index.db")
         if got == expected:
             return
         if time.monotonic() > deadline:
@@ -96,7 +96,7 @@ def test_write_in_place(watched) -> None:
         handle.write(text)
         handle.truncate()
     _converges(watcher, ws, tmp)
-    assert any("Render" in row[3] for row in _state(ws.files.state_dir / "index.db"))
+    assert any("Render" in row[3] for row in _state(ws.files._state_dir / "index.db"))
 
 
 def test_temp_file_then_rename_over(watched) -> None:  # VS Code, many others
@@ -171,7 +171,7 @@ def test_folders_created_moved_in_moved_out_and_deleted(watched) -> None:
     shutil.move(str(ws.root / "renamed"), str(tmp / "gone"))  # moved out
     shutil.rmtree(ws.root / "created")  # deleted
     _converges(watcher, ws, tmp)
-    paths = {row[0] for row in _state(ws.files.state_dir / "index.db")}
+    paths = {row[0] for row in _state(ws.files._state_dir / "index.db")}
     assert not {p for p in paths if p.startswith(("renamed/", "created/", "incoming/"))}
 
 
@@ -201,7 +201,7 @@ def test_the_state_folder_costs_no_watch_and_every_other_folder_is_watched(
     ws = Workspace(root, KEYWORD_ONLY)
     ws.index.update(embed=False)
     for i in range(40):  # what the journal holds after writes to 40 files
-        (ws.files.state_dir / "journal" / "notes" / f"f{i}.md").mkdir(parents=True)
+        (ws.files._state_dir / "journal" / "notes" / f"f{i}.md").mkdir(parents=True)
     folders = 1 + sum(  # the root and each folder in it, but not under an ignored one
         len(dirs) for _, dirs, _ in _walk_not_ignored(root)
     )
@@ -223,7 +223,7 @@ def test_the_state_folder_costs_no_watch_and_every_other_folder_is_watched(
         _converges(watcher, ws, tmp)
         (root / "renamed" / "again.md").write_text("- in the folder made again\n")
         _converges(watcher, ws, tmp)
-        paths = {row[0] for row in _state(ws.files.state_dir / "index.db")}
+        paths = {row[0] for row in _state(ws.files._state_dir / "index.db")}
         assert "renamed/again.md" in paths and "renamed/later.md" not in paths
         assert _inotify_watches() - before == 2 * folders + 1  # renamed/ in place of notes/
     assert _inotify_watches() == before
@@ -340,7 +340,7 @@ def test_watched_edits_are_embedded(tmp_path: Path, embedder) -> None:
     with ws.watch() as watcher:
         watcher.wait_idle(timeout=60)
         (root / "memory.md").write_text("## Facts\n- The office wifi is called Saruman now\n")
-        db = ws.files.state_dir / "index.db"
+        db = ws.files._state_dir / "index.db"
         deadline = time.monotonic() + 60
         while not any("Saruman" in row[3] for row in _state(db)):  # the watcher, not a search
             assert time.monotonic() < deadline, "the watcher never indexed the edit"
@@ -460,7 +460,7 @@ def test_included_non_markdown_files_are_watched(tmp_path: Path) -> None:
         files=FilesConfig(include=("**/*.md", "**/*.txt")),
     )
     ws = Workspace(root, config)
-    db = ws.files.state_dir / "index.db"
+    db = ws.files._state_dir / "index.db"
     with ws.watch() as watcher:  # reconcile_seconds keeps its default of 30 s
         assert watcher.wait_idle(timeout=30)
         (root / "claude" / "notes.txt").write_text("The deploy key rotates on Fridays\n")

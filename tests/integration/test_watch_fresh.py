@@ -47,7 +47,7 @@ def served(tmp_path: Path) -> Iterator[Path]:
     assert first.reply is not None, first.note
     pid = first.reply["pid"]
     try:
-        wait_until(lambda: watcher_caught_up(root) is not None, "the watcher never vouched")
+        wait_until(lambda: watcher_caught_up(root) is not None, "the watcher never gave its word")
         yield root
     finally:
         os.kill(pid, signal.SIGTERM)

@@ -238,7 +238,7 @@ def test_an_index_replaced_by_another_process_is_reopened(tmp_path: Path) -> Non
     messages: list[str] = []
     with Workspace(root, KEYWORD_ONLY) as ws:
         ws.index.update(embed=False)
-        ws.index.backend._on_message = messages.append
+        ws.index._backend._on_message = messages.append
         assert ws.search("zebra", track_access=False) == []
         for path in (root / STATE_DIR).glob("index.db*"):
             path.unlink()

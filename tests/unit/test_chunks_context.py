@@ -105,7 +105,7 @@ def test_an_index_of_schema_2_gains_the_context_column(tmp_path: Path) -> None:
     ws = _keyword_workspace(tmp_path)
     (ws.root / ".sessions" / f"{STEM}.md").write_text(BULLETS)
     ws.index.update()
-    db = ws.files.state_dir / "index.db"
+    db = ws.files._state_dir / "index.db"
     ws.close()
     conn = sqlite3.connect(db)
     conn.executescript(
@@ -121,7 +121,7 @@ def test_an_index_of_schema_2_gains_the_context_column(tmp_path: Path) -> None:
     conn.close()
     ws = Workspace.open(ws.root)
     assert [h.text[:14] for h in ws.search("LGBTQ", k=1, mode="keyword")] == ["**Caroline** ["]
-    assert ws.index.backend.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert ws.index._backend.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     found = ws.search("Caroline May 2023", k=5, mode="keyword")  # re-chunked: context is back
     assert {h.text[:13] for h in found} == {"**Caroline** ", "**Melanie** ["}
     ws.close()

@@ -23,9 +23,12 @@ def _typer_hooks_run():  # type: ignore[no-untyped-def]
         ["hooks", "run", "claude-code", "session-start"],
         ["-w", "/x", "hooks", "run", "claude-code", "import"],
         ["--workspace=/x", "hooks", "run", "claude-code", "import", "--extract"],
+        ["hooks", "run", "claude-code", "session-start", "--budget-tokens", "2000"],
+        ["hooks", "run", "claude-code", "session-start", "--budget-tokens=300"],
+        ["hooks", "run", "claude-code", "session-start", "-b", "50"],
+        # the old name, in the hook settings written before issue 42
         ["hooks", "run", "claude-code", "session-start", "--budget", "2000"],
         ["hooks", "run", "claude-code", "session-start", "--budget=300"],
-        ["hooks", "run", "claude-code", "session-start", "-b", "50"],
     ],
 )
 def test_the_light_hook_path_reads_what_typer_reads(argv: list[str]) -> None:
@@ -34,7 +37,10 @@ def test_the_light_hook_path_reads_what_typer_reads(argv: list[str]) -> None:
     workspace, action, extract, budget = read
     at = argv.index("hooks")
     ctx = _typer_hooks_run().make_context("run", argv[at + 2 :])
-    assert ctx.params == {
+    params = dict(ctx.params)
+    old = params.pop("old_budget")  # (--budget: the old name, a hidden option of its own)
+    params["budget"] = params["budget"] if params["budget"] is not None else old
+    assert params == {
         "target": "claude-code", "action": action, "extract_": extract, "budget": budget
     }  # fmt: skip
     assert workspace == ({"-w": argv[1]} if argv[0] == "-w" else {}).get("-w") or (

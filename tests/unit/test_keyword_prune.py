@@ -56,7 +56,7 @@ def _workspace(root: Path) -> Workspace:
 
 
 def _scores(ws: Workspace, query: str) -> dict[int, float]:
-    found = ws.index.backend.keyword_candidates(query, 1000)
+    found = ws.index._backend.keyword_candidates(query, 1000)
     assert found.positions is not None
     return dict(zip(found.positions.tolist(), found.scores.tolist(), strict=True))
 
@@ -107,12 +107,12 @@ def test_a_query_is_split_only_past_the_budget(tmp_path: Path, monkeypatch, budg
 def test_term_counts_follow_the_index(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 10)
     ws = _workspace(tmp_path / "ws")
-    assert len(ws.index.backend.keyword_candidates("zebra ledger", 1000).scores) == 5
+    assert len(ws.index._backend.keyword_candidates("zebra ledger", 1000).scores) == 5
     for i in range(40):  # the ledger is gone from most files: it is no longer common
         if i != 5:
             (ws.root / "notes" / f"n{i:02}.md").write_text(f"# Note {i}\n\n- Nothing {i}.\n")
     ws.index.update(embed=False)
-    assert len(ws.index.backend.keyword_candidates("zebra ledger", 1000).scores) == 3
+    assert len(ws.index._backend.keyword_candidates("zebra ledger", 1000).scores) == 3
     ws.close()
 
 
@@ -190,7 +190,7 @@ def test_a_limit_below_the_stage_keeps_the_best_exact_scores(tmp_path: Path, mon
     ws = _workspace(tmp_path / "ws")
     full = _every_term(ws, "ledger week", monkeypatch)
     _in_two_stages(monkeypatch)
-    found = ws.index.backend.keyword_candidates("ledger week", 3)
+    found = ws.index._backend.keyword_candidates("ledger week", 3)
     assert found.positions is not None
     best = sorted(full.values(), reverse=True)[:3]
     assert sorted(found.scores.tolist(), reverse=True) == pytest.approx(best, rel=1e-9)
@@ -213,7 +213,7 @@ def test_one_term_or_a_phrase_is_never_staged(tmp_path: Path, monkeypatch, query
 
 def test_a_smaller_index_past_the_budget_is_split_not_staged(tmp_path: Path, monkeypatch) -> None:
     ws = _workspace(tmp_path / "ws")
-    rows, _ = ws.index.backend._terms.stats(ws.index.backend.conn, ws.index.backend.generation())
+    rows, _ = ws.index._backend._terms.stats(ws.index._backend.conn, ws.index._backend.generation())
     monkeypatch.setattr(keyword, "POSTINGS_BUDGET", 10)
     monkeypatch.setattr(keyword, "STAGE_SCORED", 2)
     monkeypatch.setattr(keyword, "STAGES_FROM", rows + 1)

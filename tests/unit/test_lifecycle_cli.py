@@ -38,12 +38,12 @@ def test_stats_counts_archives_access_and_latency(ws: Workspace) -> None:
 def test_latency_log_survives_torn_lines_and_is_trimmed(ws: Workspace) -> None:
     from mdmem.index import latency
 
-    log = ws.files.state_dir / latency.LOG
-    ws.files.state_dir.mkdir(exist_ok=True)
+    log = ws.files._state_dir / latency.LOG
+    ws.files._state_dir.mkdir(exist_ok=True)
     log.write_text("garbage\n1.0\n" + "1700000000.000 2.5\n" * 4000)
-    latency.record(ws.files.state_dir, 0.004)
+    latency.record(ws.files._state_dir, 0.004)
     assert len(log.read_text().splitlines()) == latency.KEEP
-    assert latency.recent(ws.files.state_dir)[-1] == 4.0
+    assert latency.recent(ws.files._state_dir)[-1] == 4.0
 
 
 def test_consolidate_restore_related_stats_from_the_command_line(ws: Workspace) -> None:

@@ -239,7 +239,7 @@ def test_delete_and_clear_archive_to_trash_which_is_never_indexed(tmp_path: Path
     assert len(list((ws.root / ".trash").rglob("b.txt"))) == 1
     assert (ws.root / "memory.md").exists()  # outside the memory folder: untouched
     # .trash/ is mdmem's own: never scanned, and no path into it is accepted
-    assert not [f for f in ws.files.scan().files if f.path.startswith(".trash/")]
+    assert not [f for f in ws.files._scan().files if f.path.startswith(".trash/")]
     with pytest.raises(ToolError, match="cannot be used"):
         MdmemMemoryTool(ws).call(
             {"command": "view", "path": f"/memories/.trash/{kept.parent.parent.parent.name}"}

@@ -16,7 +16,7 @@ from mdmem.integrations.mcp_server import Tools
 
 
 def _counts(ws: Workspace, ids: list[str]) -> dict[str, int]:
-    return ws.index.backend.access_counts(ids)
+    return ws.index._backend.access_counts(ids)
 
 
 def test_get_counts_each_read_once(ws: Workspace) -> None:
@@ -89,8 +89,8 @@ class _Held:
 
 def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) -> None:
     a = ws.remember("Backups run at 02:00")
-    ws.index.backend.sync(embed=False)
-    other = sqlite3.connect(ws.files.state_dir / "index.db", timeout=30, check_same_thread=False)
+    ws.index._backend.sync(embed=False)
+    other = sqlite3.connect(ws.files._state_dir / "index.db", timeout=30, check_same_thread=False)
     # another process holds the index for writing, until the read is done
     with _Held(lambda: other.execute("BEGIN IMMEDIATE"), lambda: other.execute("ROLLBACK")) as held:
         assert ws.get(a.id).text == a.text
@@ -99,18 +99,18 @@ def test_a_read_never_waits_on_a_locked_index_and_counts_later(ws: Workspace) ->
     assert _counts(ws, [a.id]) == {}
     ws.get(a.id)  # the next read counts both
     assert _counts(ws, [a.id]) == {a.id: 2}
-    other = sqlite3.connect(ws.files.state_dir / "index.db", timeout=30)
+    other = sqlite3.connect(ws.files._state_dir / "index.db", timeout=30)
     other.execute("BEGIN IMMEDIATE")
     ws.get(a.id)  # not counted yet ...
     other.execute("ROLLBACK")
     other.close()
     ws.close()  # ... closing the workspace counts it
-    assert Workspace(ws.root).index.backend.access_counts([a.id]) == {a.id: 3}
+    assert Workspace(ws.root).index._backend.access_counts([a.id]) == {a.id: 3}
 
 
 def test_a_read_while_another_thread_searches_does_not_wait_for_it(ws: Workspace) -> None:
     a = ws.remember("The CI runs on Python 3.12")
-    lock = ws.index.backend.searching()  # another thread searches, until the read is done
+    lock = ws.index._backend.searching()  # another thread searches, until the read is done
     with _Held(lock.__enter__, lambda: lock.__exit__(None, None, None)) as held:
         ws.get(a.id)
     assert not held.gave_up  # the read was done while the search still held the index
@@ -122,8 +122,8 @@ def test_a_read_without_a_usable_index_still_answers(ws: Workspace) -> None:
     a = ws.remember("User prefers short answers")
     ws.close()
     for suffix in ("", "-wal", "-shm"):
-        (ws.files.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
-    (ws.files.state_dir / "index.db").mkdir()  # a folder in its place: no index can be opened
+        (ws.files._state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+    (ws.files._state_dir / "index.db").mkdir()  # a folder in its place: no index can be opened
     again = Workspace(ws.root)
     assert again.get(a.id).text == a.text
 

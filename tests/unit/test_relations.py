@@ -72,24 +72,24 @@ def _from_files(ws: Workspace, entry_id: str) -> list[tuple[str, str, str, bool]
 
 
 def _indexed(ws: Workspace, entry_id: str) -> list[tuple[str, str, str, bool]] | None:
-    found = ws.index.backend.relations(entry_id)  # type: ignore[attr-defined]
+    found = ws.index._backend.relations(entry_id)  # type: ignore[attr-defined]
     return None if found is None else sorted((r.source, r.kind, r.target, r.open) for r in found)
 
 
 def test_the_index_keeps_a_relations_table_in_step_with_the_files(ws: Workspace) -> None:
     old = ws.remember("Backups run at 02:00")
     new = ws.remember("Backups run at 02:00 and are kept 30 days")
-    ws.index.backend.sync(embed=False)
+    ws.index._backend.sync(embed=False)
     assert _indexed(ws, old.id) == [] == _from_files(ws, old.id)
     path = ws.root / "memory.md"
     text = path.read_text()
     path.write_text(text.replace(f"id={new.id}", f"id={new.id} refines={old.id}"))  # by hand
-    assert _indexed(ws, old.id) is None  # a file changed since the sync: not vouched for
-    ws.index.backend.sync(embed=False)
+    assert _indexed(ws, old.id) is None  # a file changed since the sync: no word that it caught up
+    ws.index._backend.sync(embed=False)
     assert _indexed(ws, old.id) == [(new.id, "refines", old.id, True)] == _from_files(ws, old.id)
     assert [(r.source, r.kind) for r in ws.lifecycle.related(old.id)] == [(new.id, "refines")]
     path.write_text(text)  # the relation removed again
-    ws.index.backend.sync(embed=False)
+    ws.index._backend.sync(embed=False)
     assert _indexed(ws, old.id) == [] == _from_files(ws, old.id)
 
 
@@ -99,13 +99,13 @@ def test_related_reads_the_table_when_fresh_and_a_deleted_index_rebuilds_it(
     old = ws.remember("The staging port is 5432")
     new = ws.remember("The staging port is 6543")
     ws.lifecycle.relate(new, old.id, "contradicts")
-    ws.index.backend.sync(embed=False)
-    ws.index.backend.close()
-    assert (ws.files.state_dir / "index.db").is_file()
+    ws.index._backend.sync(embed=False)
+    ws.index._backend.close()
+    assert (ws.files._state_dir / "index.db").is_file()
     for suffix in ("", "-wal", "-shm"):
-        (ws.files.state_dir / f"index.db{suffix}").unlink(missing_ok=True)
+        (ws.files._state_dir / f"index.db{suffix}").unlink(missing_ok=True)
     fresh = Workspace(ws.root)
-    fresh.index.backend.sync(embed=False)  # rebuilt from the files, relations included
+    fresh.index._backend.sync(embed=False)  # rebuilt from the files, relations included
     expected = [(new.id, "contradicts", old.id, True)]
     assert _indexed(fresh, old.id) == expected
     monkeypatch.setattr(fresh._w.documents, "all", lambda: pytest.fail("parsed the files"))
@@ -119,12 +119,12 @@ def test_an_index_of_schema_4_fills_its_relations_table_at_the_next_sync(ws: Wor
     old = ws.remember("Deploys go to Heroku")
     new = ws.remember("Deploys go to Fly.io")
     ws.lifecycle.relate(new, old.id, "contradicts")
-    ws.index.backend.sync(embed=False)
-    conn = ws.index.backend.conn  # type: ignore[attr-defined]
+    ws.index._backend.sync(embed=False)
+    conn = ws.index._backend.conn  # type: ignore[attr-defined]
     conn.execute("DROP TABLE relations")  # as an index of schema 4 has it
     conn.execute("PRAGMA user_version = 4")
     ws.close()
     again = Workspace(ws.root)
-    assert again.index.backend.relations(old.id) is None  # type: ignore[attr-defined]
-    assert again.index.backend.sync(embed=False).updated >= 1  # every file read once
+    assert again.index._backend.relations(old.id) is None  # type: ignore[attr-defined]
+    assert again.index._backend.sync(embed=False).updated >= 1  # every file read once
     assert _indexed(again, old.id) == [(new.id, "contradicts", old.id, True)]

@@ -180,7 +180,7 @@ def test_search_ranks_the_same_from_candidates_as_from_every_chunk(
     """Through ``search``: filters, the floor, and the speaker and time lifts see the same
     candidates whether the retrievers name a few chunks or score every one of them."""
     ws = _workspace(tmp_path)
-    index = ws.index.backend
+    index = ws.index._backend
     config = dataclasses.replace(
         ws.config.search,
         min_relevance=floor,

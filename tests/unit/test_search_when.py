@@ -82,8 +82,8 @@ def test_a_chunk_is_dated_by_itself_and_by_its_file_name() -> None:
 
 def _search(ws: Workspace, query: str, weight: float, today: dt.date | None) -> list[Hit]:
     config = dataclasses.replace(ws.config.search, when_weight=weight)
-    ws.index.backend.sync(embed=False)
-    return search(ws.index.backend, None, query, k=3, mode="keyword", config=config,
+    ws.index._backend.sync(embed=False)
+    return search(ws.index._backend, None, query, k=3, mode="keyword", config=config,
                   filters=Filters(), track_access=False, today=today)  # fmt: skip
 
 

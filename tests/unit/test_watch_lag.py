@@ -36,10 +36,10 @@ def test_a_search_indexes_an_edit_the_watcher_has_not_yet_indexed(tmp_path: Path
     delivered by then), where it used to answer from the index as it was."""
     root = workspace(tmp_path, CONFIG + "[watch]\ndebounce_ms = 5000\n")
     with Workspace(root) as ws, ws.watch() as watcher:
-        wait_until(lambda: watcher.word() is not None, "the watcher never vouched")
+        wait_until(lambda: watcher.word() is not None, "the watcher never gave its word")
         (root / "notes" / "zebra.md").write_text("# Town\n\n- The zebra crossing is on Elm St\n")
         assert watcher.word() is None  # heard of, not indexed: no word
         hits = ws.search("zebra crossing", mode="keyword")
         assert hits and "zebra" in hits[0].text and hits.fresh
         assert watcher.wait_idle(timeout=30)
-        wait_until(lambda: watcher.word() is not None, "the watcher never vouched again")
+        wait_until(lambda: watcher.word() is not None, "the watcher never gave its word again")

@@ -26,7 +26,7 @@ from mdmem.config import FilesConfig, IndexConfig
 from mdmem.errors import MdmemError
 from mdmem.index.chunks import Chunk
 from mdmem.index.embed import Embedder
-from mdmem.index.postgres import db, store
+from mdmem.index.postgres import db, postgres_writes
 from mdmem.index.postgres.index import PostgresIndex, origin
 from mdmem.redact import Redactor
 
@@ -153,7 +153,7 @@ def copy_sqlite(source: Path, target: PostgresIndex, lock_timeout: float = 60.0)
                     raise HoldsAnIndex(f"{target.where} already holds an index")
                 _clear(conn)
                 counts = _copy(lite, conn, target)
-                generation = store.generation(conn)
+                generation = postgres_writes.generation(conn)
     finally:
         lite.close()
     target.close()  # cached layout and settings start anew
@@ -173,18 +173,20 @@ def _clear(conn: Any) -> None:
 
 def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[int, int, int]:
     files = lite.execute("SELECT path, size, mtime_ns, hash, indexed_at FROM files").fetchall()
-    store.copy_rows(conn, "COPY files (path, size, mtime_ns, hash, indexed_at) FROM STDIN", files)
-    store.copy_rows(
+    postgres_writes.copy_rows(
+        conn, "COPY files (path, size, mtime_ns, hash, indexed_at) FROM STDIN", files
+    )
+    postgres_writes.copy_rows(
         conn,
         "COPY first_seen (text_hash, seen) FROM STDIN",
         lite.execute("SELECT text_hash, seen FROM first_seen"),
     )
-    store.copy_rows(
+    postgres_writes.copy_rows(
         conn,
         "COPY access (key, count, last_access) FROM STDIN",
         lite.execute("SELECT key, count, last_access FROM access"),
     )
-    store.copy_rows(
+    postgres_writes.copy_rows(
         conn,
         "COPY relations (source, kind, target, path, line, source_archived) FROM STDIN",
         (
@@ -197,20 +199,22 @@ def _copy(lite: sqlite3.Connection, conn: Any, target: PostgresIndex) -> tuple[i
     chunks = 0
     with db.deferred_indexes(conn, ("chunks", "postings")):
         for batch in _batches(lite.execute(CHUNK_SELECT)):
-            store.insert_chunks(conn, [(row[0], _chunk(row)) for row in batch])
+            postgres_writes.insert_chunks(conn, [(row[0], _chunk(row)) for row in batch])
             chunks += len(batch)
     vectors = _copy_vectors(lite, conn)
     for key in COPIED_META:
         value = lite.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         if value is not None:
-            store.set_meta(conn, key, value[0])
-    model = store.meta(conn, "embed_model")
+            postgres_writes.set_meta(conn, key, value[0])
+    model = postgres_writes.meta(conn, "embed_model")
     tables = {str(m): str(n) for m, n in conn.execute("SELECT model, name FROM vector_tables")}
     if model in tables:
-        store.set_meta(conn, "embed_table", tables[model])
-    store.bump_generation(conn)  # (no embedded_generation: the next sync looks for chunks the
+        postgres_writes.set_meta(conn, "embed_table", tables[model])
+    postgres_writes.bump_generation(
+        conn
+    )  # (no embedded_generation: the next sync looks for chunks the
     # local index had not embedded, and embeds them)
-    store.set_meta(conn, "origin", origin(target.root))
+    postgres_writes.set_meta(conn, "origin", origin(target.root))
     return len(files), chunks, vectors
 
 

@@ -22,7 +22,7 @@ from mdmem.index.backend import Forgotten
 from mdmem.index.backend_base import BackendBase, SyncPlan
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
-from mdmem.index.postgres import db, read, store
+from mdmem.index.postgres import db, postgres_writes, read
 from mdmem.index.postgres.view import ChunkLayouts, View, settle
 from mdmem.index.sync import Progress, SyncReport
 from mdmem.memory.scan import FileStat
@@ -154,16 +154,18 @@ class PostgresIndex(View, BackendBase[psycopg.Connection[Any]]):
     def _write_files(
         self, touched: list[FileStat], parsed: list[neutral.ParsedFile], now: str
     ) -> int:
-        store.touch_files(self.conn, touched)
-        written = store.replace_chunks(
+        postgres_writes.touch_files(self.conn, touched)
+        written = postgres_writes.replace_chunks(
             self.conn, [(item.stat.path, item.chunks) for item in parsed]
         )
-        store.replace_relations(self.conn, [(item.stat.path, item.relations) for item in parsed])
-        store.put_files(self.conn, [(item.stat, item.digest) for item in parsed], now)
+        postgres_writes.replace_relations(
+            self.conn, [(item.stat.path, item.relations) for item in parsed]
+        )
+        postgres_writes.put_files(self.conn, [(item.stat, item.digest) for item in parsed], now)
         return written
 
     def _delete_paths(self, paths: Sequence[str]) -> None:
-        store.delete_paths(self.conn, paths)
+        postgres_writes.delete_paths(self.conn, paths)
 
     def _owner_meta(self) -> dict[str, str]:
         return {"origin": origin(self.root)}
@@ -172,20 +174,20 @@ class PostgresIndex(View, BackendBase[psycopg.Connection[Any]]):
         """Embed every chunk text without a vector of this model; vectors go to the table of
         the dimension the model gives (a new one when that changed: then all are embedded)."""
         table = self._model_table(embedder.model_id)
-        missing = store.missing_vectors(self.conn, table)
+        missing = postgres_writes.missing_vectors(self.conn, table)
         done = 0
         while done < len(missing):
             part = missing[done : done + neutral.EMBED_BATCH]
             vectors = embedder.embed([text for _, text in part])
             with self.conn.transaction():
                 name = db.create_vector_table(self.conn, embedder.model_id, vectors.shape[1])
-                store.bump_generation(self.conn)
-                store.put_vectors(self.conn, name, [h for h, _ in part], vectors)
-                store.set_meta(self.conn, "embed_table", name)
+                postgres_writes.bump_generation(self.conn)
+                postgres_writes.put_vectors(self.conn, name, [h for h, _ in part], vectors)
+                postgres_writes.set_meta(self.conn, "embed_table", name)
             done += len(part)
             if name != table:  # the first vectors, or a new dimension: what is missing there
                 table = name
-                missing = missing[:done] + store.missing_vectors(self.conn, name)
+                missing = missing[:done] + postgres_writes.missing_vectors(self.conn, name)
             if progress:
                 progress("embedding", done, len(missing))
         return done
@@ -213,10 +215,12 @@ class PostgresIndex(View, BackendBase[psycopg.Connection[Any]]):
         until a checkpoint), so ``truncated`` is False."""
         tables = [str(r[0]) for r in self.conn.execute("SELECT name FROM vector_tables").fetchall()]
         with self.conn.transaction():
-            store.delete_rows(self.conn, [rowid for rowid, _, _ in rows])
-            vectors = store.drop_unused_vectors(self.conn, tables, [h for _, _, h in rows])
-            store.forget_keys(self.conn, keys, hashes)
-            store.bump_generation(self.conn)
+            postgres_writes.delete_rows(self.conn, [rowid for rowid, _, _ in rows])
+            vectors = postgres_writes.drop_unused_vectors(
+                self.conn, tables, [h for _, _, h in rows]
+            )
+            postgres_writes.forget_keys(self.conn, keys, hashes)
+            postgres_writes.bump_generation(self.conn)
         for table in ("chunks", "first_seen", "access", *tables):
             self.conn.execute(f"VACUUM {table}")  # type: ignore[arg-type]
         return Forgotten(len(rows), vectors, False)

@@ -21,7 +21,7 @@ from psycopg import pq
 
 from mdmem.index.backend import ChunkLayout, ChunkRow, Scored
 from mdmem.index.filters import Filters, where_clause
-from mdmem.index.postgres import store
+from mdmem.index.postgres import postgres_writes
 from mdmem.index.postgres.terms import query_phrases
 from mdmem.index.sqlite.db import BM25_WEIGHTS
 from mdmem.memory.relations import Relation
@@ -62,7 +62,7 @@ def keyword(conn: Conn, layout: ChunkLayout, query: str, limit: int) -> Scored:
     ``brien``) is a phrase, counted where its tokens stand next to each other in one column,
     as FTS5 counts it, and its document count is counted the same way."""
     phrases = query_phrases(query)
-    n_docs, n_tokens = store.stats(conn)
+    n_docs, n_tokens = postgres_writes.stats(conn)
     if not phrases or not n_docs:
         return _scored(layout, [])
     words = [p[0] for p in phrases if len(p) == 1]

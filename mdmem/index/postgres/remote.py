@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from mdmem.config import SearchConfig
 from mdmem.errors import MdmemError
-from mdmem.index.postgres import db, read, store
+from mdmem.index.postgres import db, postgres_writes, read
 from mdmem.index.postgres.view import ChunkLayouts, Stamp, View, settle
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ class RemoteIndex:
                 embedded=embedded,
                 model=model,
                 index_bytes=read.size_bytes(view.conn, self.schema),
-                generation=store.generation(view.conn),
+                generation=postgres_writes.generation(view.conn),
                 last_sync=view.meta("last_sync"),
                 indexed_from=view.meta("origin"),
             )

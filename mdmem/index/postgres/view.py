@@ -18,7 +18,7 @@ import psycopg
 from mdmem.index.backend import ChunkLayout, Scored, VectorScan
 from mdmem.index.backend_base import ConnectionReads
 from mdmem.index.filters import Filters
-from mdmem.index.postgres import db, read, store
+from mdmem.index.postgres import db, postgres_writes, read
 
 MIN_EF_SEARCH = 100
 
@@ -66,7 +66,7 @@ class View(ConnectionReads[psycopg.Connection[Any]]):
     """The reading methods of an index (:class:`~mdmem.index.backend.IndexReader`) over ``conn``."""
 
     read_sql = read
-    store_sql = store
+    store_sql = postgres_writes
     candidates: int
     layouts: ChunkLayouts
 

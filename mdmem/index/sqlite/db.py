@@ -95,7 +95,7 @@ def _v3(db: sqlite_utils.Database) -> None:
     the keyword table is made anew from the chunks. (The chunker version that came with it
     re-chunks every file at the next sync, which fills in the context; vectors whose
     embedded text did not change are kept.)"""
-    from mdmem.index.sqlite.store import put_fts
+    from mdmem.index.sqlite.sqlite_writes import put_fts
 
     if "context" not in db["chunks"].columns_dict:
         db.table("chunks").add_column("context", str, not_null_default="")

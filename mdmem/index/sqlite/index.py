@@ -22,7 +22,7 @@ from mdmem.index.backend_base import BackendBase, SyncPlan
 from mdmem.index.chunks import sha
 from mdmem.index.embed import Embedder
 from mdmem.index.filters import Filters
-from mdmem.index.sqlite import read, store
+from mdmem.index.sqlite import read, sqlite_writes
 from mdmem.index.sqlite.db import (
     connect,
     damaged,
@@ -33,18 +33,18 @@ from mdmem.index.sqlite.db import (
     remove,
     unwritable,
 )
-from mdmem.index.sqlite.scale import compact_vectors
+from mdmem.index.sqlite.scale import float16_vectors
 from mdmem.index.sqlite.scale.chunk_layout_cache import ChunkLayoutCache
-from mdmem.index.sqlite.scale.compact_vectors import (
-    CompactScan,
-    CompactVectors,
+from mdmem.index.sqlite.scale.float16_vectors import (
+    Float16Scan,
+    Float16Vectors,
     VectorChoice,
     Vectors,
     store_path,
 )
 from mdmem.index.sqlite.scale.keyword import TermCounts, keyword
 from mdmem.index.sqlite.scale.vector_cache import ExactScan
-from mdmem.index.sqlite.store import transaction
+from mdmem.index.sqlite.sqlite_writes import transaction
 from mdmem.index.sync import Progress, SyncReport
 from mdmem.layout import still_there
 from mdmem.markdown.parse import Problem
@@ -58,7 +58,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
     """The SQLite index of one workspace. Parts it needs are passed in, nothing global."""
 
     read_sql = read
-    store_sql = store
+    store_sql = sqlite_writes
     RECOVERABLE = (sqlite3.DatabaseError,)
     LOOKUP_ERRORS = (sqlite3.Error,)
 
@@ -72,20 +72,20 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         lock_path: Path | None = None,
         redactor: Redactor = DEFAULT,
         read_only: bool = False,
-        compact_vectors_from: int = 250_000,
+        float16_vectors_from: int = 250_000,
     ) -> None:
         """``redactor`` masks secrets in the chunks the index stores (the files stay as they
         are); changing what it masks rebuilds the index once. ``read_only``: another
         workspace's index (a parent's), opened read-only and never healed or synced here.
-        ``compact_vectors_from``: chunks from which vectors live in the float16 store beside
-        the index (:mod:`.scale.compact_vectors`), not in a float32 matrix."""
+        ``float16_vectors_from``: chunks from which vectors live in the float16 store beside
+        the index (:mod:`.scale.float16_vectors`), not in a float32 matrix."""
         super().__init__(root, files, embedder, redactor=redactor, on_message=on_message)
         self.lock_path = lock_path or db_path.with_suffix(".lock")
         self.db_path = db_path
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._read_only = False
-        self._vector_choice = VectorChoice(store_path(db_path), compact_vectors_from, on_message)
+        self._vector_choice = VectorChoice(store_path(db_path), float16_vectors_from, on_message)
         self._cache = ChunkLayoutCache(self._vector_choice)
         """The layout and vectors in memory, spliced after each change
         (``scale/chunk_layout_cache.py``)."""
@@ -245,7 +245,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
             if embedder is None or not parsed:
                 return []
             paths = [item.stat.path for item in parsed]
-            return store.missing_vectors_of(self.conn, embedder.model_id, paths)
+            return sqlite_writes.missing_vectors_of(self.conn, embedder.model_id, paths)
 
         def finish_files() -> neutral.Missing:
             nonlocal looked, checked
@@ -270,7 +270,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
             progress,
         )
         if looked:
-            store.set_meta(self.conn, "embedded_seq", str(checked))
+            sqlite_writes.set_meta(self.conn, "embedded_seq", str(checked))
         return looked
 
     def _write_files(
@@ -278,24 +278,24 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
     ) -> int:
         written = 0
         for stat in touched:
-            store.touch_file(self.conn, stat)
+            sqlite_writes.touch_file(self.conn, stat)
         for item in parsed:
-            written += store.replace_chunks(self.conn, item.stat.path, item.chunks)
-            store.replace_relations(self.conn, item.stat.path, item.relations)
-            store.put_file(self.conn, item.stat, item.digest, now)
+            written += sqlite_writes.replace_chunks(self.conn, item.stat.path, item.chunks)
+            sqlite_writes.replace_relations(self.conn, item.stat.path, item.relations)
+            sqlite_writes.put_file(self.conn, item.stat, item.digest, now)
         return written
 
     def _delete_paths(self, paths: Sequence[str]) -> None:
         for path in paths:
-            store.delete_path(self.conn, path)
+            sqlite_writes.delete_path(self.conn, path)
 
     def _store_vectors(
         self, embedder: Embedder | None, hashes: list[str], vectors: np.ndarray
     ) -> None:
         assert embedder is not None
         with transaction(self.conn):
-            store.bump_generation(self.conn)
-            store.put_vectors(self.conn, embedder.model_id, hashes, vectors)
+            sqlite_writes.bump_generation(self.conn)
+            sqlite_writes.put_vectors(self.conn, embedder.model_id, hashes, vectors)
 
     def _after_sync(self, built_with: str | None, report: SyncReport) -> None:
         self._finish_scrub(built_with, report.stale)
@@ -309,7 +309,7 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
             self._scrub_rebuilt(stale)
         elif pending == "wal" and truncate_wal(self.conn, attempts=1):
             # rewritten; a reader kept the old WAL: one quick try per sync
-            store.delete_meta(self.conn, "scrub")
+            sqlite_writes.delete_meta(self.conn, "scrub")
 
     def _scrub_rebuilt(self, stale: list[str]) -> None:
         """After a rebuild that changed what is masked: no text from before survives in the
@@ -318,11 +318,11 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         from mdmem.index.sqlite.purge import drop_unused_vectors, mask_rows, scrub
 
         with transaction(self.conn):
-            store.set_meta(self.conn, "scrub", "pages")
+            sqlite_writes.set_meta(self.conn, "scrub", "pages")
             if stale:
                 mask_rows(self.conn, stale, self.redactor, sha)
             drop_unused_vectors(self.conn)
-            store.bump_generation(self.conn)
+            sqlite_writes.bump_generation(self.conn)
         self._vectors_forgotten()
         try:
             truncated = scrub(self.conn, vacuum=True)
@@ -331,9 +331,9 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
                 self._on_message(f"index rebuilt; old pages not rewritten yet ({exc})")
             return
         if truncated:
-            store.delete_meta(self.conn, "scrub")
+            sqlite_writes.delete_meta(self.conn, "scrub")
         else:
-            store.set_meta(self.conn, "scrub", "wal")
+            sqlite_writes.set_meta(self.conn, "scrub", "wal")
             if self._on_message:
                 self._on_message("index rebuilt; a reader kept the WAL open (truncated later)")
 
@@ -343,8 +343,8 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         since = None if new_model else self.meta("embedded_seq")
         changes = read.changes_since(self.conn, int(since)) if since else None
         if changes is None:
-            return store.missing_vectors(self.conn, model_id)
-        return store.missing_vectors_of(self.conn, model_id, changes[1])
+            return sqlite_writes.missing_vectors(self.conn, model_id)
+        return sqlite_writes.missing_vectors_of(self.conn, model_id, changes[1])
 
     # ---- reading for search ----------------------------------------------------------------
 
@@ -374,15 +374,15 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
 
     def vector_scan(self, model_id: str, *, filters: Filters | None = None) -> VectorScan:
         """Exact cosine against every chunk (the vectors are unit length); ranking applies
-        ``filters`` to all of them. Above ``compact_vectors_from`` chunks: faiss's nearest
+        ``filters`` to all of them. Above ``float16_vectors_from`` chunks: faiss's nearest
         among those ``filters`` allow, and exact scores for this search's keyword candidates
-        (see :mod:`.scale.compact_vectors`)."""
+        (see :mod:`.scale.float16_vectors`)."""
         cache = self.vector_cache(model_id)
-        if isinstance(cache, CompactVectors):
+        if isinstance(cache, Float16Vectors):
             layout = self.layout()
             filters = filters or Filters()
             mask = layout.allowed(filters, lambda: self.filtered(filters))
-            return CompactScan(cache, layout, mask)
+            return Float16Scan(cache, layout, mask)
         return ExactScan(cache)
 
     # ---- status and forgetting -------------------------------------------------------------
@@ -402,10 +402,10 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
 
         with transaction(self.conn):
             for rowid, _, _ in rows:  # still there if a file could not be re-read
-                store.delete_row(self.conn, rowid)
+                sqlite_writes.delete_row(self.conn, rowid)
             vectors = drop_unused_vectors(self.conn, [h for _, _, h in rows])
-            store.forget_keys(self.conn, keys, hashes)
-            store.bump_generation(self.conn)
+            sqlite_writes.forget_keys(self.conn, keys, hashes)
+            sqlite_writes.bump_generation(self.conn)
         self._vectors_forgotten()
         truncated = scrub(self.conn)
         return Forgotten(len(rows), vectors, truncated)
@@ -414,4 +414,4 @@ class SqliteIndex(BackendBase[sqlite3.Connection]):
         """The vector store beside the index drops what SQLite just dropped."""
         with read.snapshot(self.conn):
             self._cache.refresh(self.conn)
-        compact_vectors.forgotten(self._cache.vectors, self._vector_choice.path)
+        float16_vectors.forgotten(self._cache.vectors, self._vector_choice.path)

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 
-from mdmem.index.sqlite.store import put_fts
+from mdmem.index.sqlite.sqlite_writes import put_fts
 
 CHECKPOINT_ATTEMPTS = 40
 CHECKPOINT_PAUSE_S = 0.05

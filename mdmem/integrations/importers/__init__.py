@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdmem.integrations.importers.common import BadInput, BadRecord, Conversation, text_stream
+from mdmem.integrations.importers.export_files import FORMATS, Input, detect, inputs, reader
 from mdmem.integrations.importers.logs import IMPORTS_DIR, prune
-from mdmem.integrations.importers.sources import FORMATS, Input, detect, inputs, reader
 from mdmem.integrations.importers.write import (
     ImportReport,
     Outcome,
@@ -105,7 +105,7 @@ def import_path(
             if outcome.path:  # the same conversation twice in one import: append the second
                 known[(conv.source, conv.id)] = _known_after(conv, outcome, previous)
         if writer is not None and writer.used:
-            prune(ws.files.state_dir / IMPORTS_DIR, newest=writer.id)
+            prune(ws.files._state_dir / IMPORTS_DIR, newest=writer.id)
     extractions: list[Any] = []
     if extract and not dry_run:
         extractions = extract_all(ws, outcomes, offline, llm_kwargs)
@@ -181,6 +181,6 @@ def _lock(ws: Workspace) -> Any:
     the same conversation)."""
     from mdmem.writes.file_lock import FileLock
 
-    folder = ws.files.state_dir / IMPORTS_DIR
+    folder = ws.files._state_dir / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return FileLock(str(folder / LOCK_NAME))

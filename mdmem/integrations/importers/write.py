@@ -222,7 +222,7 @@ class Writer:
         self.ws = ws
         self.id = import_id
         self.agent = agent
-        self.folder = ws.files.state_dir / IMPORTS_DIR / import_id
+        self.folder = ws.files._state_dir / IMPORTS_DIR / import_id
         self._log = self.folder / LOG
         self.used = False
         """Whether it wrote anything (an import that wrote nothing leaves no trace)."""
@@ -326,7 +326,7 @@ class Writer:
             write=write,
             started=started,
             clock=lambda: now[0],
-            redactor=self.ws.files.redactor,
+            redactor=self.ws.files._redactor,
         )
         session.tools = dict(tools or {})
         session.rounds = rounds
@@ -378,7 +378,7 @@ def record_turn(session: Session, turn: Turn) -> int:
 def _title(ws: Workspace, conv: Conversation) -> str:
     line = " ".join(conv.title.split())[:_TITLE_CHARS].strip()
     line = line.replace("<!--", "").replace("-->", "")
-    return ws.files.redactor(line or f"{conv.source} conversation {conv.id[:8]}")
+    return ws.files._redactor(line or f"{conv.source} conversation {conv.id[:8]}")
 
 
 def _sha(text: str) -> str:
@@ -401,7 +401,7 @@ def new_id(ws: Workspace) -> str:
     (never the first free one: a pruned log's id must not name a later import, or ``undo`` of
     the id printed earlier would undo another import, and ids would not sort by age)."""
     base = dt.datetime.now().strftime("%Y%m%d_%H%M%S_import")  # (a plain number to YAML)
-    folder = ws.files.state_dir / IMPORTS_DIR
+    folder = ws.files._state_dir / IMPORTS_DIR
     taken = [sort_key(p.name)[1] for p in folder.glob(f"{base}*")] if folder.is_dir() else []
     n = max(taken, default=0) + 1
     return base if n == 1 else f"{base}-{n}"
@@ -409,7 +409,7 @@ def new_id(ws: Workspace) -> str:
 
 def import_ids(ws: Workspace) -> list[str]:
     """The imports recorded in this workspace, newest first."""
-    folder = ws.files.state_dir / IMPORTS_DIR
+    folder = ws.files._state_dir / IMPORTS_DIR
     if not folder.is_dir():
         return []
     names = [p.name for p in folder.iterdir() if (p / LOG).exists()]
@@ -424,7 +424,7 @@ def undo(ws: Workspace, import_id: str) -> UndoReport:
     A file appended to twice in one import goes back through both. An import older than the
     newest :data:`~mdmem.integrations.importers.logs.KEEP_WHOLE` no longer keeps the earlier
     texts (``logs.py``): its created files still move, its appended ones are kept and named."""
-    folder = ws.files.state_dir / IMPORTS_DIR / import_id
+    folder = ws.files._state_dir / IMPORTS_DIR / import_id
     log = folder / LOG
     if not is_import_id(import_id):
         log = folder / "?"  # a path, or no id mdmem makes: never looked up

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mdmem.index.backend import ChunkLayout
-from mdmem.index.sqlite import read, store
-from mdmem.index.sqlite.scale.compact_vectors import VectorChoice, Vectors
+from mdmem.index.sqlite import read, sqlite_writes
+from mdmem.index.sqlite.scale.float16_vectors import VectorChoice, Vectors
 from mdmem.index.sqlite.scale.vector_cache import Span, VectorCache
 
 RELOAD_FILES_SHARE = 0.2
@@ -35,7 +35,7 @@ class ChunkLayoutCache:
     """One connection's layout, texts and vectors, in step with one generation of the index."""
 
     def __init__(self, choice: VectorChoice | None = None) -> None:
-        """``choice``: the compact store for large layouts (none: always the float32 cache)."""
+        """``choice``: the float16 store for large layouts (none: always the float32 cache)."""
         self.choice = choice
         self.generation: int | None = None
         self.seq = 0
@@ -49,7 +49,7 @@ class ChunkLayoutCache:
 
     def refresh(self, conn: sqlite3.Connection) -> None:
         """Bring the layout (and vectors) in step with the index. Call inside a snapshot."""
-        generation = store.generation(conn)
+        generation = sqlite_writes.generation(conn)
         if generation == self.generation:
             return
         changes = None if self.generation is None else read.changes_since(conn, self.seq)

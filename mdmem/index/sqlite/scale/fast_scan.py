@@ -1,4 +1,4 @@
-"""The compact store's fast-scan copy: its float16 base again in 4 bits per pair of dimensions
+"""The float16 store's fast-scan copy: its float16 base again in 4 bits per pair of dimensions
 (codebooks trained on a sample of rows), which faiss's fast-scan kernel scans from SIMD
 registers. It only picks a search's nearest rows; their cosines still come from the float16
 codes.

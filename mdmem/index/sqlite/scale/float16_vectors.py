@@ -1,5 +1,5 @@
 """The vectors of a large workspace: float16 in faiss, in a file beside the index
-(``index.db-vectors``), used from ``index.compact_vectors_from`` chunks instead of the float32
+(``index.db-vectors``), used from ``index.float16_vectors_from`` chunks instead of the float32
 matrix of :mod:`.vector_cache`.
 
 Why: at 1M chunks the float32 matrix took 1.5 GB and 208 ms a scan; faiss's float16 scan takes
@@ -74,7 +74,7 @@ class StoreError(Exception):
     """The file cannot be used (missing, damaged, foreign): rebuild it."""
 
 
-class CompactVectors:
+class Float16Vectors:
     """What :class:`.vector_cache.VectorCache` does (``update``, ``splice``, ``layout_matrix``),
     with the vectors in a faiss float16 file, and ``candidates`` instead of dense scores."""
 
@@ -625,13 +625,13 @@ def _scrub(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-Vectors = VectorCache | CompactVectors
+Vectors = VectorCache | Float16Vectors
 
 
 @dataclass(frozen=True)
 class VectorChoice:
     """Which vectors a layout of ``n`` chunks gets: the float32 cache below ``threshold``
-    (``index.compact_vectors_from``), the compact store from there on (and until the layout
+    (``index.float16_vectors_from``), the float16 store from there on (and until the layout
     falls under half of it, so a workspace near the line does not flip back and forth)."""
 
     path: Path
@@ -639,14 +639,14 @@ class VectorChoice:
     on_message: Callable[[str], None] | None = None
 
     def fits(self, vectors: Vectors, n: int) -> bool:
-        if isinstance(vectors, CompactVectors):
+        if isinstance(vectors, Float16Vectors):
             return n >= self.threshold // 2
         return n < self.threshold or not _has_faiss()
 
     def make(self, model_id: str, n: int) -> Vectors:
         if n >= self.threshold:
             if _has_faiss():
-                return CompactVectors(model_id, self.path, self.on_message)
+                return Float16Vectors(model_id, self.path, self.on_message)
             if self.on_message:
                 self.on_message(
                     f"{n} chunks, but faiss-cpu is not installed: vectors stay in memory as "
@@ -664,12 +664,12 @@ def _has_faiss() -> bool:
     return True
 
 
-class CompactScan:
+class Float16Scan:
     """A :class:`~mdmem.index.backend.VectorScan` of the store: in :meth:`scan`, faiss's
     nearest and the exact cosines of them and their neighbours; in :meth:`scored`, those of
     the keyword candidates and their neighbours, which the keyword search beside it found."""
 
-    def __init__(self, store: CompactVectors, layout: ChunkLayout, allowed: np.ndarray) -> None:
+    def __init__(self, store: Float16Vectors, layout: ChunkLayout, allowed: np.ndarray) -> None:
         self._store = store
         self._layout = layout
         self._allowed = allowed
@@ -694,7 +694,7 @@ def forgotten(vectors: Vectors | None, path: Path) -> None:
     """After ``forget`` or a rebuild that masked secrets: no vector of a text the index lost
     stays in the file (rewritten by a store in step with the index, else zeroed and
     removed: the next search rebuilds it)."""
-    if isinstance(vectors, CompactVectors) and vectors.writable:
+    if isinstance(vectors, Float16Vectors) and vectors.writable:
         vectors.forgotten()
         return
     if path.exists():

@@ -1,6 +1,6 @@
-"""A live watcher vouches for freshness only as of the moment it is asked: a search in
+"""A live watcher says the index caught up only as of the moment it is asked: a search in
 another process asks its server, which first reads every change the kernel queued before the
-question; a frozen watcher, or one with no server to ask, vouches for nothing."""
+question; a frozen watcher, or one with no server to ask, gives no word."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
         wait_until(
             lambda: (
                 (v := watcher_caught_up(root)) is not None
-                and v.generation == ws.index.backend.generation()
+                and v.generation == ws.index._backend.generation()
             ),
-            "the watcher never vouched for the index",
+            "the watcher never said the index caught up",
         )
         assert ws.search("invoice numbering", mode="keyword")
         os.kill(watch.pid, signal.SIGSTOP)  # frozen before it can see the next edit
@@ -55,7 +55,9 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
             assert hits and "zebra" in hits[0].text
         finally:
             os.kill(watch.pid, signal.SIGCONT)
-        wait_until(lambda: watcher_caught_up(root) is not None, "the watcher never vouched again")
+        wait_until(
+            lambda: watcher_caught_up(root) is not None, "the watcher never gave its word again"
+        )
         (root / "notes" / "yak.md").write_text("# Farm\n\n- The yak shed is behind the barn\n")
         hits = ws.search("yak shed", mode="keyword")  # at once: its word is taken back first
         assert hits and "yak" in hits[0].text
@@ -64,16 +66,16 @@ def test_a_search_trusts_a_live_watcher_and_only_as_of_asking(tmp_path: Path) ->
         watch.wait(timeout=30)
         ws.close()
     assert watch.returncode == 0, log.read_text()
-    assert watcher_caught_up(root) is None  # a stopped watcher vouches for nothing
+    assert watcher_caught_up(root) is None  # a stopped watcher gives no word
 
 
-def test_a_watcher_with_no_server_vouches_for_no_other_process(tmp_path: Path) -> None:
+def test_a_watcher_with_no_server_gives_no_word_to_another_process(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     shutil.copytree(EXAMPLE, root)
     (root / "mdmem.toml").write_text(CONFIG)
     with Workspace.open(root) as ws, ws.watch() as watcher:  # (serves no socket)
         assert watcher.wait_idle(timeout=30)
-        wait_until(lambda: watcher.word() is not None, "the watcher never vouched")
+        wait_until(lambda: watcher.word() is not None, "the watcher never gave its word")
         assert watcher_caught_up(root) is not None  # in its own process: asked directly
         other = subprocess.run(
             [sys.executable, "-c", "import sys; from mdmem.live.watch import watcher_caught_up; "

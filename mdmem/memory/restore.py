@@ -17,7 +17,7 @@ from mdmem.markdown import edits
 from mdmem.markdown.entries import SECTION_TITLES, Entry
 from mdmem.markdown.parse import parse_document
 from mdmem.memory.documents import Documents
-from mdmem.memory.store import today
+from mdmem.memory.knowledge_store import today
 from mdmem.memory.writers import Writer
 
 CONSOLIDATED_INTO = "consolidated_into"
