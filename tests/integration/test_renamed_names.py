@@ -131,7 +131,10 @@ def test_the_renames_are_finished() -> None:
         cwd=root, capture_output=True, text=True, check=False,
     ).stdout.split()  # fmt: skip
     assert holding == []
-    assert not [p for p in (root / "mdmem" / "index").rglob("*compact*")]
+    tracked = subprocess.run(
+        ["git", "ls-files", "mdmem/index"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()  # the tree as committed: not a stale __pycache__ of the old names
+    assert [p for p in tracked if "compact" in Path(p).name] == []
     from mdmem.config import Config
 
     for section in dataclasses.fields(Config):
