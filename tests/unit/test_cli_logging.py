@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mdmem import cli
+from mdmem.cli import output
 
 
 def test_a_line_logged_after_stderr_was_swapped_lands_in_the_new_one(
@@ -22,7 +22,7 @@ def test_a_line_logged_after_stderr_was_swapped_lands_in_the_new_one(
     first = io.StringIO()
     monkeypatch.setattr(sys, "stderr", first)
     try:
-        cli._log_to_stderr()
+        output.log_to_stderr()
         logger.info("%s: merged", "a.md")
         assert first.getvalue() == "mdmem: a.md: merged\n"
         first.close()  # as a test runner closes its capture
