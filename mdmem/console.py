@@ -3,7 +3,7 @@
 An agent shelling out to ``mdmem search`` pays Python's start-up, then typer's (it builds
 pydantic validators for every option of every command), then a socket round trip to the warm
 server. This module skips the middle part: it reads the options of ``search`` itself — exactly
-the typer command's (a test compares them) — and asks the server through
+the typer command's, both built from :mod:`mdmem.index.search_params` — and asks the server through
 :mod:`mdmem.live.client`, importing only the standard library and a few light modules. Anything
 it does not recognise (``--help``, a usage error, another command) and every in-process search
 goes to :func:`mdmem.cli.main`, so behaviour and messages are the typer command's.
@@ -24,40 +24,29 @@ import os
 import sys
 from collections import namedtuple
 
+from mdmem.index.search_params import MODES, REMOTE, SEARCH_OPTIONS, SEARCH_PARAMS
+
 TYPE_CHECKING = False  # neither typing nor dataclasses: each costs this path milliseconds
 if TYPE_CHECKING:
     from typing import Any
 
 VALUE_OPTIONS = {
-    "-k": "k",
-    "--mode": "mode",
-    "--type": "type",
-    "-t": "type",
-    "--path": "path",
-    "--agent": "agent",
-    "--session": "session",
-    "--since": "since",
-    "--until": "until",
-    "--scope": "scopes",
+    name: option.name
+    for option in SEARCH_OPTIONS
+    if option.kind != "bool" and option.role != REMOTE
+    for name in option.names()
 }
 """Options of ``mdmem search`` that take a value, and the search parameter each sets."""
 FLAG_OPTIONS = {
-    "--include-archived": ("include_archived", True),
-    "--no-include-archived": ("include_archived", False),
-    "--archived": ("include_archived", True),  # (its name before issue 42)
-    "--no-archived": ("include_archived", False),
-    "--explain": ("explain", True),
-    "--no-explain": ("explain", False),
-    "--no-server": ("no_server", True),
-    "--verbose": ("verbose", True),
-    "-v": ("verbose", True),
-    "--json": ("as_json", True),
+    name: (option.name, value)
+    for option in SEARCH_OPTIONS
+    if option.kind == "bool"
+    for name, value in option.switches().items()
 }
 """Flags of ``mdmem search``: the setting each changes, and to what."""
 WORKSPACE_OPTIONS = ("-w", "--workspace")
-REMOTE_OPTIONS = ("--url", "--index-workspace")
+REMOTE_OPTIONS = tuple(name for o in SEARCH_OPTIONS if o.role == REMOTE for name in o.names())
 """Options of a remote reader's ``mdmem search`` (no files, no warm server): left to typer."""
-MODES = ("hybrid", "keyword", "vector")
 
 
 DEBUG_MODULES_ENV = "MDMEM_DEBUG_MODULES"
@@ -134,7 +123,7 @@ def parse_search(argv: list[str]) -> SearchArgs | None:
             query = rest.pop()
         elif token in FLAG_OPTIONS:
             key, value = FLAG_OPTIONS[token]
-            (params if key == "include_archived" else flags)[key] = value
+            (params if key in SEARCH_PARAMS else flags)[key] = value
         elif token in VALUE_OPTIONS or (eq and name.startswith("--") and name in VALUE_OPTIONS):
             given = inline if eq else (rest.pop(0) if rest else None)
             if given is None or (not eq and given.startswith("-")):

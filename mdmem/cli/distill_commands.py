@@ -1,4 +1,4 @@
-"""Distilling conversations: ``compact`` and ``extract``."""
+"""Compaction and extraction: ``compact``, ``extract``."""
 
 from __future__ import annotations
 

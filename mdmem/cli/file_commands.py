@@ -1,4 +1,4 @@
-"""A file's versions and an entry's removal: ``recover`` and ``forget``."""
+"""File versions and forgetting: ``recover``, ``forget``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``mdmem hooks``: Claude Code's hooks."""
+"""Claude Code's hooks: ``hooks install|uninstall|run``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``mdmem import``: chat histories in, as session files."""
+"""Importing chat histories: ``import``."""
 
 from __future__ import annotations
 

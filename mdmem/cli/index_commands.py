@@ -1,4 +1,4 @@
-"""The index and what keeps it fresh: ``index``, ``watch``, ``status``, the ``server`` sub-app."""
+"""Index and search server: ``index``, ``watch``, ``status``, ``server``."""
 
 from __future__ import annotations
 

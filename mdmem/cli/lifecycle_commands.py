@@ -1,4 +1,4 @@
-"""The memories' lifecycle: consolidate, restore, related, stats, tiers, promote."""
+"""Lifecycle: ``consolidate``, ``restore``, ``related``, ``stats``, ``tiers``, ``promote``."""
 
 from __future__ import annotations
 

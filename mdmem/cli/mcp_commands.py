@@ -1,4 +1,4 @@
-"""``mdmem mcp``: the workspace served to MCP clients."""
+"""MCP server: ``mcp``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Making a workspace and its memories: ``init``, ``mode``, ``remember``, ``entries``."""
+"""Workspace and memories: ``init``, ``mode``, ``remember``, ``entries``."""
 
 from __future__ import annotations
 

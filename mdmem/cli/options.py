@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from mdmem.cli.output import fail
+from mdmem.index.search_params import SEARCH_OPTIONS
 
 WorkspaceOpt = Annotated[
     Path | None,
@@ -39,14 +40,10 @@ IndexWorkspaceOpt = Annotated[
         show_default=False,
     ),
 ]
-IncludeArchivedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--include-archived/--no-include-archived",
-        "--archived/--no-archived",  # its name before issue 42, in scripts
-        help="Include archived entries.",
-    ),
-]
+_ARCHIVED = next(o for o in SEARCH_OPTIONS if o.name == "include_archived")
+IncludeArchivedOpt = Annotated[bool, typer.Option(*_ARCHIVED.flags, help=_ARCHIVED.help)]
+"""``--include-archived`` (``--archived``, its name before issue 42, in scripts), as ``mdmem
+search`` declares it (mdmem/index/search_params.py)."""
 OldBudgetOpt = Annotated[
     int | None, typer.Option("--budget", hidden=True, help="Old name of --budget-tokens.")
 ]

@@ -1,4 +1,4 @@
-"""``mdmem pool``: the shared pools' versioned keys."""
+"""Shared pools: ``pool`` and its subcommands, over shared/<pool>.md."""
 
 from __future__ import annotations
 

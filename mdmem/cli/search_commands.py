@@ -1,68 +1,70 @@
-"""Finding what the memory holds: ``search`` and ``context`` (the memory part of a prompt)."""
+"""Search and context: ``search``, ``context`` (the memory part of a prompt)."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from mdmem.cli.opening import open_workspace, remote_index
 from mdmem.cli.options import (
-    IncludeArchivedOpt,
     IndexUrlOpt,
     IndexWorkspaceOpt,
     JsonOpt,
     OldBudgetOpt,
 )
 from mdmem.cli.output import fail, log_to_stderr, print_json
+from mdmem.index.search_params import MODES, SEARCH_OPTIONS, SEARCH_PARAMS
 
 
+def _takes_search_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command``'s parameters, then, for its ``**options``, one typer option for each of
+    :data:`~mdmem.index.search_params.SEARCH_OPTIONS` (what typer reads: its signature)."""
+    shared = {"as_json": JsonOpt, "url": IndexUrlOpt, "index_workspace": IndexWorkspaceOpt}
+    types: dict[str, Any] = {"int": int | None, "str": str | None, "mode": str | None}
+    added = []
+    for option in SEARCH_OPTIONS:
+        if option.help is None:  # an option every command of its kind has: declared with them
+            annotation = shared[option.name]
+        else:
+            kind = bool if option.kind == "bool" else types[option.kind]
+            annotation = Annotated[kind, typer.Option(*option.flags, help=option.help)]
+        added.append(
+            inspect.Parameter(
+                option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,
+                annotation=annotation,
+            )
+        )  # fmt: skip
+    own = inspect.signature(command, eval_str=True).parameters.values()
+    fixed = [p for p in own if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    typed: Any = command
+    typed.__signature__ = inspect.Signature([*fixed, *added], return_annotation=None)
+    return command
+
+
+@_takes_search_options
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
-    k: Annotated[int | None, typer.Option("-k", help="How many hits (default: search.k).")] = None,
-    mode: Annotated[
-        str | None, typer.Option(help="hybrid, keyword or vector (default: search.mode).")
-    ] = None,
-    type_: Annotated[str | None, typer.Option("--type", "-t", help="Only this type.")] = None,
-    path: Annotated[str | None, typer.Option(help="Only files matching this glob.")] = None,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's files.")] = None,
-    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
-    since: Annotated[str | None, typer.Option(help="Created on or after (YYYY-MM-DD).")] = None,
-    until: Annotated[str | None, typer.Option(help="Created on or before (YYYY-MM-DD).")] = None,
-    include_archived: IncludeArchivedOpt = False,
-    scopes: Annotated[
-        str | None,
-        typer.Option("--scope", help="Only these scopes: local,shared,inherited,global."),
-    ] = None,
-    explain: Annotated[bool, typer.Option(help="Show every part of each score.")] = False,
-    no_server: Annotated[
-        bool, typer.Option("--no-server", help="Search in-process even if a server runs.")
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Say who answered and how fast.")
-    ] = False,
-    as_json: JsonOpt = False,
-    url: IndexUrlOpt = None,
-    index_workspace: IndexWorkspaceOpt = None,
+    **options: Any,
 ) -> None:
     """Search the workspace: ranked passages cited as path:start-end.
 
     Asks the workspace's warm server, starting one in the background when none runs (see
     server.auto), else works in-process.
     """
-    from mdmem.index.filters import SEARCH_PARAMS
     from mdmem.live.search_output import print_results
 
-    if mode is not None and mode not in ("hybrid", "keyword", "vector"):
+    mode, k = options["mode"], options["k"]
+    if mode is not None and mode not in MODES:
         fail(f"--mode must be hybrid, keyword or vector, got {mode!r}", 2)
     if k is not None and k < 1:
         fail("-k must be at least 1", 2)
-    values = dict(k=k, mode=mode, type=type_, path=path, agent=agent, session=session,
-                  since=since, until=until, include_archived=include_archived,
-                  scopes=scopes)  # fmt: skip
-    params = {name: values[name] for name in SEARCH_PARAMS}
-    remote = remote_index(url, index_workspace)
+    params = {name: options[name] for name in SEARCH_PARAMS}
+    explain, verbose, as_json = options["explain"], options["verbose"], options["as_json"]
+    remote = remote_index(options["url"], options["index_workspace"])
     if remote is not None:
         with remote:
             data = remote.search(query, **params).to_dict()  # type: ignore[arg-type]
@@ -71,7 +73,7 @@ def search(
             index = data["hits"][0]["index"]
             typer.echo(f"(index generation {index['generation']}, synced {index['synced']})")
         return
-    data = None if no_server else _ask_server(ctx, query, params, verbose)
+    data = None if options["no_server"] else _ask_server(ctx, query, params, verbose)
     if data is None:
         log_to_stderr()
         ws = open_workspace(ctx)

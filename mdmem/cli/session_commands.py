@@ -1,4 +1,4 @@
-"""``mdmem sessions``: the recorded sessions."""
+"""Sessions: ``sessions`` (the list) and ``sessions record``."""
 
 from __future__ import annotations
 

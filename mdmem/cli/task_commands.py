@@ -1,4 +1,4 @@
-"""``mdmem task``: the current task in task_process.md."""
+"""The task: ``task`` and its subcommands, over task_process.md."""
 
 from __future__ import annotations
 

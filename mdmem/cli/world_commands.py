@@ -1,4 +1,4 @@
-"""``mdmem world``: the world state, facts by key."""
+"""The world state: ``world`` and its subcommands, over world_state.md."""
 
 from __future__ import annotations
 

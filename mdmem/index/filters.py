@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +42,6 @@ class Filters:
         if self.path is None:
             return True
         return glob_spec((self.path,)).match_file(path) or fnmatch.fnmatch(path, self.path)
-
-
-SEARCH_PARAMS: tuple[str, ...] = ("k", "mode", *(f.name for f in fields(Filters)), "scopes")
-"""What a search takes besides its query, by name: ``Workspace.search``'s keyword parameters,
-the warm server's request and the options of ``mdmem search`` (one list; tests compare them)."""
 
 
 def where_clause(filters: Filters, mark: str) -> tuple[str, list[Any]]:

@@ -1,5 +1,7 @@
 """One search, as a value: what every way in (``Workspace.search``, the remote reader, the warm
-server, the CLI, the MCP tools) hands down, so the parameters are written out once."""
+server, the CLI, the MCP tools) hands down. The parameters it takes are declared once, in
+:mod:`mdmem.index.search_params`; :class:`Filters` and :class:`SearchOptions` spell them out
+for type checkers, and a test holds both to that declaration."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypedDict
 
-from mdmem.index.filters import SEARCH_PARAMS, Filters
+from mdmem.index.filters import Filters
+from mdmem.index.search_params import SEARCH_PARAMS
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,15 @@ class SearchRequest:
 
 
 FILTER_NAMES = frozenset(f.name for f in fields(Filters))
+"""The keywords :meth:`SearchRequest.of` hands to :class:`Filters` (the search parameters but
+``k``, ``mode`` and ``scopes``)."""
 KNOWN = ", ".join((*SEARCH_PARAMS, "track_access"))
 
 
 class SearchOptions(TypedDict, total=False):
     """The keywords ``Workspace.search`` takes after ``query`` and ``k``, typed for IDEs and
     type checkers (``**options: Unpack[SearchOptions]``); each is :class:`SearchRequest`'s.
-    A test holds the keys to :data:`~mdmem.index.filters.SEARCH_PARAMS`."""
+    A test holds the keys to :data:`~mdmem.index.search_params.SEARCH_PARAMS`."""
 
     mode: Literal["hybrid", "keyword", "vector"] | None
     """``hybrid`` (keyword and vector, fused), ``keyword`` (FTS5 BM25) or ``vector``; None:

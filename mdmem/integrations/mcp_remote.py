@@ -16,18 +16,11 @@ from mdmem.index.request import SearchRequest
 from mdmem.integrations.mcp_server import (
     READ_ONLY,
     SEARCH_HIT_KEYS,
-    AgentFilter,
-    HitCount,
-    PathFilter,
     Query,
-    SearchMode,
-    SessionFilter,
-    Since,
-    TypeFilter,
-    Until,
     _as_tool_error,
     _citation,
     description,
+    takes_search_params,
 )
 from mdmem.paths import client_glob
 
@@ -46,38 +39,14 @@ class RemoteTools:
     def __init__(self, index: RemoteIndex) -> None:
         self.index = index
 
-    def search(
-        self,
-        query: Query,
-        k: HitCount = None,
-        mode: SearchMode = None,
-        type: TypeFilter = None,
-        path: PathFilter = None,
-        agent: AgentFilter = None,
-        session: SessionFilter = None,
-        since: Since = None,
-        until: Until = None,
-        include_archived: bool = False,
-    ) -> dict[str, Any]:
+    @takes_search_params
+    def search(self, query: Query, **options: Any) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
         citation path:start-end and the index generation and sync time it was read from."""
         with _as_tool_error():
-            if path is not None:
-                path = client_glob(path, "path")
-            results = self.index.search(
-                SearchRequest.of(
-                    query,
-                    k,
-                    mode=mode,
-                    type=type,
-                    path=path,
-                    agent=agent,
-                    session=session,
-                    since=since,
-                    until=until,
-                    include_archived=include_archived,
-                )
-            )
+            if options.get("path") is not None:
+                options["path"] = client_glob(options["path"], "path")
+            results = self.index.search(SearchRequest.of(query, **options))
         return {
             "query": query,
             "mode": results.mode,

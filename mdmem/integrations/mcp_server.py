@@ -38,6 +38,7 @@ from pydantic import Field
 
 from mdmem.errors import MdmemError
 from mdmem.index.request import SearchRequest
+from mdmem.index.search_params import MODES, PARAMETER, SEARCH_OPTIONS
 from mdmem.integrations.viewer import capped, masked_lines, numbered
 from mdmem.integrations.warm import warm_search, warm_server_running
 from mdmem.paths import client_glob, client_name, client_path
@@ -84,20 +85,37 @@ def _resolved(kind: str) -> dict[str, Any]:
 
 
 Query = Annotated[str, Field(description="What to look for, in plain words.")]
-# The search filters, shared with the search-only server of mcp_remote.py.
-HitCount = Annotated[int | None, Field(ge=1, le=100, description="How many hits.")]
-SearchMode = Literal["hybrid", "keyword", "vector"] | None
-TypeFilter = Annotated[
-    str | None, Field(description="Only this type: preference, fact, pattern, skill …")
-]
-PathFilter = Annotated[
-    str | None,
-    Field(description="Only files matching this glob.", json_schema_extra=_resolved("glob")),
-]
 AgentFilter = Annotated[str | None, Field(description="Only this agent's sessions.")]
-SessionFilter = Annotated[str | None, Field(description="Only this session (id).")]
-Since = Annotated[str | None, Field(description="Created on or after YYYY-MM-DD.")]
-Until = Annotated[str | None, Field(description="Created on or before YYYY-MM-DD.")]
+
+
+def takes_search_params(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """A search tool's arguments: its own (``query``), then, for its ``**options``, each
+    search parameter of mdmem/index/search_params.py the MCP tools take (the SDK builds a
+    tool's input schema from its signature). Both servers' ``search`` tools are built so."""
+    types: dict[str, Any] = {"int": int, "str": str, "bool": bool, "mode": Literal[MODES]}
+    added = []
+    for option in SEARCH_OPTIONS:
+        if option.role != PARAMETER or option.mcp is None:
+            continue
+        kind = types[option.kind] if option.default is not None else types[option.kind] | None
+        extra = _resolved(option.path_like) if option.path_like else None
+        field = Field(
+            ge=option.at_least, le=option.mcp_at_most, description=option.mcp,
+            json_schema_extra=extra,
+        )  # fmt: skip
+        added.append(
+            inspect.Parameter(
+                option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,
+                annotation=Annotated[kind, field],
+            )
+        )  # fmt: skip
+    own = inspect.signature(tool, eval_str=True)
+    fixed = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    typed: Any = tool
+    typed.__signature__ = own.replace(parameters=[*fixed, *added])
+    return tool
+
+
 SessionSource = Annotated[
     str | None,
     Field(
@@ -248,29 +266,15 @@ class Tools:
 
     # ---- reading --------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: Query,
-        k: HitCount = None,
-        mode: SearchMode = None,
-        type: TypeFilter = None,
-        path: PathFilter = None,
-        agent: AgentFilter = None,
-        session: SessionFilter = None,
-        since: Since = None,
-        until: Until = None,
-        include_archived: bool = False,
-    ) -> dict[str, Any]:
+    @takes_search_params
+    def search(self, query: Query, **options: Any) -> dict[str, Any]:
         """Search the memory (hybrid keyword + meaning): passages best first, each with a
         citation path:start-end to read back or quote. Hand edits are seen at once. Just after
         start-up an answer may be keyword-only while the model loads: `vectors` says so."""
         with _as_tool_error():
-            if path is not None:
-                path = client_glob(path, "path")
-            request = SearchRequest.of(
-                query, k, mode=mode, type=type, path=path, agent=agent, session=session,
-                since=since, until=until, include_archived=include_archived,
-            )  # fmt: skip
+            if options.get("path") is not None:
+                options["path"] = client_glob(options["path"], "path")
+            request = SearchRequest.of(query, **options)
             reply = warm_search(self.background.root, query, request.params())
             if reply is not None and not reply.get("ok"):
                 raise ToolError(str(reply.get("error")))
@@ -282,7 +286,7 @@ class Tools:
                 ws = self.ws
                 if (
                     not self.background.vectors.is_set()
-                    and (mode or ws.config.search.mode) == "hybrid"
+                    and (request.mode or ws.config.search.mode) == "hybrid"
                 ):
                     request = dataclasses.replace(request, mode="keyword")
                     vectors = KEYWORD_ONLY

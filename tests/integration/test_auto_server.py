@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mdmem.console import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_search
-from mdmem.index.filters import SEARCH_PARAMS
+from mdmem.index.search_params import SEARCH_PARAMS
 from mdmem.layout import running_watcher, socket_path
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import SearchRequest, Workspace
-from mdmem.index.filters import SEARCH_PARAMS
+from mdmem.index.search_params import SEARCH_PARAMS
 
 text = st.none() | st.text(min_size=1, max_size=12)
 requests = st.builds(
