@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mdmem.console import FLAG_OPTIONS, REMOTE_OPTIONS, VALUE_OPTIONS, parse_search
-from mdmem.index.search_params import SEARCH_PARAMS
+from mdmem.index.search_params import SEARCH_OPTIONS, SEARCH_PARAMS
 from mdmem.layout import running_watcher, socket_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,9 +128,6 @@ def test_the_light_path_has_exactly_the_options_of_the_typer_command() -> None:
     assert set(VALUE_OPTIONS.values()) | (flag_params & set(SEARCH_PARAMS)) == set(SEARCH_PARAMS)
 
 
-TYPER_NAMES = {"type_": "type"}
-
-
 @pytest.mark.parametrize(
     "argv",
     [
@@ -150,10 +147,9 @@ def test_the_light_path_reads_what_typer_reads(argv: list[str]) -> None:
     assert args is not None
     at = argv.index("search")
     ctx = _typer_search().make_context("search", argv[at + 1 :])
-    theirs = {TYPER_NAMES.get(name, name): value for name, value in ctx.params.items()}
-    ours = {**dict.fromkeys(SEARCH_PARAMS), "include_archived": False, "explain": False,
-            "no_server": False, "verbose": False, "as_json": False, **args.params, **args.flags,
-            "query": args.query, "url": None, "index_workspace": None}  # fmt: skip
+    theirs = dict(ctx.params)  # (typer names each parameter as the search does)
+    defaults = {option.name: option.default for option in SEARCH_OPTIONS}
+    ours = {**defaults, **args.params, **args.flags, "query": args.query}
     assert ours == theirs
     assert args.workspace == (None if at == 0 else "/x")
 
