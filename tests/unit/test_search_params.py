@@ -179,3 +179,38 @@ def test_the_typed_keywords_of_ws_search_are_the_declared_parameters() -> None:
     assert sorted(hints) == sorted([*(p for p in SEARCH_PARAMS if p != "k"), "track_access"])
     mode = [a for a in typing.get_args(hints["mode"]) if a is not type(None)]
     assert typing.get_args(mode[0]) == MODES
+
+
+def test_the_mcp_search_hands_each_argument_to_the_search(tmp_path: Path) -> None:
+    """The tool's body takes `**options`: each argument a client sends reaches the search."""
+    from mdmem import Workspace
+    from mdmem.integrations.mcp_server import build_server
+
+    ws = Workspace.init(tmp_path / "ws", mode="full", agent="coder")
+    (ws.root / "mdmem.toml").write_text('mode = "full"\n[embedding]\nmodel = ""\n')
+    ws = Workspace.open(ws.root)
+    ws.remember("The staging database listens on port 6543", type="fact")
+    ws.remember("Prefer the staging database for load tests", type="preference")
+    server = build_server(ws, warm_up=False)
+
+    async def search(**arguments: Any) -> list[dict[str, Any]]:
+        result: Any = await server.call_tool("search", {"query": "staging database", **arguments})
+        assert not result.is_error, result.content
+        return result.structured_content["hits"]  # type: ignore[no-any-return]
+
+    async def calls() -> dict[str, list[dict[str, Any]]]:
+        return {
+            "all": await search(mode="keyword"),
+            "facts": await search(mode="keyword", type="fact"),
+            "one": await search(mode="keyword", k=1),
+            "elsewhere": await search(mode="keyword", path="notes/*.md"),
+        }
+
+    try:
+        found = asyncio.run(calls())
+    finally:
+        server.tools.close()
+    assert {h["type"] for h in found["all"]} == {"fact", "preference"}
+    assert {h["type"] for h in found["facts"]} == {"fact"}
+    assert len(found["one"]) == 1
+    assert found["elsewhere"] == []
