@@ -404,6 +404,8 @@ class LateSaveGuard:
         ours = [w.after for w in ordered if w.digests[1] in made_from]
         if ours and ours[-1] == latest:
             return None  # other programs' writes on top of ours (the common case: no diff)
+        if self._built_on_holder(target.rel, made_from - {digest(version)}, writes[-1]):
+            return None
         lines = _text(_lf(version))
         known = [v for w in ordered for v in (w.before, w.after)]
         if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
@@ -414,6 +416,27 @@ class LateSaveGuard:
         if _lf(_merged(base, latest, version)) == _lf(version):
             return None
         return base
+
+    def _built_on_holder(self, rel: str, ancestors: set[str], write: _Write) -> bool:
+        """Whether program writes alone made the version from one that held ``write``: then
+        whatever of it is missing was changed on purpose (another agent's next pool version
+        on a merge-back made by another guard, whose version is none of this guard's writes),
+        and merging it back would undo that change (a second section for one pool key, a
+        superseded entry live again)."""
+        if not ancestors:
+            return False
+        found = {
+            d: v
+            for w in self._ordered(rel, [write])
+            for d, v in zip(w.digests, (w.before, w.after), strict=True)
+            if d in ancestors
+        }
+        if ancestors - found.keys():
+            found.update(self.writer.known_versions(rel, ancestors - found.keys()))
+        return any(
+            _lf(_merged(write.before, write.after, ancestor)) == _lf(ancestor)
+            for ancestor in found.values()
+        )
 
     def _copied_from(self, rel: str, ordered: list[_Write], version: bytes) -> bytes | None:
         """The version a person's copy was made from.

@@ -12,6 +12,7 @@ Written on :mod:`difflib` (the well-known ``merge3`` package is GPL, which this 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -303,14 +304,61 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, 
     blocks += [(i + pre, j + pre, size) for i, j, size in middle]
     if suf:
         blocks.append((len(a) - suf, len(b) - suf, suf))
-    merged: list[tuple[int, int, int]] = []
-    for i, j, size in blocks:
-        if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
-            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + size)
-        elif size:
-            merged.append((i, j, size))
+    merged = _joined(blocks)
     merged.append((len(a), len(b), 0))
-    return merged
+    return _matched_early(a, b, merged)
+
+
+def _joined(blocks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Adjacent runs as one, empty ones dropped."""
+    out: list[tuple[int, int, int]] = []
+    for i, j, size in blocks:
+        if out and out[-1][0] + out[-1][2] == i and out[-1][1] + out[-1][2] == j:
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + size)
+        elif size:
+            out.append((i, j, size))
+    return out
+
+
+def _matched_early(
+    a: Sequence[str], b: Sequence[str], blocks: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The same matched lines, each paired with the earliest equal line the order allows: of
+    the equally short edit scripts, the one whose insertions and deletions come last (diff's
+    slider, line by line). Two diffs from one base then place the same added lines at the
+    same place whatever else each side changed: a pool section appended by a program and
+    found in a person's copy that also has a note at the top, both sections ending in the
+    same value's lines, was read as inserted in two places, and a merge kept it twice."""
+    pairs = [(i + t, j + t) for i, j, size in blocks for t in range(size)]
+    if not pairs:
+        return blocks
+    in_a: dict[str, list[int]] = {}
+    in_b: dict[str, list[int]] = {}
+    for index, line in enumerate(a):
+        in_a.setdefault(line, []).append(index)
+    for index, line in enumerate(b):
+        in_b.setdefault(line, []).append(index)
+    changed = True
+    while changed:
+        changed = False
+        prev_i = prev_j = -1
+        for n, (i, j) in enumerate(pairs):
+            k = _first_between(in_b[a[i]], prev_j, j)  # a[i] inserted before: match it there
+            if k is not None:
+                j, changed = k, True
+            k = _first_between(in_a[b[j]], prev_i, i)  # the same for a deleted line
+            if k is not None:
+                i, changed = k, True
+            pairs[n] = (i, j)
+            prev_i, prev_j = i, j
+    out = _joined([(i, j, 1) for i, j in pairs])
+    return [*out, blocks[-1]]
+
+
+def _first_between(positions: list[int], low: int, high: int) -> int | None:
+    """The first of the sorted ``positions`` above ``low`` and below ``high``."""
+    at = bisect.bisect_right(positions, low)
+    return positions[at] if at < len(positions) and positions[at] < high else None
 
 
 def _myers(

@@ -62,6 +62,35 @@ def test_insertions_of_both_sides_are_all_kept(sides: tuple[str, str, str]) -> N
     ]
 
 
+@given(
+    st.lists(st.sampled_from(["## m\n", "\n", "1\n", "```\n", "- a\n"]), max_size=8),
+    st.lists(st.sampled_from(["## m\n", "\n", "1\n", "```\n", "- a\n"]), max_size=6),
+    st.integers(0, 8),
+)
+@example(  # a pool key appended, the person's copy has it and a note at the top
+    ["# Pool\n", "\n", "## m\n", "<!-- v1 -->\n", "\n", "```json\n", "1\n", "```\n", "\n"],
+    ["<!-- v1 -->\n", "\n", "```json\n", "1\n", "```\n", "\n"],
+    1,
+)
+def test_lines_both_sides_added_at_the_end_are_kept_once(
+    base: list[str], added: list[str], note_at: int
+) -> None:
+    """The program appended an entry or a section (its first line its own, the rest perhaps
+    like lines above); the person's copy holds it too, and a note of the person's elsewhere:
+    the merge has the person's lines. With repeated lines (two pool
+    sections ending in the same value) the two diffs could place the same addition at two
+    places, and the merge kept it twice: a second section for one pool key (issue 39)."""
+    program = base + ["## a key of its own\n", *added]  # an entry or section: its own first line
+    person = list(program)
+    person.insert(min(note_at, len(base)), "A note from the person\n")
+    merged = merge_text("".join(base), "".join(program), "".join(person))
+    # blank lines aside: an added blank next to the person's is spacing, not a line twice
+    assert [x for x in merged.text.splitlines() if x.strip()] == [
+        x for x in "".join(person).splitlines() if x.strip()
+    ]
+    assert merged.conflicts == 0
+
+
 @given(LINES.map("".join), LINES.map("".join))
 def test_a_side_that_changed_nothing_takes_the_other(base: str, other: str) -> None:
     assert merge_text(base, base, other).text == other

@@ -91,6 +91,51 @@ def test_a_stale_save_without_a_newer_key_gets_it_back(tmp_path: Path) -> None:
     ws.close()
 
 
+def test_two_agents_a_new_key_and_a_stale_save_keep_one_section_per_key(tmp_path: Path) -> None:
+    """Found by the write model (tests/integration/test_write_model.py): agent B creates key
+    ``n``, the person's editor reads the file, agent A writes version 2, the person saves
+    their copy with a note at the top, B writes version 3. The merge-back of A's version 2
+    read the person's copy, which holds ``n`` too, as adding it in another place (the two
+    sections end in the same lines): a second ``## n`` section, and A's next compare-and-set
+    against version 3 was acknowledged as version 2 again."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a", mode="full")
+    config = root / "mdmem.toml"
+    config.write_text(config.read_text() + '\n[embedding]\nmodel = ""\n[write]\nlate_save_ms = 150\n')
+    a, b = Workspace.open(root), Workspace.open(root)
+    pools = {"a": a.sharing.pool(), "b": b.sharing.pool()}
+    path = root / "shared/default.md"
+    acknowledged: list[int] = []
+
+    def increment(agent: str, key: str) -> None:
+        entry = pools[agent].read(key)
+        version, value = (entry.version, entry.content) if entry else (0, 0)
+        written = pools[agent].write(key, value + 1, writer=agent, expected_version=version)
+        assert written.version == version + 1
+        if key == "n":
+            acknowledged.append(written.version)
+
+    increment("a", "m")
+    increment("b", "n")
+    copy = path.read_text()
+    increment("a", "n")
+    rows = copy.split("\n")
+    rows[1:1] = ["", "A note from the person"]
+    _rename_save(path, "\n".join(rows))
+    increment("b", "n")
+    b.world.set("host", "value2")
+    increment("a", "n")
+    for ws in (a, b):
+        assert ws._w.writer.guard.wait(timeout=10.0)
+    text = path.read_text()
+    assert acknowledged == [1, 2, 3, 4]
+    assert text.count("## n") == 1 and "A note from the person" in text
+    entry = pools["b"].read("n")
+    assert entry is not None and (entry.version, entry.content) == (4, 4)
+    a.close()
+    b.close()
+
+
 def _person_saving_stale_copies(path: Path, stop: threading.Event, saves: list[int]) -> None:
     """An editor that reads the pool file, waits 0-150 ms (the agents write meanwhile), and
     saves its copy with a note added, by rename: a stale save each time, two or three a
