@@ -80,7 +80,7 @@ def test_lines_both_sides_added_at_the_end_are_kept_once(
     the merge has the person's lines. With repeated lines (two pool
     sections ending in the same value) the two diffs could place the same addition at two
     places, and the merge kept it twice: a second section for one pool key (issue 39)."""
-    program = base + ["## a key of its own\n", *added]  # an entry or section: its own first line
+    program = [*base, "## a key of its own\n", *added]  # an entry or section: its own first line
     person = list(program)
     person.insert(min(note_at, len(base)), "A note from the person\n")
     merged = merge_text("".join(base), "".join(program), "".join(person))

@@ -101,7 +101,9 @@ def test_two_agents_a_new_key_and_a_stale_save_keep_one_section_per_key(tmp_path
     root = tmp_path / "ws"
     Workspace.init(root, agent="a", mode="full")
     config = root / "mdmem.toml"
-    config.write_text(config.read_text() + '\n[embedding]\nmodel = ""\n[write]\nlate_save_ms = 150\n')
+    config.write_text(
+        config.read_text() + '\n[embedding]\nmodel = ""\n[write]\nlate_save_ms = 150\n'
+    )
     a, b = Workspace.open(root), Workspace.open(root)
     pools = {"a": a.sharing.pool(), "b": b.sharing.pool()}
     path = root / "shared/default.md"
