@@ -433,8 +433,10 @@ class LateSaveGuard:
         }
         if ancestors - found.keys():
             found.update(self.writer.known_versions(rel, ancestors - found.keys()))
+        # held: every line it added is there (a merge that leaves the ancestor as it is says
+        # nothing: where a person's copy changed the same lines, the person's side wins)
         return any(
-            _lf(_merged(write.before, write.after, ancestor)) == _lf(ancestor)
+            self._holds(write.before, write.after, set(_text(_lf(ancestor)).splitlines()))
             for ancestor in found.values()
         )
 

@@ -213,3 +213,39 @@ def test_a_stale_buffer_saved_twice_with_its_own_line_edited_keeps_the_write_it_
     assert "- PERSON 1" not in lines
     assert lines.count("- PERSON 1 (edited)") == 1 and lines.count("- PERSON 2") == 1, lines
     ws.close()
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_two_agents_update_one_entry_and_a_crlf_copy_saved_after_keeps_the_second_update(
+    tmp_path: Path, how: str
+) -> None:
+    """What the write-path model found: a CRLF editor holds a copy from before two agents'
+    updates of one entry and saves it unchanged (every line ending differs) just after; the
+    first agent then remembers, on that save. The second agent's update was taken as held
+    by the save (merged into it, the person's side of the clash won and left it as it was),
+    so its guard never put it back."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    agents = [Workspace.open(root) for _ in range(2)]
+    path = root / "memory.md"
+    first = agents[0].remember("Fact 1: the first value")
+    copy = path.read_bytes().replace(b"\n", b"\r\n")
+    agents[0].update(first, text="Fact 2: an update by agent a")
+    found = next(e for e in agents[1].entries("memory.md") if e.id == first.id)
+    agents[1].update(found, text="Fact 3: an update by agent b")
+    time.sleep(0.04)
+    _save(path, copy, how)
+    try:
+        agents[0].remember("Fact 4: remembered on the person's save")
+        remembered = True
+    except ConflictError:
+        remembered = False
+    time.sleep(SETTLED_S)
+    for ws in agents:
+        ws.close()
+    text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    assert text.count("Fact 3: an update by agent b") == 1, text
+    assert "Fact 2: an update by agent a" not in text.split("## Archive")[0], text
+    assert "Fact 1: the first value" not in text, text
+    if remembered:
+        assert text.count("Fact 4: remembered on the person's save") == 1, text
