@@ -262,7 +262,12 @@ def _search(args: SearchArgs) -> int | None:
 
 def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | None:
     """The first search of the day: in this process (its query embedded without torch), then
-    the server started for the next one. None (typer searches again) on any error."""
+    the server started for the next one. None (typer searches again) on any error.
+
+    The query encoder starts loading first, on a thread of its own, while this one imports
+    the workspace and the index: a keyword search has no use for it."""
+    if params.get("mode") != "keyword":
+        _prefetch_encoder(root)
     from mdmem.index.request import SearchRequest
     from mdmem.live.client import start_server
     from mdmem.live.search_output import print_results
@@ -281,6 +286,19 @@ def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | N
     sys.stdout.flush()
     start_server(root)
     return 0
+
+
+def _prefetch_encoder(root: Any) -> None:
+    """The configured model's ONNX export loading on a thread (nothing for another model, or
+    a workspace whose mdmem.toml cannot be read: the search says why, as it always does)."""
+    try:
+        from mdmem.config import load_config
+        from mdmem.index.embed import prefetch_query_encoder
+
+        cfg = load_config(root).embedding
+        prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
+    except Exception:  # (the search itself meets the same problem and reports it)
+        return
 
 
 def _log_to_stderr() -> None:

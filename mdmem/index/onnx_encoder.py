@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,12 +155,61 @@ class OnnxEncoder:
         return (pooled / norms).astype(np.float32)
 
 
+class _Prefetch:
+    """One load started ahead of its use, on its own thread."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: tuple[OnnxEncoder | None, str] = (None, "")
+
+
+_prefetched: dict[tuple[str, str, str, int], _Prefetch] = {}
+_prefetch_lock = threading.Lock()
+
+
+def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> None:
+    """Start :func:`load_export` now, on a daemon thread; the next ``load_export`` of the same
+    export takes its result (waiting for it to finish), and a later one loads afresh.
+
+    Why: a first search of the day, or an MCP server's first, spent ~0.5 s (on a quiet
+    2-core machine) reading, checking and loading the export after the workspace's and the
+    index's imports; onnxruntime loads a model mostly without the GIL, so the two overlap. A
+    failed prefetch changes nothing: ``load_export`` then loads (and says why not) itself."""
+    key = (name, str(source), model_id, threads)
+    with _prefetch_lock:
+        if key in _prefetched:
+            return
+        pending = _prefetched[key] = _Prefetch()
+
+    def run() -> None:
+        try:
+            pending.result = _load_export(name, source, model_id, threads)
+        except BaseException as exc:  # (never raised on this thread: the next load says it)
+            pending.result = (None, str(exc))
+        finally:
+            pending.done.set()
+
+    threading.Thread(target=run, name="mdmem-onnx-prefetch", daemon=True).start()
+
+
 def load_export(
     name: str, source: Path, model_id: str, threads: int = 0
 ) -> tuple[OnnxEncoder | None, str]:
     """The export of model ``name`` made from ``source``, checked: (encoder, "") or (None, why
     not). Never raises for a missing, stale or damaged export: the caller uses
-    sentence-transformers then."""
+    sentence-transformers then. A :func:`prefetch` of it is taken (once) when it loaded."""
+    with _prefetch_lock:
+        pending = _prefetched.pop((name, str(source), model_id, threads), None)
+    if pending is not None:
+        pending.done.wait()
+        if pending.result[0] is not None:
+            return pending.result
+    return _load_export(name, source, model_id, threads)
+
+
+def _load_export(
+    name: str, source: Path, model_id: str, threads: int
+) -> tuple[OnnxEncoder | None, str]:
     data, why = checked_export(name, source, model_id)
     if data is None:
         return None, why
