@@ -190,12 +190,14 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
     """A Claude Code hook without typer (its import costs a hook a third of its time): the exit
     code, or None for the typer command to run it instead (any error: it runs the hook again
     and says what went wrong as it always does; the hook's input is handed on)."""
+    text = "" if sys.stdin.isatty() else sys.stdin.read()
+    if action == "import" and not extract and _nothing_new(workspace, text):
+        return 0
     import io
 
     from mdmem.integrations import hooks
     from mdmem.workspace import Workspace
 
-    text = "" if sys.stdin.isatty() else sys.stdin.read()
     _log_to_stderr()
     try:
         payload = hooks.read_input(text)
@@ -212,6 +214,32 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
             print(f"mdmem: warning: {problem}", file=sys.stderr)
         print(report.summary())
     return 0
+
+
+def _nothing_new(workspace: str | None, text: str) -> bool:
+    """An import hook whose log, session file and workspace are as the last run left them
+    (:mod:`mdmem.integrations.hook_state`): says what the import would say, and True; False
+    (the import runs) in every other case, an unreadable payload too."""
+    import json
+
+    from mdmem.integrations import hook_state
+    from mdmem.layout import find_root
+
+    try:
+        payload = json.loads(text) if text.strip() else {}
+        transcript = payload.get("transcript_path") if isinstance(payload, dict) else None
+        if not isinstance(transcript, str) or not transcript:
+            return False
+        found = hook_state.unchanged(find_root(workspace), transcript)
+    except Exception:
+        return False
+    if found is None:
+        return False
+    summary, problems = found
+    for problem in problems:
+        print(f"mdmem: warning: {problem}", file=sys.stderr)
+    print(summary)
+    return True
 
 
 def _valid(params: dict[str, Any]) -> bool:
