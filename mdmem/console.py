@@ -179,12 +179,14 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
     """A Claude Code hook without typer (its import costs a hook a third of its time): the exit
     code, or None for the typer command to run it instead (any error: it runs the hook again
     and says what went wrong as it always does; the hook's input is handed on)."""
+    text = "" if sys.stdin.isatty() else sys.stdin.read()
+    if action == "import" and not extract and _nothing_new(workspace, text):
+        return 0
     import io
 
     from mdmem.integrations import hooks
     from mdmem.workspace import Workspace
 
-    text = "" if sys.stdin.isatty() else sys.stdin.read()
     _log_to_stderr()
     try:
         payload = hooks.read_input(text)
@@ -201,6 +203,32 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
             print(f"mdmem: warning: {problem}", file=sys.stderr)
         print(report.summary())
     return 0
+
+
+def _nothing_new(workspace: str | None, text: str) -> bool:
+    """An import hook whose log, session file and workspace are as the last run left them
+    (:mod:`mdmem.integrations.hook_state`): says what the import would say, and True; False
+    (the import runs) in every other case, an unreadable payload too."""
+    import json
+
+    from mdmem.integrations import hook_state
+    from mdmem.layout import find_root
+
+    try:
+        payload = json.loads(text) if text.strip() else {}
+        transcript = payload.get("transcript_path") if isinstance(payload, dict) else None
+        if not isinstance(transcript, str) or not transcript:
+            return False
+        found = hook_state.unchanged(find_root(workspace), transcript)
+    except Exception:
+        return False
+    if found is None:
+        return False
+    summary, problems = found
+    for problem in problems:
+        print(f"mdmem: warning: {problem}", file=sys.stderr)
+    print(summary)
+    return True
 
 
 def _valid(params: dict[str, Any]) -> bool:
@@ -251,7 +279,12 @@ def _search(args: SearchArgs) -> int | None:
 
 def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | None:
     """The first search of the day: in this process (its query embedded without torch), then
-    the server started for the next one. None (typer searches again) on any error."""
+    the server started for the next one. None (typer searches again) on any error.
+
+    The query encoder starts loading first, on a thread of its own, while this one imports
+    the workspace and the index: a keyword search has no use for it."""
+    if params.get("mode") != "keyword":
+        _prefetch_encoder(root)
     from mdmem.index.request import SearchRequest
     from mdmem.live.client import start_server
     from mdmem.live.search_output import print_results
@@ -270,6 +303,19 @@ def _search_here(root: Any, args: SearchArgs, params: dict[str, Any]) -> int | N
     sys.stdout.flush()
     start_server(root)
     return 0
+
+
+def _prefetch_encoder(root: Any) -> None:
+    """The configured model's ONNX export loading on a thread (nothing for another model, or
+    a workspace whose mdmem.toml cannot be read: the search says why, as it always does)."""
+    try:
+        from mdmem.config import load_config
+        from mdmem.index.embed import prefetch_query_encoder
+
+        cfg = load_config(root).embedding
+        prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
+    except Exception:  # (the search itself meets the same problem and reports it)
+        return
 
 
 def _log_to_stderr() -> None:

@@ -273,6 +273,21 @@ def queries_without_torch(model: str, provider: str, device: str) -> bool:
     return export_current(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)
 
 
+def prefetch_query_encoder(model: str, provider: str, device: str, threads: int = 0) -> None:
+    """Start loading the ONNX export of the configured model now, on a thread of its own,
+    when that is what embeds its queries (:func:`mdmem.index.onnx_encoder.prefetch`): a
+    short-lived process that will search calls it first, so the load overlaps its imports.
+    Nothing for any other model."""
+    if provider != "sentence-transformers" or device != "cpu" or _onnx_off():
+        return
+    source = _packaged_source(model)
+    if source is None:
+        return
+    from mdmem.index.onnx_encoder import prefetch
+
+    prefetch(DEFAULT_MODEL, source, DEFAULT_MODEL_ID, threads)
+
+
 def _onnx_off() -> bool:
     return os.environ.get(ONNX_ENV, "").strip().lower() in ("0", "false", "no", "off")
 

@@ -20,9 +20,11 @@ built by it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,11 @@ release of the package) makes the export stale."""
 MAX_SEQ_LENGTH = 256
 """sentence-transformers' ``max_seq_length`` for all-MiniLM-L6-v2 (sentence_bert_config.json)."""
 MANIFEST_VERSION = 1
+VERIFIED_FILE = "verified.json"
+"""Beside the export: the SHA-256 it was found to have and the file's stat then (device,
+inode, size, modification and change times). A load that finds the file's stat unchanged
+hands onnxruntime the file itself instead of reading and hashing its 90 MB again (~0.1 s of
+a cold search's critical path); any write to the file changes its change time."""
 
 
 def cache_dir() -> Path:
@@ -100,7 +107,8 @@ class OnnxEncoder:
     """Unit-length float32 vectors of all-MiniLM-L6-v2 (mean pooling over the attention mask,
     as sentence-transformers pools it), from an ONNX session."""
 
-    def __init__(self, model_bytes: bytes, tokenizer_file: Path, threads: int = 0) -> None:
+    def __init__(self, model_bytes: bytes | str, tokenizer_file: Path, threads: int = 0) -> None:
+        """``model_bytes``: the model, or the path of its file."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -154,24 +162,128 @@ class OnnxEncoder:
         return (pooled / norms).astype(np.float32)
 
 
+class _Prefetch:
+    """One load started ahead of its use, on its own thread."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: tuple[OnnxEncoder | None, str] = (None, "")
+
+
+_prefetched: dict[tuple[str, str, str, int], _Prefetch] = {}
+_prefetch_lock = threading.Lock()
+
+
+def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> None:
+    """Start :func:`load_export` now, on a daemon thread; the next ``load_export`` of the same
+    export takes its result (waiting for it to finish), and a later one loads afresh.
+
+    Why: a first search of the day, or an MCP server's first, spent ~0.5 s (on a quiet
+    2-core machine) reading, checking and loading the export after the workspace's and the
+    index's imports; onnxruntime loads a model mostly without the GIL, so the two overlap. A
+    failed prefetch changes nothing: ``load_export`` then loads (and says why not) itself."""
+    key = (name, str(source), model_id, threads)
+    with _prefetch_lock:
+        if key in _prefetched:
+            return
+        pending = _prefetched[key] = _Prefetch()
+
+    def run() -> None:
+        try:
+            pending.result = _load_export(name, source, model_id, threads)
+        except BaseException as exc:  # (never raised on this thread: the next load says it)
+            pending.result = (None, str(exc))
+        finally:
+            pending.done.set()
+
+    threading.Thread(target=run, name="mdmem-onnx-prefetch", daemon=True).start()
+
+
 def load_export(
     name: str, source: Path, model_id: str, threads: int = 0
 ) -> tuple[OnnxEncoder | None, str]:
     """The export of model ``name`` made from ``source``, checked: (encoder, "") or (None, why
     not). Never raises for a missing, stale or damaged export: the caller uses
-    sentence-transformers then."""
-    data, why = checked_export(name, source, model_id)
-    if data is None:
-        return None, why
+    sentence-transformers then. A :func:`prefetch` of it is taken (once) when it loaded."""
+    with _prefetch_lock:
+        pending = _prefetched.pop((name, str(source), model_id, threads), None)
+    if pending is not None:
+        pending.done.wait()
+        if pending.result[0] is not None:
+            return pending.result
+    return _load_export(name, source, model_id, threads)
+
+
+def _load_export(
+    name: str, source: Path, model_id: str, threads: int, *, shortcut: bool = True
+) -> tuple[OnnxEncoder | None, str]:
+    folder = export_dir(name, source)
+    seen = _stat(folder / MODEL_FILE)  # (before anything of it is read)
+    model: bytes | str | None = None
+    if shortcut and seen is not None:
+        model = _checked_before(folder, source, model_id, seen)
+    if model is None:
+        model, why = checked_export(name, source, model_id)
+        if model is None:
+            return None, why
     try:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
     except ImportError as exc:
         return None, f"onnxruntime or tokenizers is not installed ({exc})"
     try:
-        return OnnxEncoder(data, source / "tokenizer.json", threads), ""
+        encoder = OnnxEncoder(model, source / "tokenizer.json", threads)
     except Exception as exc:  # a file onnxruntime refuses: it is not used
-        return None, f"onnxruntime cannot load {export_dir(name, source) / MODEL_FILE}: {exc}"
+        return None, f"onnxruntime cannot load {folder / MODEL_FILE}: {exc}"
+    if _stat(folder / MODEL_FILE) != seen:  # written meanwhile: what was loaded is unknown
+        return _load_export(name, source, model_id, threads, shortcut=False)
+    if isinstance(model, bytes) and seen is not None:
+        _note_checked(folder, seen)
+    return encoder, ""
+
+
+def _stat(path: Path) -> list[int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _checked_before(folder: Path, source: Path, model_id: str, seen: list[int]) -> str | None:
+    """The export's path when its manifest is current and :data:`VERIFIED_FILE` says the file,
+    with the stat ``seen``, matched the manifest's digest; else None (it is read and hashed)."""
+    manifest = Manifest.read(folder / MANIFEST_FILE)
+    try:
+        if (
+            manifest is None
+            or manifest.model_id != model_id
+            or manifest.source != str(source)
+            or manifest.stamp != source_stamp(source)
+        ):
+            return None
+        said = json.loads((folder / VERIFIED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if said != {"sha256": manifest.sha256, "stat": seen}:
+        return None
+    return str(folder / MODEL_FILE)
+
+
+def _note_checked(folder: Path, seen: list[int]) -> None:
+    """Record that the file with stat ``seen`` matched the manifest's digest (best effort)."""
+    manifest = Manifest.read(folder / MANIFEST_FILE)
+    if manifest is None:
+        return
+    tmp = folder / f".{VERIFIED_FILE}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"sha256": manifest.sha256, "stat": seen}, out)
+        os.replace(tmp, folder / VERIFIED_FILE)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def export_current(name: str, source: Path, model_id: str) -> bool:

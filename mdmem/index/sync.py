@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import pathspec
 
 from mdmem.config import FilesConfig
 from mdmem.errors import FileProblem
@@ -189,6 +188,8 @@ def _indexable(root: Path, files: FilesConfig, rel: str) -> bool:
             lines = (root / prefix / ".gitignore").read_text(errors="replace").splitlines()
         except OSError:
             continue
+        import pathspec  # (here: a search with no .gitignore on its way needs none of it)
+
         if pathspec.GitIgnoreSpec.from_lines(lines).match_file(rel[len(prefix) :]):
             return False
     return True

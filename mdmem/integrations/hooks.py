@@ -288,6 +288,7 @@ def import_transcript(
     followed) where Claude Code keeps transcripts (:func:`transcript_roots`) or inside the
     workspace; any other file is refused (UnsafePathError naming ``transcript_path``), so a
     payload cannot make the hook copy an arbitrary file into the memory."""
+    from mdmem.integrations import hook_state
     from mdmem.integrations.importers import import_path
     from mdmem.paths import client_file
 
@@ -297,4 +298,7 @@ def import_transcript(
     path = client_file(transcript, transcript_roots(ws.root), "transcript_path")
     if not path.is_file():
         return None
-    return import_path(ws, path, "claude-code", extract=extract, agent=AGENT)
+    before = hook_state.stat_of(os.path.realpath(transcript))
+    report = import_path(ws, path, "claude-code", extract=extract, agent=AGENT)
+    hook_state.remember(ws.root, transcript, before, report)  # (for the next run: unchanged)
+    return report

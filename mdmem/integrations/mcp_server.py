@@ -178,10 +178,14 @@ class Background:
         opener: Callable[[], Workspace],
         *,
         warm_up: bool,
+        prefetch: Callable[[], None] | None = None,
     ) -> None:
+        """``prefetch``: called first on the background thread, to start what loads on a
+        thread of its own beside the workspace's imports (the query encoder)."""
         self.root = root
         self._opener = opener
         self._warm_up = warm_up
+        self._prefetch = prefetch
         self._started = threading.Lock()
         self._thread: threading.Thread | None = None
         self._opened = threading.Event()
@@ -215,6 +219,11 @@ class Background:
         return self._ws
 
     def _run(self) -> None:
+        if self._prefetch is not None:
+            try:
+                self._prefetch()
+            except Exception as exc:  # (the search that loads it again says what is wrong)
+                log.info("loading the query encoder ahead failed: %s", exc)
         try:
             self._ws = self._opener()
             if not self.vectors.is_set() and _light_queries(self._ws):
@@ -229,6 +238,10 @@ class Background:
         try:
             if warm_server_running(self.root):
                 return  # it answers searches; its model is loaded there
+            # what a search imports, while the encoder loads: not at the first search
+            import mdmem.index.federated
+            import mdmem.index.search  # noqa: F401
+
             embedder = self._ws.index.embedder()
             if embedder is not None:
                 embedder.embed(["warm up"])
@@ -751,8 +764,16 @@ def build_server(
             ws.config = dataclasses.replace(ws.config, agent=checked)
         return ws
 
+    def prefetch() -> None:
+        from mdmem.config import load_config
+        from mdmem.index.embed import prefetch_query_encoder
+
+        cfg = (config if config is not None else load_config(root)).embedding
+        prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
+
     root = workspace if isinstance(workspace, Path) else workspace.root
-    tools = Tools(Background(root, opened, warm_up=warm_up))
+    ahead = prefetch if isinstance(workspace, Path) and warm_up else None
+    tools = Tools(Background(root, opened, warm_up=warm_up, prefetch=ahead))
     server = MdmemMCPServer(tools)
     for name in ("search", "read", "context", "sessions", "pool_read"):
         tool = getattr(tools, name)

@@ -46,6 +46,39 @@ def insert_entry(doc: Document, type_: str, title: str, block_text: str) -> str:
     return _insert_under(doc, heading, title, block_text, before_archive=True)
 
 
+def append_point(doc: Document, title: str) -> int | None:
+    """The character offset in ``doc.text`` at which :func:`insert_entry` puts a ``- ``
+    item under ``## title`` as it is, nothing added around it (no blank line, no new section,
+    no other bullet), and after which that item ends the section's entries: the end of the
+    section's last item, when only blank lines follow it. None in any other case.
+
+    With it a writer that appends items one after another (a session's events) finds where
+    they go from a parse it already has, instead of parsing the file again after each one:
+    ``text[:at] + block + text[at:]`` is then exactly ``insert_entry``'s text."""
+    heading = _section_heading(doc, lambda h: h.title.strip().lower() == title.lower())
+    if heading is None:
+        return None
+    lines = doc.lines
+    nxt = next((h.line for h in doc.headings if h.line > heading.line), len(lines) + 1)
+    last = nxt - 2
+    while last >= heading.line and not lines[last].strip():
+        last -= 1
+    if last < heading.line:  # an empty section: insert_entry adds a blank line first
+        return None
+    item = _item_ending_at(doc, last + 1)
+    marker = _BULLET.match(lines[item.start_line - 1]) if item else None
+    if item is None or marker is None or marker.group(1) != "-" or item.end_line != last + 1:
+        return None
+    if not lines[last].endswith(("\n", "\r")):  # no final newline: one would be added
+        return None
+    if last + 1 < len(lines) and lines[last + 1].strip():  # (a heading right after it)
+        return None
+    mine = [e for e in doc.entries if e.heading_path[-1:] == (heading.title.strip(),)]
+    if not mine or mine[-1] is not item:  # the section's entries end elsewhere
+        return None
+    return sum(map(len, lines[: last + 1]))
+
+
 def archive_entry(text: str, path: str, entry_id: str, meta: Mapping[str, object]) -> str:
     """Move an entry to the file's ``## Archive`` section, adding ``meta`` to its comment."""
     doc = parse_document(path, text)

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-
 from mdmem.markdown.conflicts import conflict_line, conflict_message
 from mdmem.markdown.entries import (
     ARCHIVE_TITLE,
@@ -33,6 +31,7 @@ from mdmem.markdown.entries import (
 from mdmem.text import dedent
 
 if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
 NESTING_LIMIT = 32
@@ -131,6 +130,9 @@ def newline_of(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
+    # Imported at the first parse (~50 ms): a search whose files have not changed needs none.
+    from markdown_it import MarkdownIt
+
     # Block structure is all we need: skipping inline parsing halves the cost on big files.
     md = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
     md.options["maxNesting"] = _MAX_NESTING

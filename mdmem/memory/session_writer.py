@@ -20,7 +20,7 @@ from typing import Any
 from mdmem.errors import EditNotApplicable, FileProblem
 from mdmem.markdown import edits
 from mdmem.markdown.frontmatter import set_frontmatter
-from mdmem.markdown.parse import newline_of, parse_document
+from mdmem.markdown.parse import Document, newline_of, parse_document
 from mdmem.markdown.sections import append_to_section
 from mdmem.memory.session_format import (
     MAX_EVENT_CHARS,
@@ -87,6 +87,16 @@ class Session:
     def written(self) -> bool:
         """Whether this session is recorded in a file (full mode)."""
         return self._write is not None
+
+    def resume(self, doc: Document) -> None:
+        """The file is ``doc`` (a parse its caller already has): the next events go straight
+        to the end of its ``## Events`` when that is exactly where appending puts them, so
+        appending to a long session costs no parse of it (an import adding two messages to a
+        session of thousands). Otherwise nothing changes: the first event finds its place by
+        parsing, as it always does. The file must still be ``doc.text`` when written (it is
+        compared)."""
+        at = edits.append_point(doc, "Events")
+        self._tail = (doc.text, at) if at is not None else None
 
     # ---- recording -------------------------------------------------------------------------
 

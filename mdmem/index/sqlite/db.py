@@ -18,12 +18,14 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from mdmem.errors import MdmemError
 from mdmem.index.backend_base import ACCESS_SINCE
 from mdmem.layout import private_file
+
+if TYPE_CHECKING:  # imported where an index is made or migrated: it costs an open ~0.1 s
+    import sqlite_utils
 
 SCHEMA_VERSION = 5
 APP_ID = 0x6D646D6D  # "mdmm": tells our index apart from any other SQLite file
@@ -374,6 +376,8 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     try:
         # re-read under the write lock: another process may have migrated meanwhile
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        import sqlite_utils
+
         db = sqlite_utils.Database(conn)
         for step in MIGRATIONS[version:SCHEMA_VERSION]:
             step(db)

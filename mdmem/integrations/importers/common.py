@@ -115,11 +115,22 @@ class Conversation:
     def digest(self, count: int) -> str:
         """A short hash of the first ``count`` turns: re-imports compare it to see that what
         was imported before is still the start of the conversation."""
-        hasher = hashlib.sha256()
-        for turn in self.turns[:count]:
-            hasher.update(turn.fingerprint())
-            hasher.update(b"\0")
-        return hasher.hexdigest()[:16]
+        # An import asks for two or three prefixes, each longer than the last (what was
+        # imported, then all): one pass over the turns, the hash's state kept between them.
+        count = len(range(len(self.turns))[:count])  # (as turns[:count] counts them)
+        cache = self.__dict__.get("_digests")
+        if cache is None or cache[0] is not self.turns or cache[2] > count:
+            fresh: dict[int, str] = {}
+            cache = (self.turns, hashlib.sha256(), 0, fresh)
+        turns, hasher, done, known = cache
+        if count not in known:
+            for turn in turns[done:count]:
+                hasher.update(turn.fingerprint())
+                hasher.update(b"\0")
+            known[count] = hasher.hexdigest()[:16]
+            cache = (turns, hasher, count, known)
+        object.__setattr__(self, "_digests", cache)  # (no field: not compared, not copied)
+        return known[count]
 
     @property
     def start(self) -> dt.datetime:

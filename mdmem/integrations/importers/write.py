@@ -56,6 +56,7 @@ from mdmem.integrations.importers.logs import (
 
 if TYPE_CHECKING:
     from mdmem import Session, Workspace
+    from mdmem.markdown.parse import Document
     from mdmem.reports import ExtractReport
 
 TRASH_DIR = ".trash"
@@ -269,6 +270,9 @@ class Writer:
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
 
     def _append(self, conv: Conversation, known: Known, turns: Sequence[Turn]) -> tuple[str, int]:
+        # One parse of the session file (kept by the workspace's documents, by its bytes):
+        # the record read below and where the new events go both come from it.
+        parsed = self.ws._w.documents.read(known.path)
         record = self.ws.sessions.record(Path(known.path).stem)
         started = dt.datetime.fromisoformat(record.started) if record.started else conv.start
         before: list[str] = []
@@ -286,6 +290,7 @@ class Writer:
                 turns,
                 tools=record.tools,
                 rounds=record.rounds,
+                parsed=parsed,
             )
             masked[:] = [count]
             return self._stamp(text, conv, known.messages + len(turns))
@@ -306,9 +311,12 @@ class Writer:
         turns: Sequence[Turn],
         tools: Any = None,
         rounds: int = 0,
+        parsed: Document | None = None,
     ) -> tuple[str, int]:
         """``current`` with ``turns`` recorded by a :class:`~mdmem.Session` (in memory: the
-        file is written once, by the caller), and the number of secrets masked."""
+        file is written once, by the caller), and the number of secrets masked. ``parsed``:
+        the file as parsed before, which the session appends after when ``current`` is still
+        its text."""
         from mdmem import Session
 
         buffer = [current]
@@ -330,6 +338,8 @@ class Writer:
         )
         session.tools = dict(tools or {})
         session.rounds = rounds
+        if parsed is not None and parsed.text == current:
+            session.resume(parsed)
         masked = 0
         for turn in turns:
             now[0] = turn.time or now[0]
