@@ -12,8 +12,18 @@ it prints (stdout, then stderr); in a ``python`` block followed by an ``output``
 block is what the code printed. A shown ``…`` stands for any text within its line (an id, a
 path, a score's later digits: what differs between machines or runs); a line that is ``…``
 alone stands for any number of lines. A command shown with no output is not compared. Commands
-are ``mdmem`` (run as ``python -m mdmem``, the console script's entry point) and the few tools a
-page uses to show a person's side (``TOOLS``). ``make demo`` runs too."""
+are ``mdmem`` and the few tools a page uses to show a person's side (``TOOLS``). ``make demo``
+runs too.
+
+**One process, one model.** The blocks run in the test's process: a python block as it is; an
+``mdmem`` command through the console script's entry point (``mdmem.console.main``, what
+``python -m mdmem`` runs) with typer's runner capturing what it prints, then what the command's
+process would wait for at its exit (its threads, the late-save windows); ``mdmem watch``, which
+runs until stopped, as a real process. Every workspace they open (the blocks' own, each
+command's) uses the suite's loaded model (``embedder`` in tests/conftest.py) when its
+configuration names that model, as ``Workspace(root, embedder=...)`` lets a library user share
+one. A console start-up, an import of the model's libraries and a model load per command was
+most of this test's time."""
 
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import shlex
@@ -29,12 +40,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(python|console|output)\n(.*?)^```", re.M | re.S)
@@ -175,14 +189,38 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.fixture()
+def one_model(embedder: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every workspace opened in this process while a page runs gets the suite's loaded model
+    when its configuration names that model (any other configuration, its own); the ``mdmem``
+    logger is left as it was found (the commands set it up as a process of their own would)."""
+    from mdmem.config import EmbeddingConfig
+    from mdmem.workspace import wiring
+
+    configured = wiring.make_embedder
+
+    def loaded(config: object) -> object:
+        same = config.embedding == EmbeddingConfig()  # type: ignore[attr-defined]
+        return embedder if same else configured(config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wiring, "make_embedder", loaded)
+    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")  # no server left behind (its output is the same)
+    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
+    logger = logging.getLogger("mdmem")
+    handlers, level = list(logger.handlers), logger.level
+    try:
+        yield
+    finally:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+
+
 @pytest.mark.parametrize("page", FIRST_PAGES)
 def test_a_newcomer_gets_what_the_first_pages_show(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_model: None
 ) -> None:
     """Run in order in an empty folder, as a newcomer would: python blocks in the folder the
     console blocks' ``cd`` reached (one terminal), every shown output compared."""
-    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")  # no server left behind (its output is the same)
-    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
     namespace: dict[str, object] = {"__name__": "readme"}
     cwd = tmp_path
     try:
@@ -197,8 +235,12 @@ def test_a_newcomer_gets_what_the_first_pages_show(
 
 
 @pytest.fixture()
-def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(ROOT / "example_workspace", tmp_path / "my-agent")
+def folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indexed_template: Path, one_model: None
+) -> Path:
+    """A copy of example_workspace/ as ``my-agent``: the suite's indexed copy of it (its index is
+    derived from the same files and fresh: nothing embedded again)."""
+    shutil.copytree(indexed_template, tmp_path / "my-agent")
     transcript = [
         {"role": "user", "content": "CI fails: database invoice_test does not exist"},
         {"role": "assistant", "content": "Fixed: docker/initdb/01-create-test-db.sql creates it"},
@@ -206,8 +248,6 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     lines = "".join(json.dumps(m) + "\n" for m in transcript)
     (tmp_path / "my-agent" / "transcript.jsonl").write_text(lines)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")
-    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
     return tmp_path
 
 
@@ -266,34 +306,86 @@ def _run_console(block: Block, cwd: Path) -> Path:
             cwd = (cwd / command[3:].strip()).resolve()
             continue
         words = shlex.split(command)
+        if command in LONG_RUNNING:
+            _run_until_stopped([sys.executable, "-m", "mdmem", *words[1:]], cwd, block.where)
+            continue
         if words[0] == "mdmem":
-            argv = [sys.executable, "-m", "mdmem", *words[1:]]
+            code, out, err = _mdmem_here(words[1:], cwd)
         else:
             assert words[0] in TOOLS, f"{block.where}: {command!r} is not an mdmem command"
-            argv = words
-        if command in LONG_RUNNING:
-            _run_until_stopped(argv, cwd, block.where)
-            continue
-        done = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=_env()
-        )
-        assert done.returncode == 0, (
-            f"{block.where}: `{command}` exited {done.returncode}:\n{done.stderr}"
-        )
+            done = subprocess.run(
+                words, cwd=cwd, capture_output=True, text=True, timeout=300, env=_env()
+            )
+            code, out, err = done.returncode, done.stdout, done.stderr
+        assert code == 0, f"{block.where}: `{command}` exited {code}:\n{err}"
         if _lines(shown):
-            _compare(shown, done.stdout + done.stderr, block.where, f"`{command}`")
+            _compare(shown, out + err, block.where, f"`{command}`")
     return cwd
 
 
+def _mdmem_here(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``mdmem ARGS`` run in ``cwd`` by the console script's entry point, in this process: the
+    exit code, stdout and stderr. Before its output is taken, what the command's own process
+    would do at its exit: wait for the threads it started that are not daemons, and for the
+    late-save windows of its writes (``late_saves``' exit hook)."""
+    from mdmem.console import main
+    from mdmem.writes import late_saves
+
+    before = set(threading.enumerate())
+    code = 0
+    with CliRunner().isolation(env={"MDMEM_WORKSPACE": None}) as (out, err, _mixed):
+        argv, here = sys.argv, os.getcwd()
+        sys.argv = ["mdmem", *args]
+        try:
+            os.chdir(cwd)
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            for thread in threading.enumerate():
+                if thread not in before and not thread.daemon:
+                    thread.join()
+            late_saves._wait_for_windows()
+            sys.argv = argv
+            os.chdir(here)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        printed = out.getvalue().decode("utf-8", "replace")
+        said = err.getvalue().decode("utf-8", "replace")
+    return code, printed, said
+
+
+STARTED = re.compile(r"^mdmem: watching ")
+"""What a long-running command says on stderr once it runs (then it is stopped)."""
+START_WAIT_S = 120.0
+
+
 def _run_until_stopped(argv: list[str], cwd: Path, where: str) -> None:
+    """Started, then stopped with Ctrl-C once it says it runs: exit 0."""
     proc = subprocess.Popen(
-        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()
     )
-    time.sleep(4.0)
-    assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own"
+    said: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + START_WAIT_S
+    while not any(STARTED.match(line) for line in said) and time.monotonic() < deadline:
+        assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own:\n{''.join(said)}"
+        time.sleep(0.05)
+    assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own:\n{''.join(said)}"
+    assert any(STARTED.match(line) for line in said), f"{where}: no `mdmem: watching` line"
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, f"{where}: Ctrl-C ended it with {proc.returncode}:\n{err!r}"
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 0, (
+        f"{where}: Ctrl-C ended it with {proc.returncode}:\n{''.join(said)}"
+    )
 
 
 def test_make_demo_runs() -> None:
