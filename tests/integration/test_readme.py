@@ -388,8 +388,17 @@ def _run_until_stopped(argv: list[str], cwd: Path, where: str) -> None:
     )
 
 
-def test_make_demo_runs() -> None:
-    done = subprocess.run(
-        ["make", "-s", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env()
-    )
+STAMP = ".venv/.installed-stamp"
+"""The Makefile's install stamp: taken as made (``make -o``), so make never reinstalls the venv
+the suite runs in."""
+
+
+def test_make_demo_runs(indexed_template: Path) -> None:
+    """`make demo`, every step of it, with the suite's venv and model: the interpreter running
+    the suite (``BIN``; never reinstalled), the model's export in the suite's cache
+    (``$MDMEM_CACHE_DIR``), and the demo's copy of example_workspace/ taken from the suite's
+    indexed one (``DEMO_FROM``): its ``mdmem index`` embeds only the memories the demo added."""
+    bin_dir = Path(sys.executable).parent
+    argv = ["make", "-s", "-o", STAMP, "demo", f"BIN={bin_dir}", f"DEMO_FROM={indexed_template}"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
