@@ -42,13 +42,19 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TextIO
 
 import pytest
 import yaml
 from typer.testing import CliRunner
+
+if TYPE_CHECKING:
+    from mdmem.config import Config
+    from mdmem.index.embed import Embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(python|console|output)\n(.*?)^```", re.M | re.S)
@@ -151,6 +157,34 @@ def test_shown_output_is_matched_line_by_line() -> None:
     assert not _matches("a", "a\nb\n")  # every line printed is shown, or covered by a lone …
 
 
+def test_logs_and_warnings_print_as_in_a_process_of_their_own() -> None:
+    """What a command prints through logging and warnings is what it would print alone (so the
+    comparison of its stderr is as strict in this process), whatever the handlers an earlier
+    command or pytest left behind."""
+    code = (
+        "import logging, warnings\n"
+        "logging.getLogger('mdmem.index').info('an info line')\n"
+        "logging.getLogger('mdmem.index').warning('a warning line')\n"
+        "warnings.warn('a user warning', UserWarning)\n"
+        "warnings.warn('a deprecation', DeprecationWarning)\n"
+    )
+    alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    ours = logging.getLogger("mdmem")
+    left = logging.StreamHandler(sys.stderr)  # as an earlier command (or a test) leaves it
+    ours.addHandler(left)
+    ours.setLevel(logging.INFO)
+    try:
+        with CliRunner().isolation() as (_out, err, _mixed), _as_a_new_process():
+            exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+            sys.stderr.flush()
+            here = err.getvalue().decode()
+    finally:
+        ours.removeHandler(left)
+        ours.setLevel(logging.NOTSET)
+    assert "a warning line" in here and "UserWarning: a user warning" in here
+    assert here == alone.stderr
+
+
 def _pattern(shown: str) -> re.Pattern[str]:
     parts = []
     for line in _lines(shown):
@@ -190,29 +224,21 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture()
-def one_model(embedder: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def one_model(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every workspace opened in this process while a page runs gets the suite's loaded model
-    when its configuration names that model (any other configuration, its own); the ``mdmem``
-    logger is left as it was found (the commands set it up as a process of their own would)."""
+    when its configuration names that model (any other configuration, its own)."""
     from mdmem.config import EmbeddingConfig
     from mdmem.workspace import wiring
 
     configured = wiring.make_embedder
 
-    def loaded(config: object) -> object:
-        same = config.embedding == EmbeddingConfig()  # type: ignore[attr-defined]
-        return embedder if same else configured(config)  # type: ignore[arg-type]
+    def loaded(config: Config) -> Embedder:
+        return embedder if config.embedding == EmbeddingConfig() else configured(config)
 
     monkeypatch.setattr(wiring, "make_embedder", loaded)
     monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")  # no server left behind (its output is the same)
     monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
-    logger = logging.getLogger("mdmem")
-    handlers, level = list(logger.handlers), logger.level
-    try:
-        yield
-    finally:
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
+    yield
 
 
 @pytest.mark.parametrize("page", FIRST_PAGES)
@@ -333,7 +359,8 @@ def _mdmem_here(args: list[str], cwd: Path) -> tuple[int, str, str]:
 
     before = set(threading.enumerate())
     code = 0
-    with CliRunner().isolation(env={"MDMEM_WORKSPACE": None}) as (out, err, _mixed):
+    runner = CliRunner().isolation(env={"MDMEM_WORKSPACE": None})
+    with runner as (out, err, _mixed), _as_a_new_process():
         argv, here = sys.argv, os.getcwd()
         sys.argv = ["mdmem", *args]
         try:
@@ -353,6 +380,54 @@ def _mdmem_here(args: list[str], cwd: Path) -> tuple[int, str, str]:
         printed = out.getvalue().decode("utf-8", "replace")
         said = err.getvalue().decode("utf-8", "replace")
     return code, printed, said
+
+
+FRESH_FILTERS: tuple[tuple[Literal["default", "ignore"], type[Warning], str], ...] = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
+"""Python's warning filters in a new process (no ``-W``, no ``$PYTHONWARNINGS``)."""
+
+
+@contextlib.contextmanager
+def _as_a_new_process() -> Iterator[None]:
+    """What a command prints through logging and warnings, as in a process of its own: no
+    logging handler anywhere (Python's last-resort handler prints WARNING and up on stderr; a
+    command that sets up the ``mdmem`` logger does it for itself), Python's default warning
+    filters, warnings printed on stderr. pytest's capture of both is put back after."""
+    root, ours = logging.getLogger(), logging.getLogger("mdmem")
+    saved = [(log, log.handlers[:], log.level, log.propagate) for log in (root, ours)]
+    root.handlers[:], ours.handlers[:] = [], []
+    root.setLevel(logging.WARNING)
+    ours.setLevel(logging.NOTSET)
+    ours.propagate = True
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        (file or sys.stderr).write(text)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in reversed(FRESH_FILTERS):
+                warnings.filterwarnings(action, category=category, module=module)
+            warnings.showwarning = show
+            yield
+    finally:
+        for log, handlers, level, propagate in saved:
+            log.handlers[:] = handlers
+            log.setLevel(level)
+            log.propagate = propagate
 
 
 STARTED = re.compile(r"^mdmem: watching ")
