@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO := .demo/workspace
+DEMO_FROM ?= example_workspace
+# (the test suite runs `make demo` with DEMO_FROM set to its own indexed copy of
+# example_workspace/, BIN to its interpreter's folder and `-o $(STAMP)`: nothing reinstalled,
+# nothing embedded again: tests/integration/test_readme.py)
 
 PG_CONFIG ?= pg_config
 PGVECTOR_SRC ?= ../shared/vendor/pgvector-0.8.6.tar.gz
@@ -48,7 +52,7 @@ pgvector:
 	fi
 
 demo: $(STAMP)
-	rm -rf $(DEMO) && mkdir -p .demo && cp -r example_workspace $(DEMO)
+	rm -rf $(DEMO) && mkdir -p .demo && cp -rp $(DEMO_FROM) $(DEMO)
 	$(BIN)/mdmem -w $(DEMO) remember "User wants every CLI command to print --json on request" --type preference --importance 0.8
 	$(BIN)/mdmem -w $(DEMO) remember "Integration tests need the db service: docker compose up -d db" --type skill
 	$(BIN)/mdmem -w $(DEMO) entries memory.md

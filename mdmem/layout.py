@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from mdmem.errors import WorkspaceNotFoundError
@@ -121,10 +122,31 @@ def still_there(folder: Path) -> None:
 
 
 def private_file(path: Path) -> Path:
-    """Make sure ``path`` exists and is owner-only (0600), without touching the umask."""
+    """Make sure ``path`` exists and is owner-only (0600), without touching the umask.
+
+    A file already there is never opened: closing any descriptor of a file drops every POSIX
+    lock this process holds on it, and SQLite's locks on the index are such locks. A process
+    that opened the index twice then held none, and another process, closing its connection
+    as the last one, deleted the ``-wal`` and ``-shm`` files under this one's connections (its
+    next open failed with "disk I/O error"). A symlink or a folder in its place is an error
+    (ELOOP, EISDIR), never followed or changed."""
     private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
-    os.close(fd)
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
+    while True:
+        try:
+            os.close(os.open(path, flags, PRIVATE_FILE_MODE))  # made by this call: no lock on it
+            break
+        except FileExistsError:
+            pass
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue  # deleted meanwhile (an index rebuilt by another process): make it
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, "a symlink in place of a private file", str(path))
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "a folder in place of a file", str(path))
+        break
     _restrict(path, PRIVATE_FILE_MODE)
     return path
 

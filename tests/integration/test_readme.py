@@ -12,8 +12,18 @@ it prints (stdout, then stderr); in a ``python`` block followed by an ``output``
 block is what the code printed. A shown ``…`` stands for any text within its line (an id, a
 path, a score's later digits: what differs between machines or runs); a line that is ``…``
 alone stands for any number of lines. A command shown with no output is not compared. Commands
-are ``mdmem`` (run as ``python -m mdmem``, the console script's entry point) and the few tools a
-page uses to show a person's side (``TOOLS``). ``make demo`` runs too."""
+are ``mdmem`` and the few tools a page uses to show a person's side (``TOOLS``). ``make demo``
+runs too.
+
+**One process, one model.** The blocks run in the test's process: a python block as it is; an
+``mdmem`` command through the console script's entry point (``mdmem.console.main``, what
+``python -m mdmem`` runs) with typer's runner capturing what it prints, then what the command's
+process would wait for at its exit (its threads, the late-save windows); ``mdmem watch``, which
+runs until stopped, as a real process. Every workspace they open (the blocks' own, each
+command's) uses the suite's loaded model (``embedder`` in tests/conftest.py) when its
+configuration names that model, as ``Workspace(root, embedder=...)`` lets a library user share
+one. A console start-up, an import of the model's libraries and a model load per command was
+most of this test's time."""
 
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import shlex
@@ -29,12 +40,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TextIO
 
 import pytest
 import yaml
+from typer.testing import CliRunner
+
+if TYPE_CHECKING:
+    from mdmem.config import Config
+    from mdmem.index.embed import Embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(python|console|output)\n(.*?)^```", re.M | re.S)
@@ -137,6 +157,34 @@ def test_shown_output_is_matched_line_by_line() -> None:
     assert not _matches("a", "a\nb\n")  # every line printed is shown, or covered by a lone …
 
 
+def test_logs_and_warnings_print_as_in_a_process_of_their_own() -> None:
+    """What a command prints through logging and warnings is what it would print alone (so the
+    comparison of its stderr is as strict in this process), whatever the handlers an earlier
+    command or pytest left behind."""
+    code = (
+        "import logging, warnings\n"
+        "logging.getLogger('mdmem.index').info('an info line')\n"
+        "logging.getLogger('mdmem.index').warning('a warning line')\n"
+        "warnings.warn('a user warning', UserWarning)\n"
+        "warnings.warn('a deprecation', DeprecationWarning)\n"
+    )
+    alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    ours = logging.getLogger("mdmem")
+    left = logging.StreamHandler(sys.stderr)  # as an earlier command (or a test) leaves it
+    ours.addHandler(left)
+    ours.setLevel(logging.INFO)
+    try:
+        with CliRunner().isolation() as (_out, err, _mixed), _as_a_new_process():
+            exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+            sys.stderr.flush()
+            here = err.getvalue().decode()
+    finally:
+        ours.removeHandler(left)
+        ours.setLevel(logging.NOTSET)
+    assert "a warning line" in here and "UserWarning: a user warning" in here
+    assert here == alone.stderr
+
+
 def _pattern(shown: str) -> re.Pattern[str]:
     parts = []
     for line in _lines(shown):
@@ -175,14 +223,30 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.fixture()
+def one_model(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every workspace opened in this process while a page runs gets the suite's loaded model
+    when its configuration names that model (any other configuration, its own)."""
+    from mdmem.config import EmbeddingConfig
+    from mdmem.workspace import wiring
+
+    configured = wiring.make_embedder
+
+    def loaded(config: Config) -> Embedder:
+        return embedder if config.embedding == EmbeddingConfig() else configured(config)
+
+    monkeypatch.setattr(wiring, "make_embedder", loaded)
+    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")  # no server left behind (its output is the same)
+    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
+    yield
+
+
 @pytest.mark.parametrize("page", FIRST_PAGES)
 def test_a_newcomer_gets_what_the_first_pages_show(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_model: None
 ) -> None:
     """Run in order in an empty folder, as a newcomer would: python blocks in the folder the
     console blocks' ``cd`` reached (one terminal), every shown output compared."""
-    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")  # no server left behind (its output is the same)
-    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
     namespace: dict[str, object] = {"__name__": "readme"}
     cwd = tmp_path
     try:
@@ -197,8 +261,12 @@ def test_a_newcomer_gets_what_the_first_pages_show(
 
 
 @pytest.fixture()
-def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(ROOT / "example_workspace", tmp_path / "my-agent")
+def folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indexed_template: Path, one_model: None
+) -> Path:
+    """A copy of example_workspace/ as ``my-agent``: the suite's indexed copy of it (its index is
+    derived from the same files and fresh: nothing embedded again)."""
+    shutil.copytree(indexed_template, tmp_path / "my-agent")
     transcript = [
         {"role": "user", "content": "CI fails: database invoice_test does not exist"},
         {"role": "assistant", "content": "Fixed: docker/initdb/01-create-test-db.sql creates it"},
@@ -206,8 +274,6 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     lines = "".join(json.dumps(m) + "\n" for m in transcript)
     (tmp_path / "my-agent" / "transcript.jsonl").write_text(lines)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MDMEM_SERVER_AUTO", "0")
-    monkeypatch.delenv("MDMEM_WORKSPACE", raising=False)
     return tmp_path
 
 
@@ -266,38 +332,148 @@ def _run_console(block: Block, cwd: Path) -> Path:
             cwd = (cwd / command[3:].strip()).resolve()
             continue
         words = shlex.split(command)
+        if command in LONG_RUNNING:
+            _run_until_stopped([sys.executable, "-m", "mdmem", *words[1:]], cwd, block.where)
+            continue
         if words[0] == "mdmem":
-            argv = [sys.executable, "-m", "mdmem", *words[1:]]
+            code, out, err = _mdmem_here(words[1:], cwd)
         else:
             assert words[0] in TOOLS, f"{block.where}: {command!r} is not an mdmem command"
-            argv = words
-        if command in LONG_RUNNING:
-            _run_until_stopped(argv, cwd, block.where)
-            continue
-        done = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=_env()
-        )
-        assert done.returncode == 0, (
-            f"{block.where}: `{command}` exited {done.returncode}:\n{done.stderr}"
-        )
+            done = subprocess.run(
+                words, cwd=cwd, capture_output=True, text=True, timeout=300, env=_env()
+            )
+            code, out, err = done.returncode, done.stdout, done.stderr
+        assert code == 0, f"{block.where}: `{command}` exited {code}:\n{err}"
         if _lines(shown):
-            _compare(shown, done.stdout + done.stderr, block.where, f"`{command}`")
+            _compare(shown, out + err, block.where, f"`{command}`")
     return cwd
 
 
+def _mdmem_here(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``mdmem ARGS`` run in ``cwd`` by the console script's entry point, in this process: the
+    exit code, stdout and stderr. Before its output is taken, what the command's own process
+    would do at its exit: wait for the threads it started that are not daemons, and for the
+    late-save windows of its writes (``late_saves``' exit hook)."""
+    from mdmem.console import main
+    from mdmem.writes import late_saves
+
+    before = set(threading.enumerate())
+    code = 0
+    runner = CliRunner().isolation(env={"MDMEM_WORKSPACE": None})
+    with runner as (out, err, _mixed), _as_a_new_process():
+        argv, here = sys.argv, os.getcwd()
+        sys.argv = ["mdmem", *args]
+        try:
+            os.chdir(cwd)
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            for thread in threading.enumerate():
+                if thread not in before and not thread.daemon:
+                    thread.join()
+            late_saves._wait_for_windows()
+            sys.argv = argv
+            os.chdir(here)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        printed = out.getvalue().decode("utf-8", "replace")
+        said = err.getvalue().decode("utf-8", "replace")
+    return code, printed, said
+
+
+FRESH_FILTERS: tuple[tuple[Literal["default", "ignore"], type[Warning], str], ...] = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
+"""Python's warning filters in a new process (no ``-W``, no ``$PYTHONWARNINGS``)."""
+
+
+@contextlib.contextmanager
+def _as_a_new_process() -> Iterator[None]:
+    """What a command prints through logging and warnings, as in a process of its own: no
+    logging handler anywhere (Python's last-resort handler prints WARNING and up on stderr; a
+    command that sets up the ``mdmem`` logger does it for itself), Python's default warning
+    filters, warnings printed on stderr. pytest's capture of both is put back after."""
+    root, ours = logging.getLogger(), logging.getLogger("mdmem")
+    saved = [(log, log.handlers[:], log.level, log.propagate) for log in (root, ours)]
+    root.handlers[:], ours.handlers[:] = [], []
+    root.setLevel(logging.WARNING)
+    ours.setLevel(logging.NOTSET)
+    ours.propagate = True
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        (file or sys.stderr).write(text)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in reversed(FRESH_FILTERS):
+                warnings.filterwarnings(action, category=category, module=module)
+            warnings.showwarning = show
+            yield
+    finally:
+        for log, handlers, level, propagate in saved:
+            log.handlers[:] = handlers
+            log.setLevel(level)
+            log.propagate = propagate
+
+
+STARTED = re.compile(r"^mdmem: watching ")
+"""What a long-running command says on stderr once it runs (then it is stopped)."""
+START_WAIT_S = 120.0
+
+
 def _run_until_stopped(argv: list[str], cwd: Path, where: str) -> None:
+    """Started, then stopped with Ctrl-C once it says it runs: exit 0."""
     proc = subprocess.Popen(
-        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()
     )
-    time.sleep(4.0)
-    assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own"
+    said: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + START_WAIT_S
+    while not any(STARTED.match(line) for line in said) and time.monotonic() < deadline:
+        assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own:\n{''.join(said)}"
+        time.sleep(0.05)
+    assert proc.poll() is None, f"{where}: `mdmem watch` stopped on its own:\n{''.join(said)}"
+    assert any(STARTED.match(line) for line in said), f"{where}: no `mdmem: watching` line"
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, f"{where}: Ctrl-C ended it with {proc.returncode}:\n{err!r}"
-
-
-def test_make_demo_runs() -> None:
-    done = subprocess.run(
-        ["make", "-s", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env()
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 0, (
+        f"{where}: Ctrl-C ended it with {proc.returncode}:\n{''.join(said)}"
     )
+
+
+STAMP = ".venv/.installed-stamp"
+"""The Makefile's install stamp: taken as made (``make -o``), so make never reinstalls the venv
+the suite runs in."""
+
+
+def test_make_demo_runs(indexed_template: Path) -> None:
+    """`make demo`, every step of it, with the suite's venv and model: the interpreter running
+    the suite (``BIN``; never reinstalled), the model's export in the suite's cache
+    (``$MDMEM_CACHE_DIR``), and the demo's copy of example_workspace/ taken from the suite's
+    indexed one (``DEMO_FROM``): its ``mdmem index`` embeds only the memories the demo added."""
+    bin_dir = Path(sys.executable).parent
+    argv = ["make", "-s", "-o", STAMP, "demo", f"BIN={bin_dir}", f"DEMO_FROM={indexed_template}"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
