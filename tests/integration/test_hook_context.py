@@ -185,3 +185,44 @@ def test_a_run_that_warned_is_not_kept(ws: Path) -> None:
         text = hooks.session_start(Workspace.open(ws), None)
     assert not recording.remember(None, text)
     assert hook_context.cached(str(ws), None, "") is None
+
+
+def test_every_file_the_build_looks_at_is_in_the_key(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the audit hook cannot see: an existence check (a stat, no open, no listing).
+    Each path the build looks at that way must be recorded itself or through its folder (a
+    file appearing or going changes the folder's times); the workspace's own ancestors are
+    looked at only to resolve symbolic links, which, changed, change every file's inode
+    below them. A new source that checks a file in a folder nobody reads fails here."""
+    looked: list[str] = []
+    real_stat, real_lstat = os.stat, os.lstat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if not isinstance(path, int):
+            looked.append(os.path.abspath(os.fspath(path)))  # type: ignore[call-overload]
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if not isinstance(path, int):
+            looked.append(os.path.abspath(os.fspath(path)))  # type: ignore[call-overload]
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    Workspace.open(ws).sharing.pool().write("ci", "red on main since 10:40")
+    with hook_context.Recording(str(ws)) as recording:
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(os, "lstat", lstat)
+        hooks.session_start(Workspace.open(ws), None)
+        monkeypatch.undo()
+    ancestors = {str(p) for p in ws.parents}
+    assert any(p.endswith("ci") or "shared" in p for p in looked)  # (it did look)
+    missed = {
+        path
+        for path in looked
+        if path not in recording.seen
+        and os.path.dirname(path) not in recording.seen
+        and path not in ancestors
+        and not path.endswith((".py", ".pyc", ".so"))
+        and "__pycache__" not in path
+    }
+    assert missed == set()
