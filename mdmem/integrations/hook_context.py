@@ -86,6 +86,7 @@ class Recording:
         """Something was opened by descriptor or by a name that cannot be looked at again."""
         self.logged = False
         self._own = os.path.join(root, ".mdmem", FOLDER)
+        self._mine = self._own + os.sep
 
     def __enter__(self) -> Recording:
         global _current
@@ -135,7 +136,7 @@ class Recording:
         self._note(os.path.dirname(path))
 
     def _note(self, path: str) -> None:
-        if path not in self.seen and not path.startswith(self._own):
+        if path not in self.seen and path != self._own and not path.startswith(self._mine):
             self.seen[path] = stat_of(path)
 
     def inputs(self) -> list[tuple[str, list[int] | None]] | None:
