@@ -182,6 +182,8 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
     text = "" if sys.stdin.isatty() else sys.stdin.read()
     if action == "import" and not extract and _nothing_new(workspace, text):
         return 0
+    if action == "session-start":
+        return _session_start(workspace, budget, text)
     import io
 
     from mdmem.integrations import hooks
@@ -191,9 +193,6 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
     try:
         payload = hooks.read_input(text)
         ws = Workspace.open(workspace)
-        if action == "session-start":
-            print(hooks.session_start(ws, budget))
-            return 0
         report = hooks.import_transcript(ws, payload, extract=extract)
     except Exception:
         sys.stdin = io.StringIO(text)
@@ -202,6 +201,40 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
         for problem in report.problems:
             print(f"mdmem: warning: {problem}", file=sys.stderr)
         print(report.summary())
+    return 0
+
+
+def _session_start(workspace: str | None, budget: int | None, text: str) -> int | None:
+    """SessionStart: the memory section, from what the last run printed when none of its
+    inputs changed (:mod:`mdmem.integrations.hook_context`), else built (and kept for the
+    next run). None (typer's command) on any error, as :func:`_hook` says."""
+    import io
+
+    from mdmem.integrations import hook_context
+    from mdmem.layout import find_root
+
+    try:
+        root = str(find_root(workspace))
+    except Exception:
+        sys.stdin = io.StringIO(text)
+        return None
+    answer = hook_context.cached(root, budget, text)
+    if answer is not None:
+        print(answer)
+        return 0
+    from mdmem.integrations import hooks
+    from mdmem.workspace import Workspace
+
+    _log_to_stderr()
+    try:
+        hooks.read_input(text)
+        with hook_context.Recording(root) as inputs:
+            context = hooks.session_start(Workspace.open(root), budget)
+    except Exception:
+        sys.stdin = io.StringIO(text)
+        return None
+    print(context)
+    inputs.remember(budget, context)
     return 0
 
 

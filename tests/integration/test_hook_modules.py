@@ -118,3 +118,21 @@ def test_stop_and_precompact_import_only_the_claude_code_reader(
     assert again & NOTHING_NEW_NEVER == set()
     start = hook(ws, "session-start", debug, home)
     assert start & (NEVER | READ_ONLY_NEVER) == set()
+
+
+def test_a_session_start_replayed_imports_neither_workspace_nor_configuration(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    """A SessionStart whose inputs are as the last one found them prints its answer
+    (mdmem/integrations/hook_context.py) without the context's machinery."""
+    import time
+
+    from mdmem.integrations.hook_context import RACY_SECONDS
+
+    ws, home, debug = workspace
+    (ws / ".mdmem").mkdir()  # (a workspace used before has it)
+    time.sleep(RACY_SECONDS + 0.1)  # (files changed under a second ago are not trusted)
+    first = hook(ws, "session-start", debug, home)
+    assert "mdmem.context.build" in first
+    again = hook(ws, "session-start", debug, home)
+    assert again & (NEVER | READ_ONLY_NEVER | NOTHING_NEW_NEVER | {"mdmem.context.build"}) == set()
