@@ -504,14 +504,19 @@ class LateSaveGuard:
         the answer and the index of its step."""
         # ``version`` itself in the history (a save a program write was then made on): it was
         # made from what came before it, not from its own descendants
-        first = next((i for i, step in enumerate(steps) if step[1] == version), None)
-        if first is not None:
-            steps = steps[:first]
+        saved = next((i for i, s in enumerate(steps) if s[1] == version and not s[2]), None)
+        if saved is not None:
+            steps = steps[:saved]
+        # the bytes a program write made before: a person saved that version as they read it
+        # (a merge-back's result, say), so it lacks exactly the program writes after it
+        copy_of = max((i for i, s in enumerate(steps) if s[1] == version), default=None)
         have = set(_text(_lf(version)).splitlines())
         held = max(
             (i for i, (before, after, _) in enumerate(steps) if self._holds(before, after, have)),
             default=-1,
         )
+        if copy_of is not None:
+            held = max(held, copy_of)
         for i, (before, after, program) in enumerate(steps[held + 1 :], start=held + 1):
             if program and _lf(_merged(before, after, version)) != _lf(version):
                 return before, i

@@ -357,7 +357,10 @@ class WritePath(RuleBasedStateMachine):
         self.person[editor.path] = set(editor.mine)
         if stale and since > INSIDE_S:
             self._maybe_replaced(editor)
-        editor.stale_since = self.writes.get(editor.path, 0)
+        if not stale:
+            editor.stale_since = self.writes.get(editor.path, 0)
+        # else the buffer still lacks the writes it lacked: the merge-back changed the file,
+        # not the editor's buffer, and its next save is a stale copy again
 
     def _maybe_replaced(self, editor: Editor) -> None:
         """A stale copy saved after the window of the last write may have closed (each step

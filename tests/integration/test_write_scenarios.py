@@ -249,3 +249,43 @@ def test_two_agents_update_one_entry_and_a_crlf_copy_saved_after_keeps_the_secon
     assert "Fact 1: the first value" not in text, text
     if remembered:
         assert text.count("Fact 4: remembered on the person's save") == 1, text
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_a_copy_of_a_merged_back_version_saved_again_keeps_the_update_after_it(
+    tmp_path: Path, how: str
+) -> None:
+    """What the write-path model found: a CRLF editor's stale copy gets a second agent's
+    remember merged back; the person reloads (their buffer is now byte for byte that
+    merge-back's result), an agent updates an entry, and the person saves the reloaded buffer
+    unchanged just after, before the agent's next write. The copy was read as made from a
+    version before the merge-back (it was not looked for among program writes' results), so
+    the update was taken as the person's deliberate undo, and lost."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    agents = [Workspace.open(root) for _ in range(2)]
+    path = root / "memory.md"
+    first = agents[0].remember("Fact 1: the first value")
+    copy = path.read_bytes().replace(b"\n", b"\r\n")
+    second = agents[1].remember("Fact 2: remembered by agent b")
+    _save(path, copy, how)
+    time.sleep(SETTLED_S)
+    assert "Fact 2: remembered by agent b" in path.read_text()
+    copy = path.read_bytes()  # the person's editor reloads
+    agents[0].update(first, text="Fact 3: an update by agent a")
+    time.sleep(0.02)
+    _save(path, copy, how)
+    try:
+        found = next(e for e in agents[0].entries("memory.md") if e.id == second.id)
+        agents[0].update(found, text="Fact 4: the next update, on the person's save")
+        updated = True
+    except ConflictError:
+        updated = False
+    time.sleep(SETTLED_S)
+    for ws in agents:
+        ws.close()
+    text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    assert text.count("Fact 3: an update by agent a") == 1, text
+    assert "Fact 1: the first value" not in text, text
+    if updated:
+        assert text.count("Fact 4: the next update, on the person's save") == 1, text
