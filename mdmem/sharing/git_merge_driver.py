@@ -20,6 +20,11 @@ and the *frame* around them (headings, blank lines, prose). Then, per entry:
   ``variant_of=`` the first); where one value per key is all a file can hold (a world fact, a
   task item or field, a pool key) the two versions are left between git's conflict markers.
 
+git calls the driver with the sides either way round (a rebase's "ours" is the upstream, a
+merge's this clone's commit), so every rule above gives the same memories whichever side is
+ours: the same lines, each entry in the same section, only text both sides added at one place
+in a different order (ours first). tests/integration/test_merge_driver_properties.py checks it.
+
 A frame changed on both sides, a file that holds conflict markers already, or one that is not
 a workspace file, gets git's own line merge (``git merge-file``): clean when the changes do not
 touch, else conflict markers. Conflict markers always mean a non-zero exit, so git stops and a
