@@ -11,6 +11,7 @@ another clone still holds: ``forget`` wins over any concurrent change.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -214,8 +215,9 @@ def _cut(
     def edit(current: str) -> str:
         text, found = remove_entries(current, rel, wanted)
         cut[:] = found
-        marks = {entry.id: tombstones.digest(entry.text) for entry, _ in found}
-        return tombstones.append(text, marks, "\r\n" if "\r\n" in current else "\n")
+        today = dt.datetime.now(dt.UTC).date()
+        marks = [tombstones.of(entry.id, entry.text, today) for entry, _ in found]
+        return tombstones.append(text, marks, today, "\r\n" if "\r\n" in current else "\n")
 
     writer.write(rel, edit, create=False)
     documents.forget(rel)

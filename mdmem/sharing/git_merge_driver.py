@@ -20,6 +20,11 @@ and the *frame* around them (headings, blank lines, prose). Then, per entry:
   ``variant_of=`` the first); where one value per key is all a file can hold (a world fact, a
   task item or field, a pool key) the two versions are left between git's conflict markers.
 
+git calls the driver with the sides either way round (a rebase's "ours" is the upstream, a
+merge's this clone's commit), so every rule above gives the same memories whichever side is
+ours: the same lines, each entry in the same section, only text both sides added at one place
+in a different order (ours first). tests/integration/test_merge_driver_properties.py checks it.
+
 A frame changed on both sides, a file that holds conflict markers already, or one that is not
 a workspace file, gets git's own line merge (``git merge-file``): clean when the changes do not
 touch, else conflict markers. Conflict markers always mean a non-zero exit, so git stops and a
@@ -30,10 +35,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
 from pathlib import Path, PurePosixPath
@@ -163,24 +169,49 @@ def merge_file(
         return MergeResult(ours)
     if ours == base:
         return MergeResult(theirs)
-    marks = {**tombstones.read(base), **tombstones.read(ours), **tombstones.read(theirs)}
+    now = now or dt.datetime.now(dt.UTC)
+    # both sides' tombstones, as many as the bound keeps (the same set whichever side is ours)
+    held = [tombstones.read(t) for t in (base, ours, theirs)]
+    marks = tombstones.bounded(held[0] | held[1] | held[2], now.date())
     base, ours, theirs = (tombstones.strip(t) for t in (base, ours, theirs))
     read = _READERS[kind]
     o, a, b = read(path, base), read(path, ours), read(path, theirs)
-    merger = _Merger(kind, now or dt.datetime.now(dt.UTC), _newline(ours), marks)
+    merger = _Merger(kind, now, _newline(ours), marks, _remembered_again(o, (a, b), held[1:]))
     layout = merger.layout(o, a, b)
     text = merger.render(layout, o, a, b)
     if kind == "task" and not merger.conflicts:
         text = sync_pointer(text, path)
-    text = tombstones.append(text, marks, merger.newline)
+    text = tombstones.append(text, marks, now.date(), merger.newline)
     return MergeResult(text, tuple(merger.conflicts), tuple(merger.notes))
 
 
+def _remembered_again(
+    base: Side, sides: Iterable[Side], held: Iterable[set[tombstones.Tombstone]]
+) -> set[str]:
+    """The digests of forgotten texts a side holding their tombstone remembered again since
+    the base (an entry new to the base, with those words): a memory written after the forget,
+    on purpose, that the tombstone must not take. The other side's copies of the text (an
+    archived copy, an edit, the same words under an id the base had) still go."""
+    old = base.entries()
+    again: set[str] = set()
+    for side, marks in zip(sides, held, strict=True):
+        sums = tombstones.sums(marks)
+        for key, block in side.entries().items():
+            mark = tombstones.digest(block.content) if block.content else None
+            if key not in old and mark in sums:
+                again.add(mark)
+    return again
+
+
 def _token(block: Block) -> tuple[str, str]:
-    """What a block is in a file's layout: an entry by its identity, a frame line by its text
-    (line endings aside). An entry's text does not count: edits are merged entry by entry."""
+    """What a block is in a file's layout: an entry by its identity and whether it stands in
+    the archive, a frame line by its text (line endings aside). An entry's text does not
+    count: edits are merged entry by entry. An entry one side moved into ``## Archive`` (or
+    out of it) is gone from its place and new in the other: were it the same token, the
+    three-way diff would align both sides on the moved one, and the other side's lines next
+    to it (a new entry, a paragraph) would follow it into the archive."""
     if block.key is not None:
-        return ("entry", block.key)
+        return ("archived" if _in_archive(block.section) else "entry", block.key)
     return ("line", block.text.rstrip("\r\n"))
 
 
@@ -232,13 +263,21 @@ def _matches(base: list[tuple[str, str]], side: list[tuple[str, str]]) -> dict[i
 
 class _Merger:
     def __init__(
-        self, kind: str, now: dt.datetime, newline: str, marks: Mapping[str, str] | None = None
+        self,
+        kind: str,
+        now: dt.datetime,
+        newline: str,
+        marks: Iterable[tombstones.Tombstone] = (),
+        again: Iterable[str] = (),
     ) -> None:
         self.kind = kind
         self.now = now
         self.newline = newline
-        self.marks = dict(marks or {})
-        """Tombstones of both sides (id → digest): entries ``forget`` removed for good."""
+        marks = list(marks)
+        self.forgotten_ids = tombstones.ids(marks)
+        self.forgotten_sums = tombstones.sums(marks) - set(again)
+        """Tombstones of both sides: entries ``forget`` removed for good (their ids), and the
+        texts no one remembered again since (digests)."""
         self.conflicts: list[str] = []
         self.notes: list[str] = []
         self.rivals: list[tuple[str, str, str]] = []
@@ -325,17 +364,25 @@ class _Merger:
             self.dedupe(decided, oe, ae, be)
             self.updated_twins(decided, oe, ae, be)
             self.relink(decided)
-        if self.marks:
+        if self.forgotten_ids:
             for key, items in decided.items():
                 decided[key] = [x for x in items if not self.forgotten(x)]
         out: list[Block] = []
         placed: set[int] = set()
+        in_archive = False
         for block in layout:
             if block.key is None:
                 out.append(block)
+                if block.text.startswith("#"):  # (a frame line of the other side's keeps
+                    in_archive = _in_archive(block.section)  # that side's headings)
                 continue
+            # an entry goes where the layout has its identity only if that place is in the
+            # section it belongs to: the layout may hold its identity at the other side's
+            # place (say, under ## Archive where that side superseded it) while the version
+            # decided on is live. Placed by the layout's section, not by which side's block
+            # the layout holds there, so both merge orders put it in the same section.
             for item in decided.get(block.key, []):
-                if id(item) not in placed and item.archived == block.archived:
+                if id(item) not in placed and _in_archive(item.section) == in_archive:
                     out.append(item)
                     placed.add(id(item))
         for key in keys:
@@ -343,7 +390,21 @@ class _Merger:
                 if id(item) not in placed:
                     self.insert(out, item)
                     placed.add(id(item))
+        if self.kind != "pool":
+            out = self.separated(out)
         return "".join(_ending(out[n].text, n + 1 == len(out)) for n in range(len(out)))
+
+    def separated(self, out: list[Block]) -> list[Block]:
+        """``out`` with a blank line wherever text the merge set below an entry (or an entry
+        below text) would run on into it: two sides' changes at one place can meet without
+        the blank line each side had (a person's paragraph under the other side's new entry
+        would become that entry's lazy continuation line, changing both)."""
+        kept: list[Block] = []
+        for block in out:
+            if kept and _runs_on(kept[-1], block):
+                kept.append(Block(None, kept[-1].section, self.newline))
+            kept.append(block)
+        return kept
 
     def forgotten(self, item: Block) -> bool:
         """A version of an entry ``forget`` removed on either side: its id, a variant of it,
@@ -351,9 +412,9 @@ class _Merger:
         if self.kind == "pool":
             return False
         ids = {_entry_id(item), str(item.meta.get("variant_of", ""))}
-        if ids & self.marks.keys():
+        if ids & self.forgotten_ids:
             return True
-        return bool(item.content) and tombstones.digest(item.content) in self.marks.values()
+        return bool(item.content) and tombstones.digest(item.content) in self.forgotten_sums
 
     def decide(self, key: str, o: Block | None, a: Block | None, b: Block | None) -> list[Block]:
         if a is not None and b is not None and a.text == b.text:
@@ -568,6 +629,29 @@ def _archive_of(out: list[Block]) -> tuple[str, ...] | None:
 
 
 _ARCHIVE_TITLES = {(ARCHIVE_TITLE,), (ARCHIVE_TITLE.lower(),), (ARCHIVE_TITLE.upper(),)}
+
+
+def _runs_on(above: Block, below: Block) -> bool:
+    """Whether ``below``, right under ``above`` with no blank line, would be read as part of
+    it (a paragraph's or a list item's continuation), where one of them is an entry."""
+    if above.key is None and below.key is None:
+        return False  # frame lines as a side wrote them
+    if above.blank or below.blank:
+        return False
+    last = above.text.rstrip("\r\n").rsplit("\n", 1)[-1]
+    if last.lstrip().startswith("#") or (above.key is None and last.rstrip().endswith("-->")):
+        return False  # a heading, or an HTML comment, ends where it ends
+    first = below.text.lstrip(" ")
+    return not first.startswith(_BLOCK_STARTS) and not _LIST_START.match(first)
+
+
+_BLOCK_STARTS = ("#", ">", "<", "|", "```", "~~~", "- ", "* ", "+ ", "-\n", "*\n", "+\n")
+_LIST_START = re.compile(r"\d{1,9}[.)]( |\r?$)")
+
+
+def _in_archive(section: tuple[str, ...]) -> bool:
+    """Whether a line under these headings is in the archive (as the parser tells it)."""
+    return any(title.strip().lower() == ARCHIVE_TITLE.lower() for title in section)
 
 
 def _section_end(out: list[Block], section: tuple[str, ...]) -> int | None:
@@ -851,15 +935,18 @@ def missing_entries(path: str, base: str, side: str, result: str) -> list[Missin
     sums |= {e.meta["first_sum"] for e in now if e.meta.get("first_sum")}  # an updated twin
     by_id = {e.id: e.text for e in now}
     marks = tombstones.read(result)
-    gone = set(marks.values())
+    gone, forgotten = tombstones.sums(marks), tombstones.ids(marks)
+    held = tombstones.sums(tombstones.read(side))
     out = []
     for entry in parse_document(path, side).entries:
         if (entry.id, entry.text) in before or (kind == "task" and _pointer(entry.text)):
             continue
+        mark = tombstones.digest(entry.text)
+        again = entry.id not in base_ids and mark in held  # remembered after its forget
         if marks and (
-            entry.id in marks
-            or entry.meta.get("variant_of") in marks
-            or tombstones.digest(entry.text) in gone
+            entry.id in forgotten
+            or entry.meta.get("variant_of") in forgotten
+            or (mark in gone and not again)
         ):
             continue  # forgotten on a side: forget wins
         if same_text(entry.text) in texts or entry.meta.get("sum") in sums:

@@ -455,10 +455,35 @@ _EDITED_ON_BOTH_THE_NEWER_WINS = (
 """Found by the property: with the archived loser dropped, the check still counted the id's
 surviving edit (the other side's) as this side's; an edit is present only by its own lines."""
 
+_EDITED_AGAINST_SUPERSEDED = (
+    _render([_line(f"m-base0000{k}", f"base fact {k} about {_WORDS[k]}") for k in range(3)], []),
+    _render(
+        [_line(f"m-base0000{k}", f"base fact {k} about {_WORDS[k]}") for k in range(2)]
+        + [_line("m-base00002", "base fact 2 about queue, edited by a", updated="2026-03-02")],
+        [],
+    ),
+    _render(
+        [_line(f"m-base0000{k}", f"base fact {k} about {_WORDS[k]}") for k in range(2)]
+        + [_line("m-brep00002", "b replaces base fact 2 about queue", supersedes="m-base00002")],
+        [
+            _line(
+                "m-base00002",
+                "base fact 2 about queue",
+                superseded_by="m-brep00002",
+                superseded="2026-03-02",
+            )
+        ],
+    ),
+)
+"""Found by the random profile (issue 39): the edit kept against the other side's supersede
+stood live when ours was the edit and under ## Archive when ours was the supersede (the
+layout held the entry at the supersede's place)."""
+
 
 @given(_histories())
 @example(_EDITED_ALIKE_ON_BOTH)
 @example(_EDITED_ON_BOTH_THE_NEWER_WINS)
+@example(_EDITED_AGAINST_SUPERSEDED)
 def test_merged_memory_loses_nothing_and_duplicates_nothing(texts: tuple[str, str, str]) -> None:
     o, a, b = texts
     now = dt.datetime(2026, 3, 5, tzinfo=dt.UTC)
