@@ -508,11 +508,18 @@ class LateSaveGuard:
         if saved is not None:
             steps = steps[:saved]
         # the bytes a program write made before: a person saved that version as they read it
-        # (a merge-back's result, say), so it lacks exactly the program writes after it
-        copy_of = max((i for i, s in enumerate(steps) if s[1] == version), default=None)
+        # (a merge-back's result, say), so it lacks the program writes after it. Bytes made
+        # twice (a merge-back that rebuilt an earlier version) count from their first time:
+        # what came between is what a stale save took away, not what anyone meant to undo
+        copy_of = min((i for i, s in enumerate(steps) if s[1] == version), default=None)
         have = set(_text(_lf(version)).splitlines())
         held = max(
-            (i for i, (before, after, _) in enumerate(steps) if self._holds(before, after, have)),
+            (
+                i
+                for i, (before, after, _) in enumerate(steps)
+                # a step that made these very bytes holds itself: no evidence of what they lack
+                if after != version and self._holds(before, after, have)
+            ),
             default=-1,
         )
         if copy_of is not None:

@@ -289,3 +289,36 @@ def test_a_copy_of_a_merged_back_version_saved_again_keeps_the_update_after_it(
     assert "Fact 1: the first value" not in text, text
     if updated:
         assert text.count("Fact 4: the next update, on the person's save") == 1, text
+
+
+def test_a_merge_back_that_rebuilds_an_earlier_version_still_gets_the_other_agents_write(
+    tmp_path: Path,
+) -> None:
+    """What the write-path model found: agents a and b alternate four writes, the person saves
+    a copy from before all of them, in place, inside the window; b's guard merges b's writes
+    back first, and its result is byte for byte a version b wrote before a's last remember.
+    a's guard read that version as the copy's base (a program write made those bytes), so
+    nothing was missing: a's remember was lost."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    a, b = Workspace.open(root), Workspace.open(root)
+    path = root / "memory.md"
+    first = b.remember("Fact 1: remembered by b")
+    time.sleep(0.5)
+    copy = path.read_bytes()
+    a.update(first, text="Fact 2: a's update of fact 1")
+    b.remember("Fact 3: remembered by b")
+    a.remember("Fact 4: remembered by a, last")
+    time.sleep(0.04)
+    _save(path, copy, "in place")
+    time.sleep(SETTLED_S)
+    for ws in (a, b):
+        ws.close()
+    text = path.read_text()
+    for line in (
+        "Fact 2: a's update of fact 1",
+        "Fact 3: remembered by b",
+        "Fact 4: remembered by a",
+    ):
+        assert text.count(line) == 1, (line, text)
+    assert "Fact 1: remembered by b" not in text, text
