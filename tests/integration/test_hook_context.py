@@ -144,7 +144,9 @@ def test_any_change_to_what_it_read_builds_it_again(ws: Path, change: object) ->
     assert not replayed
     assert after == fresh(ws) != before
     settle()
-    assert start(ws, debug) == (after, False)  # (changed under a second ago: not kept)
+    # the run above kept its answer only if it ran a second or more after the change (a busy
+    # machine): either way this one prints it, and from here on it is replayed
+    assert start(ws, debug)[0] == after
     assert start(ws, debug) == (after, True)
 
 
