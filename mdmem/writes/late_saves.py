@@ -200,7 +200,7 @@ class LateSaveGuard:
             self._start()
         base = None
         if earlier and before != earlier[-1].after:
-            base = self._made_from(target, earlier, before)
+            base = self._made_from(target, earlier, before, made_on=True)
         with self._cond:
             self._remember(target.rel, write)
         if base is not None:
@@ -387,7 +387,9 @@ class LateSaveGuard:
 
     # ---- merging -------------------------------------------------------------------------------
 
-    def _made_from(self, target: Target, writes: list[_Write], version: bytes) -> bytes | None:
+    def _made_from(
+        self, target: Target, writes: list[_Write], version: bytes, *, made_on: bool = False
+    ) -> bytes | None:
         """The version of ours ``version`` was made from, when it lacks some of the program's
         changes since (``writes``, oldest first, the newest last): the newest of ours that
         program writes alone made it from (another agent's deliberate change), else the one
@@ -410,7 +412,7 @@ class LateSaveGuard:
         known = [v for w in ordered for v in (w.before, w.after)]
         if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
             return None
-        base = ours[-1] if ours else self._copied_from(target.rel, ordered, version)
+        base = ours[-1] if ours else self._copied_from(target.rel, ordered, version, made_on)
         if base is None or _lf(base) == _lf(latest):
             return None
         if _lf(_merged(base, latest, version)) == _lf(version):
@@ -440,7 +442,9 @@ class LateSaveGuard:
             for ancestor in found.values()
         )
 
-    def _copied_from(self, rel: str, ordered: list[_Write], version: bytes) -> bytes | None:
+    def _copied_from(
+        self, rel: str, ordered: list[_Write], version: bytes, made_on: bool = False
+    ) -> bytes | None:
         """The version a person's copy was made from.
 
         Two readings of the path's history, each right where the other is wrong:
@@ -475,10 +479,10 @@ class LateSaveGuard:
                 own.append((own[-1][1], write.before, False))  # a save, or another program
             own.append((write.before, write.after, True))
         steps = self._history(rel, ordered)
-        evidence, at = self._search(steps, version)
+        evidence, at = self._search(steps, version, made_on)
         if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
             steps = own
-            evidence = self._search(own, version)[0]
+            evidence = self._search(own, version, made_on)[0]
         if evidence is None:
             return None  # the history shows no write the save lacks: a person's own change
         added = self._program_lines(steps, latest)
@@ -498,19 +502,25 @@ class LateSaveGuard:
         return min(candidates, key=lambda known: (*harm(known), candidates.index(known)))
 
     def _search(
-        self, steps: list[tuple[bytes, bytes, bool]], version: bytes
+        self, steps: list[tuple[bytes, bytes, bool]], version: bytes, made_on: bool = False
     ) -> tuple[bytes | None, int]:
         """:meth:`_copied_from` in ``steps`` (before, after, a program write), oldest first:
-        the answer and the index of its step."""
-        # ``version`` itself in the history (a save a program write was then made on): it was
-        # made from what came before it, not from its own descendants
-        saved = next((i for i, s in enumerate(steps) if s[1] == version and not s[2]), None)
-        if saved is not None:
-            steps = steps[:saved]
-        # the bytes a program write made before: a person saved that version as they read it
-        # (a merge-back's result, say), so it lacks the program writes after it. Bytes made
-        # twice (a merge-back that rebuilt an earlier version) count from their first time:
-        # what came between is what a stale save took away, not what anyone meant to undo
+        the answer and the index of its step. ``made_on``: ``version`` is the save a program
+        write was just made on (that write is the history's last step), not what is at the
+        path now."""
+        if made_on:
+            # the save itself is in the history, its descendants after it: it was made from
+            # what came before it
+            saved = max(
+                (i for i, s in enumerate(steps) if s[1] == version and not s[2]), default=None
+            )
+            if saved is not None:
+                steps = steps[:saved]
+        # the same bytes at the path before (a program write's result, or a save of the person's
+        # that program writes then went on from): a copy of that version, saved again as it was
+        # read, lacking what came after it. Bytes made twice (a merge-back that rebuilt an
+        # earlier version) count from their first time: what came between is what a stale
+        # save took away, not what anyone meant to undo
         copy_of = min((i for i, s in enumerate(steps) if s[1] == version), default=None)
         have = set(_text(_lf(version)).splitlines())
         held = max(

@@ -322,3 +322,33 @@ def test_a_merge_back_that_rebuilds_an_earlier_version_still_gets_the_other_agen
     ):
         assert text.count(line) == 1, (line, text)
     assert "Fact 1: remembered by b" not in text, text
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_a_crlf_buffer_saved_again_after_three_writes_keeps_them(tmp_path: Path, how: str) -> None:
+    """What the write-path model found: a person's CRLF editor saved the file (every line ending
+    changed), the agent then superseded one entry and updated two, and 40 ms later the editor
+    saved the same buffer again, unchanged. The copy was searched for only among versions
+    before its first save, where it holds everything, so all three writes were lost."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    ws = Workspace.open(root)
+    path = root / "memory.md"
+    one, two, three = (ws.remember(f"Fact {n}: value {n}") for n in (1, 2, 3))
+    time.sleep(0.5)
+    buffer = path.read_bytes().replace(b"\n", b"\r\n")
+    _save(path, buffer, how)
+    time.sleep(SETTLED_S)
+    ws.supersede(one, by="Fact 4: supersedes fact 1")
+    ws.update(two, text="Fact 5: an update of fact 2")
+    ws.update(three, text="Fact 6: an update of fact 3")
+    time.sleep(0.04)
+    _save(path, buffer, how)
+    time.sleep(SETTLED_S)
+    ws.close()
+    text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    live = text.split("## Archive")[0]
+    for line in ("Fact 4: supersedes fact 1", "Fact 5: an update of fact 2", "Fact 6: an update"):
+        assert live.count(line) == 1, (line, text)
+    for line in ("Fact 1: value 1", "Fact 2: value 2", "Fact 3: value 3"):
+        assert line not in live, (line, text)
