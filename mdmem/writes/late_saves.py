@@ -200,7 +200,7 @@ class LateSaveGuard:
             self._start()
         base = None
         if earlier and before != earlier[-1].after:
-            base = self._made_from(target, earlier, before, made_on=True)
+            base = self._made_from(target, earlier, before, made_on=True, made=after)
         with self._cond:
             self._remember(target.rel, write)
         if base is not None:
@@ -388,7 +388,13 @@ class LateSaveGuard:
     # ---- merging -------------------------------------------------------------------------------
 
     def _made_from(
-        self, target: Target, writes: list[_Write], version: bytes, *, made_on: bool = False
+        self,
+        target: Target,
+        writes: list[_Write],
+        version: bytes,
+        *,
+        made_on: bool = False,
+        made: bytes | None = None,
     ) -> bytes | None:
         """The version of ours ``version`` was made from, when it lacks some of the program's
         changes since (``writes``, oldest first, the newest last): the newest of ours that
@@ -402,6 +408,9 @@ class LateSaveGuard:
         if latest is None or version == latest:
             return None
         ordered = self._ordered(target.rel, writes)
+        if self._revisited(target.rel, version, None if made is None else digest(made)):
+            # a copy of a version the path had moved on from, saved again as it was read
+            return None if _lf(_merged(version, latest, version)) == _lf(version) else version
         made_from = self.writer.lineage(target.rel).chain(version)
         ours = [w.after for w in ordered if w.digests[1] in made_from]
         if ours and ours[-1] == latest:
@@ -418,6 +427,21 @@ class LateSaveGuard:
         if _lf(_merged(base, latest, version)) == _lf(version):
             return None
         return base
+
+    def _revisited(self, rel: str, version: bytes, ours: str | None = None) -> bool:
+        """Whether program writes had gone on from these very bytes since a program last made
+        them: the version at the path is then a copy of an older one (a person's buffer saved
+        again unchanged), not a program's result (``ours``: the write just made on it, no
+        evidence). Its digest alone would have it taken for
+        that older program write, and merged as if every write since were on top of it."""
+        key = digest(version)
+        links = self.writer.lineage(rel).links()
+        made = max((i for i, (_, child) in enumerate(links) if child == key), default=-1)
+        left = max(
+            (i for i, (parent, child) in enumerate(links) if parent == key and child != ours),
+            default=-1,
+        )
+        return left > made
 
     def _built_on_holder(self, rel: str, ancestors: set[str], write: _Write) -> bool:
         """Whether program writes alone made the version from one that held ``write``: then
