@@ -28,6 +28,8 @@ import os
 import sys
 import time
 
+from mdmem.integrations.hook_state import replace_whole
+
 TYPE_CHECKING = False  # not typing's: this module is on a hook's path before anything else
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -178,7 +180,7 @@ class Recording:
                 answers[key] = {"inputs": inputs, "text": text}
             while len(answers) > KEEP:
                 answers.pop(next(iter(answers)))
-            _write(path, json.dumps(state))
+            replace_whole(path, json.dumps(state))
             return inputs is not None
         except Exception:  # (the next run computes as it always did)
             return False
@@ -228,15 +230,3 @@ def _options(root: str, budget: int | None) -> str:
 
 def _state_path(root: str) -> str:
     return os.path.join(root, ".mdmem", FOLDER, STATE_FILE)
-
-
-def _write(path: str, text: str) -> None:
-    """Replace the file whole (a temporary file renamed over it)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

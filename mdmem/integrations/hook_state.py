@@ -109,7 +109,7 @@ def remember(
                 logs[transcript] = entry
         while len(logs) > KEEP:
             logs.pop(next(iter(logs)))
-        _write(path, json.dumps(state))
+        replace_whole(path, json.dumps(state))
     except Exception:  # (the next run imports as it always did)
         return
 
@@ -136,8 +136,9 @@ def _state_path(root: Path) -> str:
     return os.path.join(root, ".mdmem", STATE_FILE)
 
 
-def _write(path: str, text: str) -> None:
-    """Replace the file whole (a temporary file renamed over it)."""
+def replace_whole(path: str, text: str) -> None:
+    """Replace the file whole (a temporary file renamed over it): a hook killed mid-write
+    leaves the last answer, never half of one."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as handle:

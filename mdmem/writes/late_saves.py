@@ -200,7 +200,7 @@ class LateSaveGuard:
             self._start()
         base = None
         if earlier and before != earlier[-1].after:
-            base = self._made_from(target, earlier, before, made_on=True, made=after)
+            base = self._made_from(target, earlier, before, made=after)
         with self._cond:
             self._remember(target.rel, write)
         if base is not None:
@@ -393,7 +393,6 @@ class LateSaveGuard:
         writes: list[_Write],
         version: bytes,
         *,
-        made_on: bool = False,
         made: bytes | None = None,
     ) -> bytes | None:
         """The version of ours ``version`` was made from, when it lacks some of the program's
@@ -421,6 +420,7 @@ class LateSaveGuard:
         known = [v for w in ordered for v in (w.before, w.after)]
         if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
             return None
+        made_on = made is not None  # the save a write was just made on, not the path now
         base = ours[-1] if ours else self._copied_from(target.rel, ordered, version, made_on)
         if base is None or _lf(base) == _lf(latest):
             return None
@@ -432,8 +432,8 @@ class LateSaveGuard:
         """Whether program writes had gone on from these very bytes since a program last made
         them: the version at the path is then a copy of an older one (a person's buffer saved
         again unchanged), not a program's result (``ours``: the write just made on it, no
-        evidence). Its digest alone would have it taken for
-        that older program write, and merged as if every write since were on top of it."""
+        evidence). Its digest alone would have it taken for that older program write, and
+        merged as if every write since were on top of it."""
         key = digest(version)
         links = self.writer.lineage(rel).links()
         made = max((i for i, (_, child) in enumerate(links) if child == key), default=-1)
