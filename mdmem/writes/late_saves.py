@@ -441,7 +441,9 @@ class LateSaveGuard:
             (i for i, (parent, child) in enumerate(links) if parent == key and child != ours),
             default=-1,
         )
-        return left > made
+        # made by a program before: a link with no child that landed (a write that failed
+        # after logging itself, a full disk) must not turn a person's edit into a copy
+        return made >= 0 and left > made
 
     def _built_on_holder(self, rel: str, ancestors: set[str], write: _Write) -> bool:
         """Whether program writes alone made the version from one that held ``write``: then
