@@ -407,10 +407,17 @@ class LateSaveGuard:
         if latest is None or version == latest:
             return None
         ordered = self._ordered(target.rel, writes)
-        if self._revisited(target.rel, version, None if made is None else digest(made)):
-            # a copy of a version the path had moved on from, saved again as it was read
-            return None if _lf(_merged(version, latest, version)) == _lf(version) else version
         made_from = self.writer.lineage(target.rel).chain(version)
+        made_on_it = [w for w in ordered if w.before == version]
+        if self._revisited(target.rel, version, None if made is None else digest(made)) or (
+            made_on_it
+            and not self._built_on_holder(target.rel, made_from - {digest(version)}, made_on_it[-1])
+        ):
+            # a copy of a version the path had moved on from, saved again as it was read; or
+            # the very bytes one of our writes was made on, rebuilt since from a version that
+            # lacked that write (another guard's merge-back of a stale save: by lineage they
+            # would descend from that save, and be merged against it)
+            return None if _lf(_merged(version, latest, version)) == _lf(version) else version
         ours = [w.after for w in ordered if w.digests[1] in made_from]
         if ours and ours[-1] == latest:
             return None  # other programs' writes on top of ours (the common case: no diff)
