@@ -139,6 +139,22 @@ def test_the_docs_have_the_blocks_this_test_runs() -> None:
         assert len(shown) >= 2, f"{page}: the quick starts show what they print"
 
 
+INSTALL = re.compile(r"^```bash\n(git clone .*?)^```", re.M | re.S)
+
+
+@pytest.mark.parametrize("page", FIRST_PAGES)
+def test_the_install_leaves_the_newcomer_outside_the_clone(page: str) -> None:
+    """The install (not run here: it needs the network) ends where it began, outside mdmem's
+    clone: the quick start that follows runs ``mdmem init`` in the folder it is in, and inside
+    the clone's git repository init prints another line (it sets up the clone's .git/config)."""
+    found = INSTALL.search((ROOT / page).read_text(encoding="utf-8"))
+    assert found, f"{page}: no install block (```bash, from `git clone`)"
+    depth = 0
+    for folder in re.findall(r"(?:^|&&)\s*cd\s+([^\s#]+)", found.group(1), re.M):
+        depth += sum(-1 if part == ".." else 1 for part in folder.split("/") if part != ".")
+    assert depth == 0, f"{page}: the install ends inside the clone (`cd` {depth} folder(s) down)"
+
+
 def _shown(block: Block) -> bool:
     return block.kind == "console" and any(
         line and not line.startswith("$ ") for line in block.code.splitlines()
