@@ -69,7 +69,10 @@ def mcp_serve(
     try:
         from mdmem.integrations import mcp_server
     except ImportError as exc:
-        fail(f"mdmem mcp needs the MCP SDK ({exc.name}): pip install 'mdmem[mcp]'")
+        fail(
+            f"mdmem mcp needs the MCP SDK ({exc.name}): install mdmem's mcp extra (in mdmem's "
+            "clone: pip install -c constraints.txt '.[mcp]')"
+        )
     log_to_stderr()
     if root is None:
         server: Any = _remote_mcp(remote)

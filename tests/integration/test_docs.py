@@ -369,3 +369,26 @@ def test_the_architecture_page_names_every_module_and_only_those() -> None:
         for name in re.findall(r"`([\w/]*\w+\.py)`", block):
             found = list(root.rglob(name.rsplit("/", 1)[-1]))
             assert found, f"docs/architecture.md names {where}/{name}, which is no module"
+
+
+PIP_FROM_PYPI = re.compile(r"pip install (?:-\S+ )*['\"]?mdmem\b")
+"""An install of mdmem from PyPI, where it is not published yet: pip answers "No matching
+distribution found"."""
+PUBLISHED = re.compile(r"[Oo]nce (?:mdmem is )?published[*,]*\s*$")
+
+
+def test_no_page_or_message_installs_mdmem_from_pypi_before_it_is_published() -> None:
+    """Every install a page or a message of the program tells a person to run works today
+    (from the clone: ``pip install '.[extra]'``); ``pip install 'mdmem…'`` only under "once
+    mdmem is published" (the README's and Getting started's last word on it)."""
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    sources += sorted((ROOT / "mdmem").rglob("*.py"))
+    wrong = []
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        for match in PIP_FROM_PYPI.finditer(text):
+            before = text[max(0, match.start() - 60) : match.start()].rstrip("`* ")
+            if not PUBLISHED.search(before):
+                line = text.count("\n", 0, match.start()) + 1
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: {match.group(0)}")
+    assert not wrong, "installs from PyPI, where mdmem is not published:\n" + "\n".join(wrong)

@@ -139,6 +139,22 @@ def test_the_docs_have_the_blocks_this_test_runs() -> None:
         assert len(shown) >= 2, f"{page}: the quick starts show what they print"
 
 
+INSTALL = re.compile(r"^```bash\n(git clone .*?)^```", re.M | re.S)
+
+
+@pytest.mark.parametrize("page", FIRST_PAGES)
+def test_the_install_leaves_the_newcomer_outside_the_clone(page: str) -> None:
+    """The install (not run here: it needs the network) ends where it began, outside mdmem's
+    clone: the quick start that follows runs ``mdmem init`` in the folder it is in, and inside
+    the clone's git repository init prints another line (it sets up the clone's .git/config)."""
+    found = INSTALL.search((ROOT / page).read_text(encoding="utf-8"))
+    assert found, f"{page}: no install block (```bash, from `git clone`)"
+    depth = 0
+    for folder in re.findall(r"(?:^|&&)\s*cd\s+([^\s#]+)", found.group(1), re.M):
+        depth += sum(-1 if part == ".." else 1 for part in folder.split("/") if part != ".")
+    assert depth == 0, f"{page}: the install ends inside the clone (`cd` {depth} folder(s) down)"
+
+
 def _shown(block: Block) -> bool:
     return block.kind == "console" and any(
         line and not line.startswith("$ ") for line in block.code.splitlines()
@@ -246,18 +262,26 @@ def test_a_newcomer_gets_what_the_first_pages_show(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_model: None
 ) -> None:
     """Run in order in an empty folder, as a newcomer would: python blocks in the folder the
-    console blocks' ``cd`` reached (one terminal), every shown output compared."""
+    console blocks' ``cd`` reached (one terminal), every shown output compared. With the warm
+    server a newcomer has: the first ``mdmem search`` starts it, and it runs (ready, watching
+    the workspace) before the next command, as it does for a person typing; the blocks after
+    it must work beside it (a second watcher is refused). Stopped at the end."""
+    monkeypatch.delenv("MDMEM_SERVER_AUTO")  # (conftest turns it off for every other test)
     namespace: dict[str, object] = {"__name__": "readme"}
     cwd = tmp_path
+    servers: set[Path] = set()
     try:
         for block in blocks([ROOT / page]):
             if block.kind == "python":
                 monkeypatch.chdir(cwd)
                 _run_python(block, namespace)
             else:
-                cwd = _run_console(block, cwd)
+                cwd = _run_console(block, cwd, servers)
     finally:
         _close(namespace)
+        for root in servers:
+            code, out, err = _mdmem_here(["server", "stop"], root)
+            assert code == 0, out + err
 
 
 @pytest.fixture()
@@ -326,7 +350,9 @@ def _commands(code: str) -> list[tuple[str, str]]:
     return [(command, "\n".join(shown)) for command, shown in found]
 
 
-def _run_console(block: Block, cwd: Path) -> Path:
+def _run_console(block: Block, cwd: Path, servers: set[Path] | None = None) -> Path:
+    """``servers``: where searches may start a warm server (the workspaces it ran in are
+    added); None, where none starts (``MDMEM_SERVER_AUTO=0``)."""
     for command, shown in _commands(block.code):
         if command.startswith("cd "):
             cwd = (cwd / command[3:].strip()).resolve()
@@ -337,6 +363,10 @@ def _run_console(block: Block, cwd: Path) -> Path:
             continue
         if words[0] == "mdmem":
             code, out, err = _mdmem_here(words[1:], cwd)
+            err = ERASED.sub("", err)
+            if servers is not None and words[1:2] == ["search"] and code == 0:
+                _wait_for_the_server(cwd, block.where)
+                servers.add(cwd)
         else:
             assert words[0] in TOOLS, f"{block.where}: {command!r} is not an mdmem command"
             done = subprocess.run(
@@ -347,6 +377,29 @@ def _run_console(block: Block, cwd: Path) -> Path:
         if _lines(shown):
             _compare(shown, out + err, block.where, f"`{command}`")
     return cwd
+
+
+ERASED = re.compile(
+    r"^mdmem: (starting a search server for this workspace"
+    r"|the search server \(pid \d+\) is (loading the model|indexing changes))…\n",
+    re.M,
+)
+"""What a first search says while it waits for the server it started: on a terminal, one
+line rewritten in place and erased once the answer comes (``live/client.py``'s ``Status``),
+so a page shows none of it; printed line by line here (stderr is no terminal)."""
+
+
+def _wait_for_the_server(root: Path, where: str) -> None:
+    """The warm server the search in ``root`` started (or asked) runs, watches and answers."""
+    from mdmem.layout import running_watcher
+    from mdmem.live.client import START_TIMEOUT_S, Status, wait_ready
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while running_watcher(root) is None:
+        assert time.monotonic() < deadline, f"{where}: `mdmem search` started no server"
+        time.sleep(0.05)
+    problem = wait_ready(root, None, Status(quiet=True))
+    assert problem is None, f"{where}: {problem}"
 
 
 def _mdmem_here(args: list[str], cwd: Path) -> tuple[int, str, str]:
