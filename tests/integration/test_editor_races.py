@@ -583,10 +583,13 @@ def test_racing_saves_lose_nothing(pattern: str) -> None:
     assert result["exit_codes"] == [0, 0], out.stderr[-2000:]
     assert result["person_saves"] == saves
     assert result["program_writes"] > 0
-    assert result["person_lost"] == 0, result
-    assert result["program_lost"] == 0, result
-    assert result["template_lines_lost"] == 0, result
-    assert result["program_missing_midway"] == 0, result
+    # the whole result and what the processes logged, unabridged: a loss here is rare and
+    # depends on timing, so the failing run's report is all there is to go on
+    report = json.dumps(result, indent=1) + "\n" + out.stderr[-4000:]
+    assert result["person_lost"] == 0, report
+    assert result["program_lost"] == 0, report
+    assert result["template_lines_lost"] == 0, report
+    assert result["program_missing_midway"] == 0, report
 
 
 @pytest.mark.slow
