@@ -31,6 +31,8 @@ NEVER = {
     "pathspec",
     # what distilling and the workspace's other parts pull in
     "mdmem.distill.consolidate", "mdmem.distill.workflow", "mdmem.distill.extract",
+    # the reports of distilling and of a dry run's diff
+    "mdmem.reports",
 }  # fmt: skip
 """Modules no hook imports."""
 READ_ONLY_NEVER = {
