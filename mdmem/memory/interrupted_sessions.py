@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,6 +28,8 @@ _RUNNING_RE = re.compile(r"^status:[ \t]*[\"']?running\b", re.M)
 def writer_stamp() -> dict[str, object]:
     """The frontmatter keys naming this process as a session's writer: ``host``, ``pid`` and
     (where the system tells) ``pid_start``."""
+    import socket  # (only a session started, or swept: not a hook's import or read)
+
     pid = os.getpid()
     stamp: dict[str, object] = {"host": socket.gethostname(), "pid": pid}
     start = process_start(pid)
@@ -125,6 +126,8 @@ class InterruptedSweep:
         return names
 
     def _mark(self, names: list[str]) -> list[str]:
+        import socket
+
         host = socket.gethostname()
         marked: list[str] = []
         watch: set[str] = set()

@@ -28,8 +28,6 @@ from collections.abc import Iterator
 
 from mdmem.errors import FileProblem
 from mdmem.layout import SESSIONS_DIR, WORLD_FILE
-from mdmem.memory.pool_format import ARCHIVED_LEVEL, SECTION_LEVEL, parse_pool
-from mdmem.memory.world import key_span
 from mdmem.redact import Field
 
 FRONTMATTER_FIELDS = frozenset(
@@ -174,12 +172,16 @@ def _meta(line: str, at: int) -> Iterator[Field]:
 
 
 def _world(line: str, at: int) -> Iterator[Field]:
+    from mdmem.memory.world import key_span  # (world.md's, and the task's, parsers: only here)
+
     span = key_span(line)
     if span is not None:
         yield Field(at + span[0], at + span[1], "world key")
 
 
 def _pool(rel: str, text: str, start: int, end: int) -> list[Field]:
+    from mdmem.memory.pool_format import ARCHIVED_LEVEL, SECTION_LEVEL, parse_pool
+
     found: list[Field] = []
     first = next(_lines(text, 0, 0), None)
     if first is not None and (title := _POOL_TITLE.match(first[1])):

@@ -12,7 +12,6 @@ from mdmem.markdown.parse import Document, parse_document
 from mdmem.memory.documents import Documents
 from mdmem.memory.structure import structural_fields
 from mdmem.redact import Field, Redactor, SecretInField
-from mdmem.reports import unified_diff
 from mdmem.writes.file_state import Target
 from mdmem.writes.safe_writer import EditFile, SafeWriter
 
@@ -112,6 +111,8 @@ class DryRunWriter:
         return self.documents.or_none(rel)
 
     def diff(self) -> str:
+        from mdmem.reports import unified_diff  # (a dry run's: no hook's)
+
         return unified_diff(self.originals, self.texts) if self.texts else ""
 
 

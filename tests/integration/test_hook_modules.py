@@ -31,6 +31,8 @@ NEVER = {
     "pathspec",
     # what distilling and the workspace's other parts pull in
     "mdmem.distill.consolidate", "mdmem.distill.workflow", "mdmem.distill.extract",
+    # the reports of distilling and of a dry run's diff
+    "mdmem.reports",
 }  # fmt: skip
 """Modules no hook imports."""
 READ_ONLY_NEVER = {
@@ -38,12 +40,17 @@ READ_ONLY_NEVER = {
     # promotion, no renameat2 through ctypes
     "asyncio", "filelock", "mdmem.memory.knowledge_store", "ctypes",
     "mdmem.distill.promote", "mdmem.workspace.parts", "mdmem.integrations.importers",
+    # the host's name is asked only when a session is started or swept
+    "socket",
 }  # fmt: skip
 """Modules SessionStart (which only reads) does not import either."""
 IMPORT_NEVER = {
     # the Claude Code log's reader only: not the other chat formats'
     "mdmem.integrations.importers.chatgpt", "mdmem.integrations.importers.claude",
     "mdmem.integrations.importers.codex",
+    # the task's, world.md's and the pools' parsers (what a session's structure check does
+    # not need), and the host's name (no session started)
+    "mdmem.memory.task", "mdmem.memory.world", "mdmem.memory.pool_format", "socket",
 }  # fmt: skip
 """Modules PreCompact / Stop (importing a Claude Code log) do not import."""
 NOTHING_NEW_NEVER = {
