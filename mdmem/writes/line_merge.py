@@ -137,8 +137,11 @@ def _by_entry(
     """A run of ``old`` lines (from base line ``at``) replaced by a different number of
     ``new`` ones, as each old entry replaced by its new form (the same id, or ``key:``) and
     the rest inserted around them: an update next to a remember is two changes, and a clash
-    with the first must not drop the second (issue 39 D1). None unless every old line has
-    its new form, in order."""
+    with the first must not drop the second (issue 39 D1). An old entry the new lines no
+    longer hold is removed on its own (a supersede moves it to the archive, next to updates of
+    its neighbours: one clash with a person's edit of one neighbour lost them all). None
+    unless every other old line has its new form, in order, and one has (a run none of whose
+    entries is left, a consolidation's originals replaced by their merge, is one change)."""
     if not old:
         return None
     out: list[tuple[int, int, list[str]]] = []
@@ -146,12 +149,17 @@ def _by_entry(
     for k, line in enumerate(old):
         ident = _identity(line)
         m = next((m for m in range(j, len(new)) if ident and _identity(new[m]) == ident), None)
+        if m is None and ident and all(_identity(line) != ident for line in new):
+            out.append((at + k, at + k + 1, []))  # gone here (superseded to the archive)
+            continue
         if m is None:
             return None
         if m > j:
             out.append((at + k, at + k, list(new[j:m])))
         out.append((at + k, at + k + 1, [new[m]]))
         j = m + 1
+    if j == 0:
+        return None
     if j < len(new):
         out.append((at + len(old), at + len(old), list(new[j:])))
     return out

@@ -114,6 +114,43 @@ def test_a_changed_line_next_to_a_line_the_other_side_added_is_no_conflict() -> 
     assert merged.text == "- a\n- edited\n- PROG\n- z\n" and merged.conflicts == 0
 
 
+def test_a_supersede_next_to_updates_is_not_lost_to_a_clash_on_one_of_them() -> None:
+    """What the write-path model found (two agents, stale copies between their writes): one
+    merge-back held a supersede (its entry gone to the archive), updates of the two entries
+    after it and a remember; the version it went into had a newer update of the middle entry.
+    The program's run of changed lines could not be read entry by entry (the superseded one has
+    no new form there), so it was one clash, the person's side taken whole: the supersede, the
+    other update and the remember were lost."""
+
+    def entry(text: str, ident: str) -> str:
+        return f"- {text} <!-- mdmem id={ident} type=fact -->\n"
+
+    head, archive = "## Facts\n\n", "\n## Archive\n\n"
+    two, four, five = entry("two", "m-2"), entry("four", "m-4"), entry("five", "m-5")
+    base = head + two + four + five + archive
+    program = (
+        head
+        + entry("four, updated", "m-4")
+        + entry("five, updated", "m-5")
+        + entry("seven supersedes two", "m-7")
+        + entry("eight", "m-8")
+        + archive
+        + "- two <!-- mdmem id=m-2 type=fact superseded_by=m-7 -->\n"
+    )
+    person = head + two + entry("four, updated again", "m-4") + five + archive
+    merged = merge_text(base, program, person)
+    assert merged.text == (
+        head
+        + entry("four, updated again", "m-4")  # the clash: the newer side's
+        + entry("five, updated", "m-5")
+        + entry("seven supersedes two", "m-7")
+        + entry("eight", "m-8")
+        + archive
+        + "- two <!-- mdmem id=m-2 type=fact superseded_by=m-7 -->\n"
+    ), merged.text
+    assert merged.conflicts == 1
+
+
 def test_an_entry_the_person_edited_is_not_added_back() -> None:
     base = "## Facts\n\n## Patterns\n"
     program = "## Facts\n\n- Deploys go to Heroku <!-- mdmem id=m-7 -->\n\n## Patterns\n"
