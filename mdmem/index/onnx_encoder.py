@@ -170,7 +170,7 @@ class _Prefetch:
         self.result: tuple[OnnxEncoder | None, str] = (None, "")
 
 
-_prefetched: dict[tuple[str, str, str, int], _Prefetch] = {}
+_prefetched: dict[tuple[str, ...], _Prefetch] = {}
 _prefetch_lock = threading.Lock()
 
 
@@ -182,7 +182,7 @@ def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> None:
     2-core machine) reading, checking and loading the export after the workspace's and the
     index's imports; onnxruntime loads a model mostly without the GIL, so the two overlap. A
     failed prefetch changes nothing: ``load_export`` then loads (and says why not) itself."""
-    key = (name, str(source), model_id, threads)
+    key = _prefetch_key(name, source, model_id, threads)
     with _prefetch_lock:
         if key in _prefetched:
             return
@@ -206,12 +206,18 @@ def load_export(
     not). Never raises for a missing, stale or damaged export: the caller uses
     sentence-transformers then. A :func:`prefetch` of it is taken (once) when it loaded."""
     with _prefetch_lock:
-        pending = _prefetched.pop((name, str(source), model_id, threads), None)
+        pending = _prefetched.pop(_prefetch_key(name, source, model_id, threads), None)
     if pending is not None:
         pending.done.wait()
         if pending.result[0] is not None:
             return pending.result
     return _load_export(name, source, model_id, threads)
+
+
+def _prefetch_key(name: str, source: Path, model_id: str, threads: int) -> tuple[str, ...]:
+    """What a prefetch loaded, its folder included: a load after ``MDMEM_CACHE_DIR`` changed
+    (a test's own cache) must not take an encoder loaded from the folder before."""
+    return (name, str(source), model_id, str(threads), str(export_dir(name, source)))
 
 
 def _load_export(

@@ -44,6 +44,35 @@ def test_a_prefetched_encoder_is_taken_once(embedder) -> None:  # type: ignore[n
 
 
 @pytest.mark.slow
+def test_a_prefetch_from_another_cache_folder_is_not_taken(
+    embedder,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A load after ``MDMEM_CACHE_DIR`` changed loads from the new folder, not what a prefetch
+    took from the old one (in a clean-clone run, a prefetch left by an earlier test of the same
+    worker answered the next test's load from its own cache folder)."""
+    import os
+    import threading
+
+    before = os.environ.get("MDMEM_CACHE_DIR")
+    prefetch(DEFAULT_MODEL, source(), DEFAULT_MODEL_ID)  # from the folder `embedder` made
+    for thread in threading.enumerate():  # loaded there before the folder changes
+        if thread.name == "mdmem-onnx-prefetch":
+            thread.join()
+    monkeypatch.setenv("MDMEM_CACHE_DIR", str(tmp_path / "empty"))
+    encoder, why = load_export(DEFAULT_MODEL, source(), DEFAULT_MODEL_ID)
+    assert encoder is None
+    assert why == f"no ONNX export in {export_dir(DEFAULT_MODEL, source())}"
+    if before is None:  # the prefetch is taken where it was made: none is left for later tests
+        monkeypatch.delenv("MDMEM_CACHE_DIR")
+    else:
+        monkeypatch.setenv("MDMEM_CACHE_DIR", before)
+    taken, why = load_export(DEFAULT_MODEL, source(), DEFAULT_MODEL_ID)
+    assert taken is not None, why
+
+
+@pytest.mark.slow
 def test_a_file_checked_before_is_loaded_without_hashing_unless_it_changed(
     embedder,  # type: ignore[no-untyped-def]
     tmp_path: Path,
