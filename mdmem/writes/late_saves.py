@@ -513,6 +513,11 @@ class LateSaveGuard:
             own.append((write.before, write.after, True))
         steps = self._history(rel, ordered)
         evidence, at = self._search(steps, version, made_on)
+        if evidence == version and not made_on:
+            # the version lacks only what a program write made on it since (that write did
+            # not stay: a save put back over it): it was made from what came before it, as
+            # the save a write was just made on is
+            evidence, at = self._search(steps, version, True)
         if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
             steps = own
             evidence = self._search(own, version, made_on)[0]

@@ -32,6 +32,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
@@ -605,3 +606,66 @@ test_write_path_model = pytest.mark.slow(
         strict=False,
     )(WritePath.TestCase)
 )
+
+
+# ---- what the model found, replayed step by step ----------------------------------------------
+# A state machine takes no @example: each shrunk failure is its rules called in order with the
+# values it drew, then settled and checked as the model's teardown does. Each failed 5 of 5
+# before its fix.
+
+
+class _Draws:
+    """The values a failing run drew from ``st.data()``, in order."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object, label: object = None) -> object:
+        return self.values.pop(0)
+
+
+def _replay(steps: list[dict[str, Any]]) -> None:
+    machine = WritePath()
+    machine.setup()
+    try:
+        for step in steps:
+            machine.stale_save_between_writes(**step)
+    finally:
+        machine.teardown()  # settles, checks every acknowledged write, closes
+
+
+@pytest.mark.slow
+def test_a_supersede_next_to_two_updates_survives_a_clash_on_one_of_them() -> None:
+    """A merge-back held a supersede, updates of the two entries after it and a remember, into
+    a version with a newer update of the middle entry: one clash lost them all (the line merge,
+    tests/integration/test_editor_races.py has the merge alone)."""
+    _replay([
+        dict(after_ops=[], agent_ops=[(0, "supersede")], change="edit", crlf=False,
+             data=_Draws(143, "paragraph", 169), how="in place", pause=0.02),
+        dict(after_ops=[(1, "remember"), (1, "remember")], agent_ops=[(1, "supersede")],
+             change="none", crlf=False, data=_Draws(34, "end", 150), how="rename", pause=0.0),
+        dict(after_ops=[], agent_ops=[(1, "update")], change="none", crlf=True,
+             data=_Draws(254, "paragraph", 204), how="in place", pause=0.04),
+        dict(after_ops=[(0, "update")], agent_ops=[(1, "supersede"), (1, "remember"), (0, "update")],
+             change="edit", crlf=True, data=_Draws(1, "end", 153), how="rename", pause=0.04),
+        dict(after_ops=[], agent_ops=[(0, "supersede")], change="none", crlf=True,
+             data=_Draws(14, "paragraph", 22), how="rename", pause=0.02),
+    ])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_stale_save_an_agent_wrote_on_is_merged_against_what_it_was_read_from() -> None:
+    """A person's stale in-place save, an agent's update made on it that did not stay (the
+    save was put back over it): the other agent's guard took the save for a copy of itself
+    (it lacked only that update), fell back to its own writes and merged against a version
+    holding the first agent's supersede, which the save lacked: the supersede was lost."""
+    _replay([
+        dict(after_ops=[(1, "remember"), (0, "update")],
+             agent_ops=[(0, "remember"), (0, "remember"), (0, "update")], change="none",
+             crlf=True, data=_Draws(69, "paragraph", 163), how="rename", pause=0.04),
+        dict(after_ops=[], agent_ops=[(0, "supersede"), (1, "supersede"), (1, "update")],
+             change="edit", crlf=False, data=_Draws(0, "paragraph", 225), how="in place",
+             pause=0.02),
+        dict(after_ops=[(0, "supersede"), (1, "supersede")], agent_ops=[(0, "update")],
+             change="none", crlf=False, data=_Draws(235, "end", 202), how="in place", pause=0.0),
+    ])  # fmt: skip
