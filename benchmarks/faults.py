@@ -455,7 +455,12 @@ def damaged_index(tmp: Path, rounds: int = 2) -> Result:
     from mdmem.errors import MdmemError
 
     root = _workspace(tmp)
-    shutil.copytree(REPO / "example_workspace", root, dirs_exist_ok=True)
+    shutil.copytree(
+        REPO / "example_workspace",
+        root,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns(".mdmem"),
+    )  # the example, not an index a demo left in it
     (root / "mdmem.toml").write_text(KEYWORD_ONLY)
     db = root / ".mdmem" / "index.db"
     lost = unclear = tried = 0

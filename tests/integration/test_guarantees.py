@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -513,5 +514,8 @@ def test_a_server_whose_workspace_is_deleted_exits_within_half_a_second(tmp_path
             server.kill()
             server.wait()
     assert server.returncode == 0, log.read_text()
-    assert "was deleted or replaced; nothing left to watch" in log.read_text()
+    # (which it saw first depends on where `rm -rf` was: the workspace, or its lock, gone)
+    assert re.search(
+        r"(was deleted or replaced|lock was removed); nothing left to watch", log.read_text()
+    )
     assert took < 1.5, f"exited {took:.2f} s after the workspace was deleted"
