@@ -149,7 +149,7 @@ def _by_entry(
     for k, line in enumerate(old):
         ident = _identity(line)
         m = next((m for m in range(j, len(new)) if ident and _identity(new[m]) == ident), None)
-        if m is None and ident and all(_identity(line) != ident for line in new):
+        if m is None and ident and all(_identity(other) != ident for other in new):
             out.append((at + k, at + k + 1, []))  # gone here (superseded to the archive)
             continue
         if m is None:
