@@ -518,12 +518,18 @@ class LateSaveGuard:
             # not stay: a save put back over it): it was made from what came before it, as
             # the save a write was just made on is
             evidence, at = self._search(steps, version, True)
+        if evidence is None and not made_on and (save := self._save_under(steps, version)):
+            # program writes made on a person's save, by another guard or process: the version
+            # lacks what that save lacked, and the save was made from what it was read from
+            # before it was first saved (writes made on it that it was saved over since count
+            # as writes it lacks, not as what it was made from)
+            evidence, at = self._search(steps[: save + 1], steps[save][1], True)
         if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
             steps = own
             evidence = self._search(own, version, made_on)[0]
         if evidence is None:
             return None  # the history shows no write the save lacks: a person's own change
-        added = self._program_lines(steps, latest)
+        added = self._program_lines(steps, latest, version)
         theirs = set(_text(_lf(version)).splitlines())
 
         def harm(base: bytes) -> tuple[int, int]:
@@ -578,6 +584,21 @@ class LateSaveGuard:
         return None, -1
 
     @staticmethod
+    def _save_under(steps: list[tuple[bytes, bytes, bool]], version: bytes) -> int | None:
+        """Where in ``steps`` the person's save that the program writes ending in ``version``
+        were made on was first saved, when ``version`` is such a write's result (the last time
+        it was made); None when it is no program write's, or program writes alone made it."""
+        at = max((i for i, step in enumerate(steps) if step[1] == version), default=None)
+        if at is None or not steps[at][2]:
+            return None
+        while at > 0 and steps[at][2]:
+            at -= 1
+        if steps[at][2]:
+            return None
+        save = steps[at][1]
+        return min(i for i, step in enumerate(steps) if step[1] == save and not step[2])
+
+    @staticmethod
     def _nearest(
         steps: list[tuple[bytes, bytes, bool]], version: bytes, count: int = 8
     ) -> list[bytes]:
@@ -602,14 +623,19 @@ class LateSaveGuard:
 
         return sorted(order, key=lambda known: (distance(known), -order[known]))[:count]
 
-    def _program_lines(self, steps: list[tuple[bytes, bytes, bool]], latest: bytes) -> set[str]:
-        """The lines of ``latest`` that program writes in ``steps`` added (not a person)."""
-        have = set(_text(_lf(latest)).splitlines())
-        added: set[str] = set()
+    def _program_lines(
+        self, steps: list[tuple[bytes, bytes, bool]], latest: bytes, version: bytes
+    ) -> set[str]:
+        """The lines program writes in ``steps`` added and none removed since (not a person's),
+        that ``latest`` or ``version`` holds: a merge that drops one loses a write (one that
+        ``version`` holds may be another guard's merge-back, and none of this guard's)."""
+        have = set(_text(_lf(latest)).splitlines()) | set(_text(_lf(version)).splitlines())
+        live: set[str] = set()
         for before, after, program in steps:
             if program:
-                added |= self._added_lines(before, after)
-        return added & have
+                live -= self._added_lines(after, before)  # the lines it removed
+                live |= self._added_lines(before, after)
+        return live & have
 
     def _history(self, rel: str, ordered: list[_Write]) -> list[tuple[bytes, bytes, bool]]:
         """The path's history as every program write saw or made it (before, after, a program
