@@ -518,7 +518,8 @@ class LateSaveGuard:
             # not stay: a save put back over it): it was made from what came before it, as
             # the save a write was just made on is
             evidence, at = self._search(steps, version, True)
-        if evidence is None and not made_on and (save := self._save_under(steps, version)):
+        save = self._save_under(steps, version) if evidence in (None, version) else None
+        if save is not None:
             # program writes made on a person's save, by another guard or process: the version
             # lacks what that save lacked, and the save was made from what it was read from
             # before it was first saved (writes made on it that it was saved over since count
