@@ -669,3 +669,23 @@ def test_a_stale_save_an_agent_wrote_on_is_merged_against_what_it_was_read_from(
         dict(after_ops=[(0, "supersede"), (1, "supersede")], agent_ops=[(0, "update")],
              change="none", crlf=False, data=_Draws(235, "end", 202), how="in place", pause=0.0),
     ])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_write_on_another_agents_write_on_a_stale_save_keeps_that_agents_supersede() -> None:
+    """A person's stale save, an agent's remember made on it, the other agent's remember made on
+    that: the other agent's guard found no step after the version its write was made on and
+    fell back to its own writes, merging against a version holding the first agent's
+    supersede, which the save lacked: the supersede was lost (6 of 6 before the fix)."""
+    _replay([
+        dict(after_ops=[], agent_ops=[(1, "update")], change="none", crlf=True,
+             data=_Draws(254, "paragraph", 204), how="in place", pause=0.04),
+        dict(after_ops=[(0, "update")], agent_ops=[(1, "supersede"), (1, "remember"), (0, "update")],
+             change="edit", crlf=True, data=_Draws(1, "end", 153), how="rename", pause=0.04),
+        dict(after_ops=[], agent_ops=[(0, "supersede"), (1, "supersede"), (1, "update")],
+             change="edit", crlf=False, data=_Draws(0, "paragraph", 225), how="in place",
+             pause=0.02),
+        dict(after_ops=[(1, "supersede"), (1, "update")],
+             agent_ops=[(0, "remember"), (0, "update"), (1, "remember")], change="none",
+             crlf=False, data=_Draws(40, "paragraph", 146), how="in place", pause=0.04),
+    ])  # fmt: skip
