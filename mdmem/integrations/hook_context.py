@@ -70,6 +70,8 @@ def cached(root: str, budget: int | None, payload: str) -> str | None:
         if state.get("version") != VERSION:
             return None
         entry = state["answers"][_options(root, budget)]
+        if entry["inputs"] is None:  # (asked for, never kept)
+            return None
         for path, seen in entry["inputs"]:
             if stat_of(path) != seen:
                 return None
@@ -172,7 +174,9 @@ class Recording:
 
     def remember(self, budget: int | None, text: str) -> bool:
         """Keep ``text`` as the answer for this workspace and budget when it may be replayed
-        (:meth:`inputs`); whether it was. Never raises: a state that cannot be written costs
+        (:meth:`inputs`); whether it was. One that may not is recorded as asked for (no
+        inputs, no text): never replayed, but prepared by the next import hook before a
+        SessionStart. Never raises: a state that cannot be written costs
         only the next run its shortcut."""
         try:
             inputs = self.inputs()
@@ -187,8 +191,9 @@ class Recording:
             answers = state["answers"]
             key = _options(self.root, budget)
             answers.pop(key, None)
-            if inputs is not None:
-                answers[key] = {"inputs": inputs, "text": text}
+            # An answer that may not be kept still says which budget SessionStart asks for:
+            # what the next import hook before a SessionStart prepares (:func:`prepare`).
+            answers[key] = {"inputs": inputs, "text": text if inputs is not None else None}
             while len(answers) > KEEP:
                 answers.pop(next(iter(answers)))
             replace_whole(path, json.dumps(state))
@@ -250,7 +255,8 @@ def stale(root: str) -> list[int | None]:
             budget = json.loads(key)[1]
             if key != _options(root, budget):
                 continue  # (another folder, environment or Python: not this process's to do)
-            if any(stat_of(path) != seen for path, seen in entry["inputs"]):
+            inputs = entry["inputs"]
+            if inputs is None or any(stat_of(path) != seen for path, seen in inputs):
                 out.append(budget)
         return out
     except (OSError, ValueError, KeyError, TypeError, IndexError):

@@ -267,9 +267,9 @@ def remembered_holds(ws: Path) -> bool:
     state = ws / ".mdmem" / hook_context.FOLDER / hook_context.STATE_FILE
     answers = json.loads(state.read_text(encoding="utf-8"))["answers"]
     return bool(answers) and all(
-        hook_context.stat_of(path) == seen
+        entry["inputs"] is not None
+        and all(hook_context.stat_of(path) == seen for path, seen in entry["inputs"])
         for entry in answers.values()
-        for path, seen in entry["inputs"]
     )
 
 
@@ -313,3 +313,18 @@ def test_a_stop_leaves_the_answer_to_the_next_session_start(ws: Path) -> None:
     after, replayed = start(ws, debug)
     assert not replayed
     assert after == fresh(ws) != before
+
+
+def test_an_answer_built_too_soon_to_keep_is_prepared_later(ws: Path) -> None:
+    """A SessionStart right after a Stop's write cannot keep its answer (an input changed
+    under a second ago); it still records the budget asked for, so the PreCompact after it,
+    though its import finds nothing new, prepares that answer."""
+    debug = ws.parent / "modules"
+    settle()
+    assert "1 created" in import_hook(ws, "Stop")
+    built, replayed = start(ws, debug, "--budget-tokens", "400")
+    assert not replayed
+    assert "1 unchanged" in import_hook(ws, "PreCompact")
+    wait_until_prepared(ws)
+    assert start(ws, debug, "--budget-tokens", "400") == (built, True)
+    assert built == fresh(ws, 400)
