@@ -274,9 +274,11 @@ def prepare_later(root: str) -> bool:
     env = {k: v for k, v in os.environ.items() if k != DEBUG_MODULES_ENV}
     quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     try:
-        spawn(sys.executable, [sys.executable, "-c", code, root], env, file_actions=quiet,
-              setsid=True)  # fmt: skip
-    except OSError:
+        # -P: not the current folder first on sys.path (a project's own `mdmem/` folder would
+        # shadow the installed one the hook ran), as the `mdmem` script does not put it.
+        spawn(sys.executable, [sys.executable, "-P", "-c", code, root], env,
+              file_actions=quiet, setsid=True)  # fmt: skip
+    except Exception:  # (no interpreter to name, a platform without it: not prepared)
         return False
     return True
 
