@@ -181,6 +181,7 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
     and says what went wrong as it always does; the hook's input is handed on)."""
     text = "" if sys.stdin.isatty() else sys.stdin.read()
     if action == "import" and not extract and _nothing_new(workspace, text):
+        _prepare_next_start(workspace, text)
         return 0
     if action == "session-start":
         return _session_start(workspace, budget, text)
@@ -201,6 +202,7 @@ def _hook(workspace: str | None, action: str, extract: bool, budget: int | None)
         for problem in report.problems:
             print(f"mdmem: warning: {problem}", file=sys.stderr)
         print(report.summary())
+    _prepare_next_start(str(ws.root), text)
     return 0
 
 
@@ -236,6 +238,29 @@ def _session_start(workspace: str | None, budget: int | None, text: str) -> int 
     print(context)
     inputs.remember(budget, context)
     return 0
+
+
+def _prepare_next_start(workspace: str | None, text: str) -> None:
+    """After an import hook that a SessionStart follows (SessionEnd, PreCompact: the event
+    its payload names), that SessionStart's answer prepared in a detached process when the
+    import made the remembered one stale (:func:`mdmem.integrations.hook_context.prepare_later`).
+    The hook's answer is out first; nothing here can change it or fail it."""
+    import json
+
+    try:
+        payload = json.loads(text) if text.strip() else {}
+        event = payload.get("hook_event_name") if isinstance(payload, dict) else None
+        from mdmem.integrations import hook_context
+
+        if event not in hook_context.PREPARED_BY:
+            return
+        from mdmem.layout import find_root
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        hook_context.prepare_later(str(find_root(workspace)))
+    except Exception:  # (the next SessionStart builds its answer, as it always did)
+        return
 
 
 def _nothing_new(workspace: str | None, text: str) -> bool:

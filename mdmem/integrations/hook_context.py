@@ -19,6 +19,14 @@ upgraded mdmem computes again.
 
 :func:`cached` answers a later run only when every recorded stat, the options and the
 environment are as they were; anything else and the context is built as always.
+
+An import hook that a ``SessionStart`` follows (``SessionEnd``: the next session's start;
+``PreCompact``: the compacted session's restart) prepares that answer when its import made the
+remembered one stale: :func:`prepare_later` starts a detached process (its own session, no
+terminal, nothing on the hook's pipes) that waits out :data:`RACY_SECONDS` and builds each stale
+answer again exactly as ``SessionStart`` would (:func:`prepare`), so the next session's start
+only stats files. The hook answers without waiting for it; anything it cannot keep, the next
+``SessionStart`` builds as always.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ KEEP = 8
 RACY_SECONDS = 1.0
 """An input changed this recently is not trusted to its stat (FAT's clock ticks in 2 s, most
 others' well under 1 s; a same-size write in the tick of the read would go unseen)."""
+PREPARED_BY = ("SessionEnd", "PreCompact")
+"""The hook events a ``SessionStart`` follows: their import hook prepares its answer."""
+DEBUG_MODULES_ENV = "MDMEM_DEBUG_MODULES"
 _CODE = (".py", ".pyc", ".pyo", ".so", ".pyd")
 _SKIP = ("/dev/", "/proc/", "/sys/")
 
@@ -59,6 +70,8 @@ def cached(root: str, budget: int | None, payload: str) -> str | None:
         if state.get("version") != VERSION:
             return None
         entry = state["answers"][_options(root, budget)]
+        if entry["inputs"] is None:  # (asked for, never kept)
+            return None
         for path, seen in entry["inputs"]:
             if stat_of(path) != seen:
                 return None
@@ -161,7 +174,9 @@ class Recording:
 
     def remember(self, budget: int | None, text: str) -> bool:
         """Keep ``text`` as the answer for this workspace and budget when it may be replayed
-        (:meth:`inputs`); whether it was. Never raises: a state that cannot be written costs
+        (:meth:`inputs`); whether it was. One that may not is recorded as asked for (no
+        inputs, no text): never replayed, but prepared by the next import hook before a
+        SessionStart. Never raises: a state that cannot be written costs
         only the next run its shortcut."""
         try:
             inputs = self.inputs()
@@ -176,8 +191,9 @@ class Recording:
             answers = state["answers"]
             key = _options(self.root, budget)
             answers.pop(key, None)
-            if inputs is not None:
-                answers[key] = {"inputs": inputs, "text": text}
+            # An answer that may not be kept still says which budget SessionStart asks for:
+            # what the next import hook before a SessionStart prepares (:func:`prepare`).
+            answers[key] = {"inputs": inputs, "text": text if inputs is not None else None}
             while len(answers) > KEEP:
                 answers.pop(next(iter(answers)))
             replace_whole(path, json.dumps(state))
@@ -219,13 +235,73 @@ def _options(root: str, budget: int | None) -> str:
     """What else decides the answer: the workspace, the budget, the folder the hook runs in,
     the home folder, mdmem's environment variables, this Python."""
     env = sorted(
-        (k, v)
-        for k, v in os.environ.items()
-        if k.startswith("MDMEM_") and k != "MDMEM_DEBUG_MODULES"
+        (k, v) for k, v in os.environ.items() if k.startswith("MDMEM_") and k != DEBUG_MODULES_ENV
     )
     home = os.path.expanduser("~")
     where = [str(root), budget, os.getcwd(), home, sys.prefix, sys.version, env]
     return json.dumps(where)
+
+
+def stale(root: str) -> list[int | None]:
+    """The budgets whose remembered answer for this workspace, in this process's folder and
+    environment, no longer holds (an input changed): what :func:`prepare` builds again."""
+    try:
+        with open(_state_path(root), encoding="utf-8") as handle:
+            state = json.load(handle)
+        if state.get("version") != VERSION:
+            return []
+        out = []
+        for key, entry in state["answers"].items():
+            budget = json.loads(key)[1]
+            if key != _options(root, budget):
+                continue  # (another folder, environment or Python: not this process's to do)
+            inputs = entry["inputs"]
+            if inputs is None or any(stat_of(path) != seen for path, seen in inputs):
+                out.append(budget)
+        return out
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return []
+
+
+def prepare_later(root: str) -> bool:
+    """After an import hook's answer: when a remembered answer is stale, a detached process
+    that builds it again (:func:`prepare`); whether one was started. Never raises, never
+    waits: the hook has answered already."""
+    spawn = getattr(os, "posix_spawn", None)
+    if spawn is None or not stale(root):
+        return False
+    code = "import sys; from mdmem.integrations.hook_context import prepare; prepare(sys.argv[1])"
+    env = {k: v for k, v in os.environ.items() if k != DEBUG_MODULES_ENV}
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    try:
+        # -P: not the current folder first on sys.path (a project's own `mdmem/` folder would
+        # shadow the installed one the hook ran), as the `mdmem` script does not put it.
+        spawn(sys.executable, [sys.executable, "-P", "-c", code, root], env,
+              file_actions=quiet, setsid=True)  # fmt: skip
+    except Exception:  # (no interpreter to name, a platform without it: not prepared)
+        return False
+    return True
+
+
+def prepare(root: str) -> None:
+    """Build each stale answer again (:func:`stale`), as ``SessionStart`` would, and keep it
+    when it may be replayed. First waits out :data:`RACY_SECONDS`: the import that made it
+    stale wrote a moment ago, and an input changed that recently is never kept."""
+    import logging
+
+    time.sleep(RACY_SECONDS + 0.05)
+    from mdmem.integrations import hooks
+    from mdmem.workspace import Workspace
+
+    # As SessionStart sets it: a run that would say something (at INFO) is never kept.
+    logging.getLogger("mdmem").setLevel(logging.INFO)
+    for budget in stale(root):
+        try:
+            with Recording(root) as inputs:
+                text = hooks.session_start(Workspace.open(root), budget)
+        except Exception:  # (SessionStart builds it, and says what went wrong, as always)
+            continue
+        inputs.remember(budget, text)
 
 
 def _state_path(root: str) -> str:

@@ -9,6 +9,7 @@ written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -230,3 +231,100 @@ def test_every_file_the_build_looks_at_is_in_the_key(
         and "__pycache__" not in path
     }
     assert missed == set()
+
+
+LOG = ROOT / "tests" / "data" / "imports" / "claude-code" / "7a1b2c3d-0000-4000-8000-0000000000cc.jsonl"  # fmt: skip
+
+
+def import_hook(ws: Path, event: str) -> str:
+    """One import hook (PreCompact, Stop, SessionEnd) as Claude Code runs it, its payload
+    naming the event and a session log kept where Claude Code keeps them: what it printed."""
+    home = ws.parent / "claude"
+    log = home / "projects" / "p" / "session.jsonl"
+    if not log.exists():
+        log.parent.mkdir(parents=True)
+        shutil.copy(LOG, log)
+    env = {
+        **os.environ,
+        "CLAUDE_CONFIG_DIR": str(home),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "MDMEM_SERVER_AUTO": "0",
+    }
+    env.pop("MDMEM_WORKSPACE", None)
+    env.pop("MDMEM_DEBUG_MODULES", None)
+    payload = f'{{"hook_event_name": "{event}", "transcript_path": "{log}"}}'
+    argv = [sys.executable, "-m", "mdmem", "-w", str(ws), "hooks", "run", "claude-code"]
+    done = subprocess.run(
+        [*argv, "import"], input=payload, capture_output=True, text=True, env=env,
+        cwd=ws.parent, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def remembered_holds(ws: Path) -> bool:
+    """Every answer remembered for the workspace holds (each input's stat as recorded)."""
+    state = ws / ".mdmem" / hook_context.FOLDER / hook_context.STATE_FILE
+    answers = json.loads(state.read_text(encoding="utf-8"))["answers"]
+    return bool(answers) and all(
+        entry["inputs"] is not None
+        and all(hook_context.stat_of(path) == seen for path, seen in entry["inputs"])
+        for entry in answers.values()
+    )
+
+
+def wait_until_prepared(ws: Path) -> None:
+    """The detached process an import hook may start has built its answer (or a minute
+    passed: then the assertions after this say what is wrong)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not remembered_holds(ws):
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("event", ["SessionEnd", "PreCompact"])
+def test_the_hook_before_a_session_start_prepares_its_answer(ws: Path, event: str) -> None:
+    """SessionEnd (the next session starts) and PreCompact (the compacted one restarts): their
+    import writes a session, which makes the remembered answer stale; they answer at once and a
+    detached process builds it again, for each budget asked before, so the next SessionStart
+    only stats files. What it prints is the context built afresh, byte for byte."""
+    debug = ws.parent / "modules"
+    settle()
+    before, _ = start(ws, debug)
+    budgeted, _ = start(ws, debug, "--budget-tokens", "300")
+    assert "1 created" in import_hook(ws, event)
+    assert not remembered_holds(ws)  # (the import wrote a session: stale)
+    wait_until_prepared(ws)
+    after, replayed = start(ws, debug)
+    assert replayed
+    assert after == fresh(ws) != before
+    assert start(ws, debug, "--budget-tokens", "300") == (fresh(ws, 300), True)
+    assert fresh(ws, 300) != budgeted
+
+
+def test_a_stop_leaves_the_answer_to_the_next_session_start(ws: Path) -> None:
+    """A Stop comes after every answer of the agent, and a SessionStart seldom after it:
+    it prepares nothing (the SessionEnd that ends the session does)."""
+    debug = ws.parent / "modules"
+    settle()
+    before, _ = start(ws, debug)
+    assert "1 created" in import_hook(ws, "Stop")
+    settle()
+    settle()  # (what a process it started would have needed to build the answer, or more)
+    after, replayed = start(ws, debug)
+    assert not replayed
+    assert after == fresh(ws) != before
+
+
+def test_an_answer_built_too_soon_to_keep_is_prepared_later(ws: Path) -> None:
+    """A SessionStart right after a Stop's write cannot keep its answer (an input changed
+    under a second ago); it still records the budget asked for, so the PreCompact after it,
+    though its import finds nothing new, prepares that answer."""
+    debug = ws.parent / "modules"
+    settle()
+    assert "1 created" in import_hook(ws, "Stop")
+    built, replayed = start(ws, debug, "--budget-tokens", "400")
+    assert not replayed
+    assert "1 unchanged" in import_hook(ws, "PreCompact")
+    wait_until_prepared(ws)
+    assert start(ws, debug, "--budget-tokens", "400") == (built, True)
+    assert built == fresh(ws, 400)

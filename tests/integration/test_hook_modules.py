@@ -143,3 +143,42 @@ def test_a_session_start_replayed_imports_neither_workspace_nor_configuration(
     assert "mdmem.context.build" in first
     again = hook(ws, "session-start", debug, home)
     assert again & (NEVER | READ_ONLY_NEVER | NOTHING_NEW_NEVER | {"mdmem.context.build"}) == set()
+
+
+def test_a_session_end_that_prepares_the_next_start_imports_nothing_more(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    """SessionEnd with nothing new, its workspace's remembered SessionStart answer made stale
+    by the Stop before it: it starts the process that prepares that answer
+    (mdmem/integrations/hook_context.py) with what it had imported already, nothing more; the
+    next SessionStart is replayed."""
+    import time
+
+    from mdmem.integrations.hook_context import RACY_SECONDS
+
+    ws, home, debug = workspace
+    (ws / ".mdmem").mkdir()
+    time.sleep(RACY_SECONDS + 0.1)
+    hook(ws, "session-start", debug, home)  # (an answer remembered: the budget asked for)
+    transcript = home / "projects" / "p" / "session.jsonl"
+    payload = json.dumps({"hook_event_name": "Stop", "transcript_path": str(transcript)})
+    hook(ws, "import", debug, home, payload)  # (a session written: that answer is stale)
+    end = hook(ws, "import", debug, home, payload.replace("Stop", "SessionEnd"))
+    assert end & (NEVER | IMPORT_NEVER | NOTHING_NEW_NEVER) == set()
+    assert "mdmem.integrations.hook_context" in end
+    answers = ws / ".mdmem" / "hook-context" / "answers.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _all_hold(answers):
+        time.sleep(0.2)
+    start = hook(ws, "session-start", debug, home)  # replayed: prepared by the SessionEnd
+    assert start & (NEVER | READ_ONLY_NEVER | NOTHING_NEW_NEVER | {"mdmem.context.build"}) == set()
+
+
+def _all_hold(answers: Path) -> bool:
+    from mdmem.integrations.hook_context import stat_of
+
+    entries = json.loads(answers.read_text(encoding="utf-8"))["answers"].values()
+    return all(
+        e["inputs"] is not None and all(stat_of(p) == seen for p, seen in e["inputs"])
+        for e in entries
+    )
