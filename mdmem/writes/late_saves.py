@@ -198,15 +198,16 @@ class LateSaveGuard:
             watch.writes = [*watch.writes, write]
             watch.checked, watch.started, watch.checks = state, now, 0
             self._start()
-        base = None
+        found = None
         if earlier and before != earlier[-1].after:
-            base = self._made_from(target, earlier, before, made=after)
+            found = self._made_from(target, earlier, before, made=after)
         with self._cond:
             self._remember(target.rel, write)
-        if base is not None:
-            latest = earlier[-1].after
+        if found is not None:
+            base, under = found
+            latest, save = earlier[-1].after, before if under is None else under
             self._merge(
-                target, lambda current: self._restore(base, latest, before, current), locked=True
+                target, lambda current: self._restore(base, latest, save, current), locked=True
             )
 
     def _remember(self, rel: str, write: _Write) -> None:
@@ -327,8 +328,13 @@ class LateSaveGuard:
 
         def combine(current: bytes) -> bytes:
             current = self._reapply(exposed, current)  # a person's lines first
-            base = self._made_from(watch.target, writes, current)
-            return current if base is None else self._combine(base, writes[-1].after, current)
+            found = self._made_from(watch.target, writes, current)
+            if found is None:
+                return current
+            base, under = found
+            if under is None:
+                return self._combine(base, writes[-1].after, current)
+            return self._restore(base, writes[-1].after, under, current)
 
         # Most changes at the path hold every recent write: a look without the lock says so.
         # A save still being written is looked at again when done (or, at the window's end,
@@ -394,7 +400,7 @@ class LateSaveGuard:
         version: bytes,
         *,
         made: bytes | None = None,
-    ) -> bytes | None:
+    ) -> tuple[bytes, bytes | None] | None:
         """The version of ours ``version`` was made from, when it lacks some of the program's
         changes since (``writes``, oldest first, the newest last): the newest of ours that
         program writes alone made it from (another agent's deliberate change), else the one
@@ -417,7 +423,9 @@ class LateSaveGuard:
             # the very bytes one of our writes was made on, rebuilt since from a version that
             # lacked that write (another guard's merge-back of a stale save: by lineage they
             # would descend from that save, and be merged against it)
-            return None if _lf(_merged(version, latest, version)) == _lf(version) else version
+            if _lf(_merged(version, latest, version)) == _lf(version):
+                return None
+            return version, None
         ours = [w.after for w in ordered if w.digests[1] in made_from]
         if ours and ours[-1] == latest:
             return None  # other programs' writes on top of ours (the common case: no diff)
@@ -428,12 +436,14 @@ class LateSaveGuard:
         if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
             return None
         made_on = made is not None  # the save a write was just made on, not the path now
-        base = ours[-1] if ours else self._copied_from(target.rel, ordered, version, made_on)
-        if base is None or _lf(base) == _lf(latest):
+        found = (
+            (ours[-1], None) if ours else self._copied_from(target.rel, ordered, version, made_on)
+        )
+        if found is None or _lf(found[0]) == _lf(latest):
             return None
-        if _lf(_merged(base, latest, version)) == _lf(version):
+        if _lf(_layered(*found, latest, version)) == _lf(version):
             return None
-        return base
+        return found
 
     def _revisited(self, rel: str, version: bytes, ours: str | None = None) -> bool:
         """Whether program writes had gone on from these very bytes since a program last made
@@ -477,8 +487,10 @@ class LateSaveGuard:
 
     def _copied_from(
         self, rel: str, ordered: list[_Write], version: bytes, made_on: bool = False
-    ) -> bytes | None:
-        """The version a person's copy was made from.
+    ) -> tuple[bytes, bytes | None] | None:
+        """The version a person's copy was made from; and when ``version`` is program writes
+        made on that copy (another guard's merge-back of it, or an agent's write on it), the
+        copy: what it lacked goes back into it, under those writes (:meth:`_restore`).
 
         Two readings of the path's history, each right where the other is wrong:
 
@@ -518,15 +530,17 @@ class LateSaveGuard:
             # not stay: a save put back over it): it was made from what came before it, as
             # the save a write was just made on is
             evidence, at = self._search(steps, version, True)
+        under = None
         save = self._save_under(steps, version) if evidence in (None, version) else None
         if save is not None:
+            under = steps[save][1]
             # program writes made on a person's save, by another guard or process: the version
             # lacks what that save lacked, and the save was made from what it was read from
             # before it was first saved (writes made on it that it was saved over since count
             # as writes it lacks, not as what it was made from)
-            evidence, at = self._search(steps[: save + 1], steps[save][1], True)
+            evidence, at = self._search(steps[: save + 1], under, True)
         if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
-            steps = own
+            steps, under = own, None
             evidence = self._search(own, version, made_on)[0]
         if evidence is None:
             return None  # the history shows no write the save lacks: a person's own change
@@ -536,15 +550,19 @@ class LateSaveGuard:
         def harm(base: bytes) -> tuple[int, int]:
             """(program lines the merge on ``base`` loses, other lines it brings back)."""
             text = _text(_lf(version))
-            merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
-            text = text if merged.conflicts else merged.text  # as _combine does
+            if under is not None:
+                text = _text(_layered(base, under, latest, version))
+            else:
+                merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
+                text = text if merged.conflicts else merged.text  # as _combine does
             lines = set(text.splitlines())
             return len(added - lines), len(lines - theirs - added)
 
         if harm(evidence) == (0, 0):
-            return evidence
+            return evidence, under
         candidates = [evidence, *self._nearest(steps, version)]
-        return min(candidates, key=lambda known: (*harm(known), candidates.index(known)))
+        best = min(candidates, key=lambda known: (*harm(known), candidates.index(known)))
+        return best, under
 
     def _search(
         self, steps: list[tuple[bytes, bytes, bool]], version: bytes, made_on: bool = False
@@ -778,6 +796,15 @@ def _merged(base: bytes, program: bytes, person: bytes) -> bytes:
     """The merge, line endings aside (LF)."""
     text = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person))).text
     return text.encode("utf-8", errors="surrogateescape")
+
+
+def _layered(base: bytes, under: bytes | None, latest: bytes, version: bytes) -> bytes:
+    """What the merge of ``version`` gives (LF): the changes ``base`` -> ``latest`` in it; when
+    ``version`` is program writes made on a person's copy ``under``, in that copy, under those
+    writes (as :meth:`LateSaveGuard._restore` merges)."""
+    if under is None:
+        return _merged(base, latest, version)
+    return _merged(under, _merged(base, latest, under), version)
 
 
 def _lf(data: bytes) -> bytes:

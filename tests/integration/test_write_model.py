@@ -689,3 +689,21 @@ def test_a_write_on_another_agents_write_on_a_stale_save_keeps_that_agents_super
              agent_ops=[(0, "remember"), (0, "update"), (1, "remember")], change="none",
              crlf=False, data=_Draws(40, "paragraph", 146), how="in place", pause=0.04),
     ])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_stale_save_gets_what_it_lacked_under_the_update_made_on_it() -> None:
+    """A person's stale save lacked an agent's remember and update; that agent then updated the
+    same entry again, on the save. The other agent's guard merged its supersede as one change
+    of the version the save was read from: the two updates clashed, and the merge that avoided
+    the clash dropped the remember. What the save lacked now goes back into the save, and the
+    writes made on it go on top (6 of 6 lost before)."""
+    _replay([
+        dict(after_ops=[], agent_ops=[(0, "supersede"), (1, "supersede")], change="none",
+             crlf=False, data=_Draws(213, "paragraph", 89), how="rename", pause=0.0),
+        dict(after_ops=[(0, "update"), (1, "remember")], agent_ops=[(1, "supersede")],
+             change="edit", crlf=True, data=_Draws(225, "end", 116), how="rename", pause=0.02),
+        dict(after_ops=[(1, "update")], agent_ops=[(1, "remember"), (1, "update"), (0, "supersede")],
+             change="edit", crlf=False, data=_Draws(196, "paragraph", 228), how="rename",
+             pause=0.02),
+    ])  # fmt: skip
