@@ -26,12 +26,11 @@ import json
 import os
 import sys
 import types
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.store.base import Op, Result, SearchOp
 
 from mdmem import Workspace
 from mdmem.integrations.langgraph_store import MdmemStore
@@ -110,23 +109,8 @@ class SqliteStore(MdmemStore, metaclass=_Internals):
             raise NotOffered("ttl= (MdmemStore declares supports_ttl = False)")
         if kwargs:
             raise NotOffered(f"SqliteStore options {sorted(kwargs)}")
-        super().__init__(workspace_for(conn))
-        self._caller_index = index
+        super().__init__(workspace_for(conn), index=index)
         USED[0] += 1
-
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """As MdmemStore's, except a query on a store given ``index=``: the reference ranks it
-        with the test's own embedding function (its scores and order are what such tests check),
-        which MdmemStore does not take: it ranks with the workspace's search."""
-        ops = list(ops)
-        if self._caller_index is not None and any(
-            isinstance(op, SearchOp) and op.query for op in ops
-        ):
-            raise NotOffered(
-                "a query ranked by the test's embedding function (index=): MdmemStore ranks "
-                "with the workspace's own search"
-            )
-        return super().batch(ops)
 
     @classmethod
     @contextlib.contextmanager
@@ -139,8 +123,6 @@ class SqliteStore(MdmemStore, metaclass=_Internals):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        if name in ("index_config", "embeddings"):
-            raise NotOffered(f"SqliteStore.{name}: the test's embedding configuration")
         raise SqliteInternal(f"SqliteStore.{name}: the adapter has no such part")
 
 
