@@ -6,6 +6,8 @@ extracted tests (not part of mdmem, and never imported by it).
   ``SqliteStore`` and ``AsyncSqliteStore`` are :class:`~mdmem.integrations.langgraph_store.
   MdmemStore` on a workspace of their own (``":memory:"``: a new one each time; a file path:
   one workspace per path, shared by every store opened on it).
+- LangGraph's ``InMemoryStore`` (langgraph-checkpoint's own store tests): the same, always
+  on a new workspace.
 - Agents SDK: ``agents.SQLiteSession`` is replaced, before the tests import it, by
   :class:`~mdmem.integrations.openai_agents.MdmemSession` on a workspace chosen the same way
   from ``db_path``.
@@ -138,6 +140,21 @@ class AsyncSqliteStore(SqliteStore):
 
     async def setup(self) -> None:  # type: ignore[override]
         """Nothing to create: the workspace is the store."""
+
+
+class InMemoryStore(MdmemStore):
+    """``InMemoryStore(*, index=None)`` over :class:`MdmemStore`, on a new workspace."""
+
+    def __init__(self, *, index: Any = None) -> None:
+        super().__init__(workspace_for(":memory:"), index=index)
+        USED[0] += 1
+
+
+def install_langgraph_memory() -> None:
+    """``langgraph.store.memory.InMemoryStore`` as the stand-in (tests import it by name)."""
+    import langgraph.store.memory
+
+    langgraph.store.memory.InMemoryStore = InMemoryStore  # type: ignore[misc]
 
 
 def install_langgraph() -> None:

@@ -71,6 +71,13 @@ SUITES = (
         "install_langgraph",
     ),
     Suite(
+        "langgraph-memory-store",
+        "langgraph-checkpoint",
+        None,
+        ("test_store.py",),
+        "install_langgraph_memory",
+    ),
+    Suite(
         "agents-session",
         "openai-agents",
         None,
@@ -225,6 +232,7 @@ def run(suite: Suite, cache: Path, args: argparse.Namespace) -> list[dict[str, o
         "HF_HUB_OFFLINE": "1",
     }
     command = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q"]
+    command += ["--durations=5"]
     command += ["--rootdir", str(folder), "-c", str(folder / "pytest.ini"), *tests]
     if args.k:
         command += ["-k", args.k]
