@@ -262,6 +262,13 @@ REVIEWED = {
         "AsyncSqliteStore's sync methods wait on its aiosqlite connection's event loop, so on "
         "that loop they refuse (InvalidStateError); MdmemStore's do the work themselves",
     ),
+    "test_sqlite_session_file_lock_is_shared_across_instances": (
+        "sqlite-internal",
+        "asserts SQLiteSession's process-wide lock registry (one _lock object for the sessions "
+        "of one database file, _file_lock_counts); MdmemSession writes under the workspace's "
+        "per-file locks, and two sessions written together stay apart "
+        "(tests/unit/test_conformance_agents.py)",
+    ),
 }
 """Failures reviewed by hand whose exception does not tell their kind: kind, and why."""
 
