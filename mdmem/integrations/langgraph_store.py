@@ -32,6 +32,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,7 @@ class MdmemStore(BaseStore):
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
         self._vectors: dict[str, tuple[tuple[tuple[str, str], ...], list[list[float]]]] = {}
+        self._vectors_lock = threading.Lock()
         if index:
             self.index_config = dict(index)
             self.embeddings = ensure_embeddings(index.get("embed"))
@@ -195,33 +197,41 @@ class MdmemStore(BaseStore):
         seen = set()
         for fields in self._walk(op.namespace_prefix):
             item = _item(fields)
-            if not _matches(item.value, op.filter):
-                continue
             rel = self._rel(item.namespace, item.key)
             seen.add(rel)
-            candidates.append((rel, item, self._texts(item.value, fields.get("index"))))
+            if _matches(item.value, op.filter):
+                candidates.append((rel, item, self._texts(item.value, fields.get("index"))))
         prefix = "/".join([self.folder, *(_name(p) for p in op.namespace_prefix)]) + "/"
-        for rel in [r for r in self._vectors if r.startswith(prefix) and r not in seen]:
-            del self._vectors[rel]  # gone from the store: the cache holds only its items
-        missing = [(rel, texts) for rel, _, texts in candidates if self._stale(rel, texts)]
+        with self._vectors_lock:  # searches run at once in abatch's threads
+            for rel in [r for r in self._vectors if r.startswith(prefix) and r not in seen]:
+                del self._vectors[rel]  # gone from the store: the cache holds only its items
+            known = {rel: self._vectors.get(rel) for rel, _, _ in candidates}
+        vectors = {rel: cached[1] for rel, cached in known.items() if cached is not None}
+        missing = []
+        for rel, _, texts in candidates:
+            cached = known[rel]
+            if texts and (cached is None or cached[0] != texts):  # new, or its texts changed
+                missing.append((rel, texts))
         flat = [text for _, texts in missing for _, text in texts]
         if flat:
-            vectors = self._embed(flat)
-            if len(vectors) != len(flat):
+            made = self._embed(flat)
+            if len(made) != len(flat):
                 raise ValueError(
-                    f"the embedding function gave {len(vectors)} vectors for {len(flat)} texts"
+                    f"the embedding function gave {len(made)} vectors for {len(flat)} texts"
                 )
             at = 0
             for rel, texts in missing:
-                self._vectors[rel] = (texts, [list(v) for v in vectors[at : at + len(texts)]])
+                vectors[rel] = [list(v) for v in made[at : at + len(texts)]]
                 at += len(texts)
+                with self._vectors_lock:
+                    self._vectors[rel] = (texts, vectors[rel])
         query = self._embed([op.query], query=True)[0]
         scored, scoreless = [], []
         for rel, item, texts in candidates:
             if not texts:
                 scoreless.append(item)
                 continue
-            score = max(_cosine(query, vector) for vector in self._vectors[rel][1])
+            score = max(_cosine(query, vector) for vector in vectors[rel])
             scored.append((score, item))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         kept: list[tuple[float | None, Item]] = list(scored[op.offset : op.offset + op.limit])
@@ -250,10 +260,6 @@ class MdmemStore(BaseStore):
             texts = get_text_at_path(dict(value), tokens)
             out += [(f"{path}.{i}" if len(texts) > 1 else path, t) for i, t in enumerate(texts)]
         return tuple(out)
-
-    def _stale(self, rel: str, texts: tuple[tuple[str, str], ...]) -> bool:
-        cached = self._vectors.get(rel)
-        return bool(texts) and (cached is None or cached[0] != texts)
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces: set[tuple[str, ...]] = set()

@@ -429,3 +429,37 @@ def test_sqlite_stores_text_fields_name_the_fields_too(keyword_ws: Workspace) ->
             for each in (store, reference)
         )
         assert got == want and got[0] == ("a", 1.0)
+
+
+def test_queries_and_puts_at_once_share_the_vectors_safely(keyword_ws: Workspace) -> None:
+    """A graph's parallel nodes search and put at once (``abatch`` runs each in a thread): the
+    vectors kept between queries are read and replaced under a lock, so no call fails, and the
+    store ends ranking as ``InMemoryStore`` given the same puts."""
+    index: Any = {"dims": 27, "embed": _letters, "fields": ["text"]}
+    store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+    words = ["apple", "pear", "plum", "kiwi", "fig", "lime", "date", "yuzu"]
+
+    async def together() -> None:
+        calls = []
+        for n in range(40):
+            word = words[n % len(words)]
+            value = {"text": f"{word} {n}"}
+            calls.append(store.aput(("fruit", str(n % 3)), f"k{n}", value))
+            calls.append(store.asearch(("fruit",), query=words[(n * 3) % len(words)]))
+        await asyncio.gather(*calls)
+
+    asyncio.run(together())
+    reference = InMemoryStore(index=index)
+    for n in range(40):
+        reference.put(("fruit", str(n % 3)), f"k{n}", {"text": f"{words[n % len(words)]} {n}"})
+    for query in words:
+        got, want = (
+            [
+                (r.key, round(r.score or 0, 9))
+                for r in each.search(("fruit",), query=query, limit=50)
+            ]
+            for each in (store, reference)
+        )
+        assert sorted(got, key=lambda kv: (-kv[1], kv[0])) == sorted(
+            want, key=lambda kv: (-kv[1], kv[0])
+        )
