@@ -16,10 +16,12 @@ what mdmem indexes, so ``search(query=...)`` runs mdmem's hybrid search (keyword
 its ranking) over it: by default every field, with ``put(..., index=["text"])`` only those
 fields, with ``index=False`` nothing (the item is kept and can be got or listed, but no search
 query finds it and nothing is embedded). ``put(ns, key, None)`` (delete) archives the file to
-``.trash/store/...``: nothing is lost. ``filter`` (``{"field": value}`` or ``$eq``, ``$ne``,
-``$gt``, ``$gte``, ``$lt``, ``$lte``) and ``match_conditions`` are honoured as in LangGraph's
-own stores. A TTL is refused (``NotImplementedError``: ``supports_ttl`` is False) rather than
-kept and never honoured. A batch runs its operations in order; many calls may run at once (a
+``.trash/store/...``: nothing is lost. ``MdmemStore(ws, index={"dims", "embed", "fields"})``
+(LangGraph's index config) ranks a query by the caller's embeddings instead, as
+``InMemoryStore`` does. ``filter`` (``{"field": value}`` or ``$eq``, ``$ne``, ``$gt``, ``$gte``,
+``$lt``, ``$lte``) and ``match_conditions`` are honoured as in LangGraph's own stores. A TTL
+is refused (``NotImplementedError``: ``supports_ttl`` is False) rather than kept and never
+honoured. A batch runs its operations in order; many calls may run at once (a
 delete takes the same per-file lock as a put, and a file deleted while a search or listing
 reads the folder is simply gone from the answer).
 """
@@ -30,14 +32,17 @@ import asyncio
 import datetime as dt
 import json
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -47,7 +52,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
-from langgraph.store.base.embed import get_text_at_path
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from mdmem.errors import FileProblem
 
@@ -74,12 +79,22 @@ class MdmemStore(BaseStore):
         workspace: Workspace | str | os.PathLike[str] | None = None,
         *,
         folder: str = FOLDER,
+        index: IndexConfig | None = None,
     ) -> None:
         from mdmem import Workspace
 
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         self.folder = folder.strip("/")
         self.ws.files._resolve(self.folder, "store folder")  # inside the workspace, or an error now
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Embeddings | None = None
+        self._vectors: dict[str, tuple[tuple[tuple[str, str], ...], list[list[float]]]] = {}
+        self._vectors_lock = threading.Lock()
+        if index:
+            self.index_config = dict(index)
+            self.embeddings = ensure_embeddings(index.get("embed"))
+            fields = index.get("fields") or dict(index).get("text_fields") or ["$"]
+            self._fields = _tokenized([fields] if isinstance(fields, str) else fields)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (a get after a put in the same batch sees it); one result per
@@ -137,6 +152,8 @@ class MdmemStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         wanted = op.offset + op.limit
+        if op.query and self.embeddings is not None:
+            return self._by_embedding(op)
         if op.query and op.query.strip():
             found = self._ranked(op.namespace_prefix, op.query, wanted, op.filter)
         else:
@@ -167,6 +184,82 @@ class MdmemStore(BaseStore):
             if len(found) >= wanted or len(hits) < k:
                 return list(found.values())
             k *= 4  # many passages of few items, or a strict filter: look further
+
+    def _by_embedding(self, op: SearchOp) -> list[SearchItem]:
+        """Items ranked by the cosine of the caller's embeddings (``index=``), as LangGraph's
+        ``InMemoryStore`` ranks them: an item scores its best field's similarity; items with
+        nothing to embed (``index=False``) come after the scored ones, unscored, to fill the
+        page. Vectors are made when a query first needs them and kept, per item file, while its
+        indexed texts stay the same (a file edited by hand or by another process is embedded
+        anew)."""
+        assert self.embeddings is not None and op.query is not None
+        candidates = []
+        seen = set()
+        for fields in self._walk(op.namespace_prefix):
+            item = _item(fields)
+            rel = self._rel(item.namespace, item.key)
+            seen.add(rel)
+            if _matches(item.value, op.filter):
+                candidates.append((rel, item, self._texts(item.value, fields.get("index"))))
+        prefix = "/".join([self.folder, *(_name(p) for p in op.namespace_prefix)]) + "/"
+        with self._vectors_lock:  # searches run at once in abatch's threads
+            for rel in [r for r in self._vectors if r.startswith(prefix) and r not in seen]:
+                del self._vectors[rel]  # gone from the store: the cache holds only its items
+            known = {rel: self._vectors.get(rel) for rel, _, _ in candidates}
+        vectors = {rel: cached[1] for rel, cached in known.items() if cached is not None}
+        missing = []
+        for rel, _, texts in candidates:
+            cached = known[rel]
+            if texts and (cached is None or cached[0] != texts):  # new, or its texts changed
+                missing.append((rel, texts))
+        flat = [text for _, texts in missing for _, text in texts]
+        if flat:
+            made = self._embed(flat)
+            if len(made) != len(flat):
+                raise ValueError(
+                    f"the embedding function gave {len(made)} vectors for {len(flat)} texts"
+                )
+            at = 0
+            for rel, texts in missing:
+                vectors[rel] = [list(v) for v in made[at : at + len(texts)]]
+                at += len(texts)
+                with self._vectors_lock:
+                    self._vectors[rel] = (texts, vectors[rel])
+        query = self._embed([op.query], query=True)[0]
+        scored, scoreless = [], []
+        for rel, item, texts in candidates:
+            if not texts:
+                scoreless.append(item)
+                continue
+            score = max(_cosine(query, vector) for vector in vectors[rel])
+            scored.append((score, item))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        kept: list[tuple[float | None, Item]] = list(scored[op.offset : op.offset + op.limit])
+        if scoreless and len(kept) < op.limit:
+            kept += [(None, item) for item in scoreless[: op.limit - len(kept)]]
+        return [_search_item(item, score) for score, item in kept]
+
+    def _embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+        """The caller's vectors for ``texts``; an ``async def`` embed function (LangGraph wraps
+        it with no sync side) is run to its end here, in the thread the batch runs in."""
+        embeddings = self.embeddings
+        assert embeddings is not None
+        if hasattr(embeddings, "afunc") and getattr(embeddings, "func", None) is None:
+            if query:
+                return [asyncio.run(embeddings.aembed_query(texts[0]))]
+            return asyncio.run(embeddings.aembed_documents(texts))
+        return [embeddings.embed_query(texts[0])] if query else embeddings.embed_documents(texts)
+
+    def _texts(self, value: Mapping[str, Any], index: Any) -> tuple[tuple[str, str], ...]:
+        """(path, text) for each text of an item the caller's embeddings rank it by."""
+        if index is False:
+            return ()
+        paths = self._fields if index is None else _tokenized(index)
+        out: list[tuple[str, str]] = []
+        for path, tokens in paths:
+            texts = get_text_at_path(dict(value), tokens)
+            out += [(f"{path}.{i}" if len(texts) > 1 else path, t) for i, t in enumerate(texts)]
+        return tuple(out)
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces: set[tuple[str, ...]] = set()
@@ -373,6 +466,21 @@ def _name(label: str) -> str:
 
         name = name[:_MAX_NAME] + "-" + hashlib.sha256(label.encode()).hexdigest()[:12]
     return name
+
+
+def _tokenized(paths: Iterable[str]) -> list[tuple[str, Any]]:
+    """Each field path with its tokens, as ``get_text_at_path`` takes them (``$``, the whole
+    value, as is)."""
+    return [(p, p if p == "$" else tokenize_path(p)) for p in paths]
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    """The cosine similarity of two vectors (0.0 when either is all zeros)."""
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+    return float(x @ y / norms) if norms else 0.0
 
 
 def _condition(namespace: tuple[str, ...], condition: Any) -> bool:

@@ -84,6 +84,7 @@ class MdmemSession:
         self.title = title or session_id
         self._path: str | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"MdmemSession({self.session_id!r}, path={self._path!r})"
@@ -106,24 +107,36 @@ class MdmemSession:
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items, oldest first; with ``limit`` (default: ``session_settings.limit``), the
         latest ``limit`` of them (none when it is 0 or less)."""
+        self._check_open()
         if limit is None and self._settings is not None:
             limit = self._settings.limit
         return await asyncio.to_thread(self.items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
+        self._check_open()
         await asyncio.to_thread(self.add, items)
 
     async def pop_item(self) -> Any | None:
         """The latest item, archived (or None when there is none)."""
+        self._check_open()
         return await asyncio.to_thread(self.pop)
 
     async def clear_session(self) -> None:
         """Archive every item: the next run starts with no history."""
+        self._check_open()
         await asyncio.to_thread(self.clear)
 
     def close(self) -> None:
-        """Nothing to release (each call opens and closes the file it needs): here so that code
-        written for the SDK's ``SQLiteSession``, which calls ``close()``, runs unchanged."""
+        """End this session object's use, as the SDK's ``SQLiteSession.close()`` does: every
+        later call raises ``RuntimeError`` (even an empty ``add_items``), so code written for
+        the SDK behaves the same. Nothing else to release (each call opens and closes the file
+        it needs); the history stays in the file, and a new ``MdmemSession`` with the same id
+        reads it. Closing twice is no error."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
 
     # ---- the same, synchronous ---------------------------------------------------------------
 
@@ -135,6 +148,7 @@ class MdmemSession:
         return self._path
 
     def items(self, limit: int | None = None) -> list[Any]:
+        self._check_open()
         if limit is not None and limit <= 0:
             return []
         rel = self.path
@@ -146,6 +160,7 @@ class MdmemSession:
         return found if limit is None else found[-limit:]
 
     def add(self, items: list[Any]) -> None:
+        self._check_open()
         if not items:
             return
         blocks = [_plain(item, self.ws.files._redactor) for item in items]
@@ -166,6 +181,7 @@ class MdmemSession:
         self.ws.files.edit(rel, edit, create=False)
 
     def pop(self) -> Any | None:
+        self._check_open()
         rel = self.path
         if rel is None or not (self.ws.root / rel).exists():
             return None
@@ -180,6 +196,7 @@ class MdmemSession:
         return popped[0] if popped else None
 
     def clear(self) -> None:
+        self._check_open()
         rel = self.path
         if rel is None or not (self.ws.root / rel).exists():
             return

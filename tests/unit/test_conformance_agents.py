@@ -288,3 +288,41 @@ def test_what_the_sdks_own_session_tests_ask_of_a_session(full_ws: Workspace) ->
     for each in (session, other, one, two):
         each.close()
     assert asyncio.run(MdmemSession(other.session_id, full_ws).get_items()) == odd
+
+
+def _after_close(session: Any) -> list[str]:
+    """What each of the protocol's calls answers on ``session`` once it is closed (twice)."""
+    session.close()
+    session.close()  # closing twice is no error
+    calls = {
+        "add": lambda: session.add_items([{"role": "user", "content": "late"}]),
+        "add nothing": lambda: session.add_items([]),
+        "get": lambda: session.get_items(),
+        "get none": lambda: session.get_items(limit=0),
+        "pop": lambda: session.pop_item(),
+        "clear": lambda: session.clear_session(),
+    }
+    answers = []
+    for name, call in calls.items():
+        try:
+            answers.append(f"{name}: {asyncio.run(call())!r}")
+        except RuntimeError as exc:
+            answers.append(f"{name}: RuntimeError {str(exc).replace(type(session).__name__, 'S')}")
+    return answers
+
+
+def test_a_closed_session_refuses_every_call_as_sqlite_session_does(
+    full_ws: Workspace, tmp_path: Path
+) -> None:
+    """The SDK's test_sqlite_session_closed_rejects_empty_add_items, for every call: after
+    ``close()`` a session answers nothing (not even an empty add), and one opened anew with
+    the same id has the history."""
+    history = [{"role": "user", "content": "kept"}]
+    session = MdmemSession(_new_id(), full_ws)
+    reference = SQLiteSession("reference", tmp_path / "reference.db")
+    for each in (session, reference):
+        asyncio.run(each.add_items(history))
+    assert _after_close(session) == _after_close(reference)
+    assert _after_close(session)[0] == "add: RuntimeError S is closed"
+    again = MdmemSession(session.session_id, full_ws)
+    assert asyncio.run(again.get_items()) == history

@@ -303,3 +303,163 @@ def test_concurrent_async_puts_gets_searches_and_deletes_never_fail(
     # whatever the interleaving, each item is either there whole or gone
     for item in store.search(("test",), limit=1000):
         assert item.value == {"foo": f"bar{item.key.removeprefix('key')}"}
+
+
+# ---- a caller's embeddings (index=) -----------------------------------------------------------
+
+
+def _letters(texts: list[str]) -> list[list[float]]:
+    """A deterministic embedding for the tests: how often each letter a–z occurs (and a count
+    of everything else), so similar spellings score close and nothing is downloaded."""
+    out = []
+    for text in texts:
+        vector = [0.0] * 27
+        for char in text.lower():
+            vector[ord(char) - 97 if "a" <= char <= "z" else 26] += 1.0
+        out.append(vector)
+    return out
+
+
+_DOCS = [
+    (("docs", "fruit"), "apple", {"text": "red apple pie", "color": "red", "n": 1}, None),
+    (("docs", "fruit"), "pear", {"text": "green pear", "color": "green", "n": 2}, None),
+    (("docs", "cars"), "car", {"text": "fast red car", "color": "red", "n": 3}, None),
+    (("docs", "cars"), "van", {"text": "slow blue van", "color": "blue", "n": 4}, None),
+    (("docs", "cars"), "bus", {"text": "yellow bus", "title": "school run", "n": 5}, ["title"]),
+    (("docs", "notes"), "hidden", {"text": "red apple pie too", "n": 6}, False),
+    (("docs", "notes"), "many", {"parts": ["kiwi tart", "plum jam"], "n": 7}, ["parts[*]"]),
+    (("other",), "apple", {"text": "apple outside the prefix", "n": 8}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "query", "filters", "limit", "offset"),
+    [
+        (("docs",), "red apple", None, 10, 0),
+        (("docs",), "blue van", {"color": "red"}, 10, 0),
+        (("docs",), "plum", None, 3, 0),
+        (("docs",), "plum", None, 3, 3),
+        (("docs",), "school", {"n": {"$gte": 3}}, 10, 0),
+        (("docs", "cars"), "kiwi", None, 2, 1),
+        (("docs",), "pie", None, 20, 0),  # the unembedded item fills the page, unscored
+        ((), "apple", None, 4, 0),
+    ],
+)
+def test_a_query_is_ranked_by_the_callers_embeddings_as_in_memory_store_ranks_it(
+    keyword_ws: Workspace,
+    prefix: tuple[str, ...],
+    query: str,
+    filters: dict[str, Any] | None,
+    limit: int,
+    offset: int,
+) -> None:
+    """``MdmemStore(ws, index={"dims": …, "embed": …, "fields": …})`` as LangGraph's stores take
+    it: a search with a query is ranked by the cosine of the caller's embeddings (an item by
+    its best field; ``index=False`` items last, unscored), exactly as ``InMemoryStore`` with the
+    same embeddings ranks it, scores included; an update is embedded anew, a delete is gone."""
+    for default_fields in (["text"], None):  # None: the whole value ("$")
+        index: Any = {"dims": 27, "embed": _letters, "fields": default_fields}
+        store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+        reference = InMemoryStore(index=index)
+        for each in (store, reference):
+            for namespace, key, value, fields in _DOCS:
+                each.put(namespace, key, value, index=fields)
+            each.put(("docs", "fruit"), "pear", {"text": "ripe pear", "color": "green", "n": 2})
+            each.delete(("docs", "cars"), "car")
+        got, want = (
+            [
+                (r.namespace, r.key, None if r.score is None else round(r.score, 9))
+                for r in each.search(
+                    prefix, query=query, filter=filters, limit=limit, offset=offset
+                )
+            ]
+            for each in (store, reference)
+        )
+        assert got == want
+        assert store.index_config is not None and store.index_config["dims"] == 27
+
+
+def test_an_item_edited_by_hand_is_embedded_anew(keyword_ws: Workspace) -> None:
+    """The vectors are kept per item file while its texts stay the same: a person's edit of the
+    file (or another process's put) is what the next query ranks."""
+    index: Any = {"dims": 27, "embed": _letters, "fields": ["text"]}
+    store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+    store.put(("n",), "a", {"text": "zebra zoo"})
+    store.put(("n",), "b", {"text": "quiet queen"})
+    before = {r.key: r.score for r in store.search(("n",), query="zzz")}
+    assert before["a"] > 0.5 and before["b"] == 0.0
+    path = keyword_ws.root / store.folder / "n" / "a.md"
+    path.write_text(path.read_text().replace("zebra zoo", "plain text"))  # value and body
+    after = {r.key: r.score for r in store.search(("n",), query="zzz")}
+    assert after == {"a": 0.0, "b": 0.0}
+
+
+def test_async_calls_use_the_callers_async_embeddings(keyword_ws: Workspace) -> None:
+    """An ``async def`` embed function serves the store's calls, as LangGraph's
+    ``ensure_embeddings`` makes it."""
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return _letters(texts)
+
+    index: Any = {"dims": 27, "embed": embed}
+    store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+
+    async def calls() -> list[str]:
+        await store.aput(("n",), "a", {"text": "zebra zoo"})
+        await store.aput(("n",), "b", {"text": "quiet queen"})
+        return [r.key for r in await store.asearch(("n",), query="qqq")]
+
+    assert asyncio.run(calls()) == ["b", "a"]
+
+
+def test_sqlite_stores_text_fields_name_the_fields_too(keyword_ws: Workspace) -> None:
+    """``SqliteStore`` reads the fields to embed from ``text_fields`` (its config's name) where
+    ``InMemoryStore`` reads ``fields``: either names them here, so a config written for either
+    ranks alike (a bare string is one field, as SqliteStore takes it)."""
+    docs = [("a", {"k1": "xxx", "k2": "yyy"}), ("b", {"k1": "uuu", "k2": "xxx"})]
+    reference = InMemoryStore(index={"dims": 27, "embed": _letters, "fields": ["k1"]})
+    for config in ({"text_fields": ["k1"]}, {"text_fields": "k1"}):
+        index: Any = {"dims": 27, "embed": _letters, **config}
+        store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+        for each in (store, reference):
+            for key, value in docs:
+                each.put(("t",), key, value)
+        got, want = (
+            [(r.key, round(r.score or 0, 9)) for r in each.search(("t",), query="xxx")]
+            for each in (store, reference)
+        )
+        assert got == want and got[0] == ("a", 1.0)
+
+
+def test_queries_and_puts_at_once_share_the_vectors_safely(keyword_ws: Workspace) -> None:
+    """A graph's parallel nodes search and put at once (``abatch`` runs each in a thread): the
+    vectors kept between queries are read and replaced under a lock, so no call fails, and the
+    store ends ranking as ``InMemoryStore`` given the same puts."""
+    index: Any = {"dims": 27, "embed": _letters, "fields": ["text"]}
+    store = MdmemStore(keyword_ws, folder=f"store{next(_folders)}", index=index)
+    words = ["apple", "pear", "plum", "kiwi", "fig", "lime", "date", "yuzu"]
+
+    async def together() -> None:
+        calls = []
+        for n in range(40):
+            word = words[n % len(words)]
+            value = {"text": f"{word} {n}"}
+            calls.append(store.aput(("fruit", str(n % 3)), f"k{n}", value))
+            calls.append(store.asearch(("fruit",), query=words[(n * 3) % len(words)]))
+        await asyncio.gather(*calls)
+
+    asyncio.run(together())
+    reference = InMemoryStore(index=index)
+    for n in range(40):
+        reference.put(("fruit", str(n % 3)), f"k{n}", {"text": f"{words[n % len(words)]} {n}"})
+    for query in words:
+        got, want = (
+            [
+                (r.key, round(r.score or 0, 9))
+                for r in each.search(("fruit",), query=query, limit=50)
+            ]
+            for each in (store, reference)
+        )
+        assert sorted(got, key=lambda kv: (-kv[1], kv[0])) == sorted(
+            want, key=lambda kv: (-kv[1], kv[0])
+        )
