@@ -433,7 +433,9 @@ class LateSaveGuard:
             return None
         lines = _text(_lf(version))
         known = [v for w in ordered for v in (w.before, w.after)]
-        if not any(kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)):
+        if not any(
+            kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)
+        ) and not self._in_history(target.rel, ordered, version):
             return None
         made_on = made is not None  # the save a write was just made on, not the path now
         found = (
@@ -461,6 +463,21 @@ class LateSaveGuard:
         # made by a program before: a link with no child that landed (a write that failed
         # after logging itself, a full disk) must not turn a person's edit into a copy
         return made >= 0 and left > made
+
+    def _in_history(self, rel: str, ordered: list[_Write], version: bytes) -> bool:
+        """Whether ``version`` is a copy of the path's own history, though far from every one
+        of this guard's writes: a program write was made on these very bytes, or it is near a
+        version the path held (a person's copy of their own earlier save, after other agents'
+        writes), not another file put in its place."""
+        key = digest(version)
+        if any(key in link for link in self.writer.lineage(rel).links()):
+            return True
+        lines = _text(_lf(version))
+        return any(
+            kept(_text(_lf(known)), lines) >= MIN_KEPT
+            for step in self._history(rel, ordered)
+            for known in step[:2]
+        )
 
     def _built_on_holder(self, rel: str, ancestors: set[str], write: _Write) -> bool:
         """Whether program writes alone made the version from one that held ``write``: then
@@ -525,10 +542,12 @@ class LateSaveGuard:
             own.append((write.before, write.after, True))
         steps = self._history(rel, ordered)
         evidence, at = self._search(steps, version, made_on)
-        if evidence == version and not made_on:
+        if evidence == version and not made_on and not _after(steps, at, latest):
             # the version lacks only what a program write made on it since (that write did
-            # not stay: a save put back over it): it was made from what came before it, as
-            # the save a write was just made on is
+            # not stay: a save put back over it), and this guard's latest write came before
+            # it: it was made from what came before it, as the save a write was just made on
+            # is. (Where this guard wrote after it, the version is a person's earlier save
+            # saved again: merged as it is, it gets every program write since.)
             evidence, at = self._search(steps, version, True)
         under = None
         save = self._save_under(steps, version) if evidence in (None, version) else None
@@ -539,7 +558,7 @@ class LateSaveGuard:
             # before it was first saved (writes made on it that it was saved over since count
             # as writes it lacks, not as what it was made from)
             evidence, at = self._search(steps[: save + 1], under, True)
-        if evidence is None or not any(p and after == latest for _, after, p in steps[at:]):
+        if evidence is None or not _after(steps, at, latest):
             steps, under = own, None
             evidence = self._search(own, version, made_on)[0]
         if evidence is None:
@@ -805,6 +824,11 @@ def _layered(base: bytes, under: bytes | None, latest: bytes, version: bytes) ->
     if under is None:
         return _merged(base, latest, version)
     return _merged(under, _merged(base, latest, under), version)
+
+
+def _after(steps: list[tuple[bytes, bytes, bool]], at: int, latest: bytes) -> bool:
+    """Whether a program write at ``at`` in ``steps`` or after it made ``latest``."""
+    return any(program and after == latest for _, after, program in steps[at:])
 
 
 def _lf(data: bytes) -> bytes:

@@ -386,3 +386,40 @@ def test_two_agents_alternating_writes_then_a_stale_copy_keep_the_last(tmp_path:
     live = path.read_text().split("## Archive")[0]
     for line in ("Fact 4: supersedes one", "Fact 5: b's update", "Fact 6: a's update"):
         assert live.count(line) == 1, (line, live)
+
+
+@pytest.mark.parametrize("how", ["rename", "in place"])
+def test_the_persons_own_save_saved_again_after_another_agents_writes_gets_them_back(
+    tmp_path: Path, how: str
+) -> None:
+    """What the write-path model found: a person's stale save was merged back; the other agent
+    remembered and superseded on the result; then the person saved the same buffer again. The
+    small file had changed so much since that the save kept under 80% of every version the
+    other agent wrote, and its guard took it for another file put in place (a ``git
+    checkout``): the remember and the supersede were lost. The save is a copy of the path's
+    own history (a program write was made on these very bytes), so they are merged back."""
+    root = tmp_path / "ws"
+    Workspace.init(root, agent="a")
+    agents = [Workspace.open(root) for _ in range(2)]
+    path = root / "memory.md"
+    first = agents[0].remember("Fact 1: the first value")
+    time.sleep(0.5)
+    buffer = path.read_text().replace("\n- Fact 1", "\nA line the person typed\n- Fact 1", 1)
+    assert "A line the person typed" in buffer
+    second = agents[0].supersede(first, by="Fact 2: supersedes Fact 1")
+    third = agents[1].supersede(second, by="Fact 3: supersedes Fact 2")
+    agents[0].update(third, text="Fact 4: an update of Fact 3")
+    _save(path, buffer, how)  # stale: merged back by agent 0's guard
+    time.sleep(SETTLED_S)
+    assert "Fact 4: an update of Fact 3" in path.read_text()
+    kept = [agents[1].remember("Fact 6: remembered on the merge-back")]
+    current = next(e for e in agents[1].entries("memory.md") if e.text.startswith("Fact 4"))
+    kept.append(agents[1].supersede(current, by="Fact 7: supersedes Fact 4"))
+    _save(path, buffer, "rename")  # the same buffer again, inside agent 1's window
+    time.sleep(SETTLED_S)
+    for ws in agents:
+        ws.close()
+    text = path.read_text()
+    for entry in kept:
+        assert text.count(entry.text) == 1, text
+    assert text.count("A line the person typed") == 1, text
