@@ -48,12 +48,29 @@ def set_frontmatter(text: str, values: Mapping[str, object]) -> str:
     return "".join(out + extra + lines[end:])
 
 
+def frontmatter_end(text: str) -> int | None:
+    """The offset just past the frontmatter's closing line, as :func:`set_frontmatter` finds
+    it (0 when the text has no frontmatter; None when it is not closed): what that function
+    changes lies before it, and everything from it on stays as it was."""
+    lines = split_lines(text)
+    if not lines or lines[0].rstrip("\r\n").strip() != "---":
+        return 0
+    end = next(
+        (n for n in range(1, len(lines)) if lines[n].rstrip("\r\n").strip() in ("---", "...")),
+        None,
+    )
+    return None if end is None else sum(map(len, lines[: end + 1]))
+
+
 def head_frontmatter(text: str) -> dict[str, object] | None:
     """The frontmatter at the start of ``text``, every value a string as written (so a host
     named ``1234`` or ``yes`` compares as written), or None."""
     match = _FRONT_RE.match(text.removeprefix("\ufeff"))
     if match is None:
         return None
+    plain = _plain_frontmatter(match.group("yaml"))
+    if plain is not None:
+        return plain
     import yaml
 
     try:
@@ -61,6 +78,33 @@ def head_frontmatter(text: str) -> dict[str, object] | None:
     except yaml.YAMLError:
         return None
     return data if isinstance(data, dict) else None
+
+
+_PLAIN = r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*(?<!:)"
+_FLOW = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
+_FLOW_MAP = rf"\{{(?:{_FLOW}: {_FLOW}(?:, {_FLOW}: {_FLOW})*)?\}}"
+_PLAIN_LINE = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*): ({_PLAIN}|{_FLOW_MAP})")
+_PLAIN_PAIR = re.compile(rf"({_FLOW}): ({_FLOW})")
+
+
+def _plain_frontmatter(block: str) -> dict[str, object] | None:
+    """``block`` as YAML's BaseLoader reads it, when every line is ``key: value`` with a bare
+    value or a flow mapping of bare keys and values (what mdmem writes of a session's head),
+    each key once; else None (YAML reads it). Spares a hook PyYAML's import (~25 ms)."""
+    out: dict[str, object] = {}
+    for line in block.splitlines():
+        match = _PLAIN_LINE.fullmatch(line)
+        if match is None or match.group(1) in out:
+            return None
+        key, value = match.groups()
+        if value.startswith("{"):
+            pairs = _PLAIN_PAIR.findall(value)
+            if len({k for k, _ in pairs}) != len(pairs):
+                return None
+            out[key] = dict(pairs)
+        else:
+            out[key] = value
+    return out or None
 
 
 def yaml_value(value: object) -> str:
@@ -86,10 +130,12 @@ def _reads_as_other_scalar(text: str) -> bool:
     """Whether YAML reads ``text`` written bare as a number, a boolean or null (an id such as
     ``0000`` or ``1e5`` would come back as 0 or 100000.0). Timestamps are meant to read as
     dates, so they stay bare."""
-    import yaml  # python-frontmatter's own YAML library, loaded only for such values
-
     if not (text[0].isdigit() or text[0] in "+-." or text.lower() in _YAML_WORDS):
         return False
+    if text.lower() not in _YAML_WORDS and _not_a_number(text):
+        return False
+    import yaml  # python-frontmatter's own YAML library, loaded only for such values
+
     try:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -107,4 +153,22 @@ def _yaml_unprintable() -> re.Pattern[str]:
     )
 
 
+def _not_a_number(text: str) -> bool:
+    """Whether ``text`` (bare, in mdmem's safe characters) surely reads as no YAML 1.1 int or
+    float, so PyYAML need not be loaded to ask (a digest such as ``05c4d5f0``: a letter, and
+    no ``0x``, ``0b``, point or colon). A date's ``T`` reads as a date, not a number: also
+    True. A test holds it to PyYAML's answer."""
+    if not _NUMBER_CHARS.issuperset(text):
+        return True
+    body = text.lstrip("+-")
+    return (
+        "." not in text
+        and ":" not in text
+        and body[:2].lower() not in ("0x", "0b")
+        and any(c.isalpha() for c in text)
+    )
+
+
+_NUMBER_CHARS = frozenset("0123456789+-._:xXoObBaAcCdDeEfFiInN")
+"""Every character a YAML 1.1 int or float can hold (hex digits, 0x, 0o, 0b, .inf, .nan)."""
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}

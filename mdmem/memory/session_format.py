@@ -466,7 +466,16 @@ def fence(text: str, newline: str) -> str:
 def _inline_safe(text: str) -> bool:
     if "<!--" in text or "-->" in text or not text.strip():
         return False
+    if _PLAIN_LINE.fullmatch(text):  # (no parse, nor the Markdown parser's import: most text)
+        return True
     return _block_safe(f"- {text}")
+
+
+_PLAIN_LINE = re.compile(r"[\w .,;:!?'\"()/@%&+=-]*")
+"""One line of words and the punctuation that cannot, in an item, start a heading (a hash; a
+setext underline needs a second line) nor a block that runs past the item (HTML's angle
+bracket, backtick and tilde fences): :func:`_block_safe` always accepts it (a test holds the
+two to the same answer), so it is not parsed."""
 
 
 def _block_safe(text: str) -> bool:

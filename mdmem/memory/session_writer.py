@@ -98,6 +98,19 @@ class Session:
         at = edits.append_point(doc, "Events")
         self._tail = (doc.text, at) if at is not None else None
 
+    def resume_at(self, text: str, offset: int) -> None:
+        """As :meth:`resume`, for a caller that knows where the events go in ``text`` (an
+        import that remembered it from its last write of the file, by the text's digest):
+        ``offset`` must be what ``resume`` would find, and the file must still be ``text``."""
+        self._tail = (text, offset)
+
+    @property
+    def append_point(self) -> tuple[str, int] | None:
+        """The text this session last wrote and where its next event goes in it, when it
+        knows (None after an edit elsewhere, or when the file's frontmatter is broken: the
+        counts it holds are then not the file's)."""
+        return None if self._front_broken else self._tail
+
     # ---- recording -------------------------------------------------------------------------
 
     def request(self, text: str) -> int:

@@ -127,6 +127,37 @@ def test_stop_and_precompact_import_only_the_claude_code_reader(
     assert start & (NEVER | READ_ONLY_NEVER) == set()
 
 
+def _record(n: int) -> str:
+    kind = "user" if n % 2 else "assistant"
+    content: object = f"step {n} of the fix" if n % 2 else [{"type": "text", "text": f"done {n}"}]
+    return json.dumps({
+        "sessionId": "7a1b2c3d-0000-4000-8000-0000000000cc", "type": kind, "uuid": f"x-{n}",
+        "timestamp": f"2026-03-01T09:00:{n:02d}Z", "message": {"role": kind, "content": content},
+    }) + "\n"  # fmt: skip
+
+
+def test_a_stop_with_new_records_loads_neither_markdown_it_nor_yaml(
+    workspace: tuple[Path, Path, Path],
+) -> None:
+    """A Stop that appends to a session an import wrote before takes where the turns go from
+    what that import remembered (mdmem/integrations/importers/append_points.py): it parses
+    no Markdown (markdown-it ~45 ms), and the session's plain frontmatter and one-line
+    events need no YAML parser (~25 ms). The first append parses the file, as always."""
+    ws, home, debug = workspace
+    transcript = home / "projects" / "p" / "session.jsonl"
+    payload = json.dumps({"hook_event_name": "Stop", "transcript_path": str(transcript)})
+    hook(ws, "import", debug, home, payload)  # (creates the session)
+    runs = []
+    for n in (1, 3):
+        with transcript.open("a", encoding="utf-8") as handle:
+            handle.write(_record(n) + _record(n + 1))
+        runs.append(hook(ws, "import", debug, home, payload))
+    texts = [p.read_text(encoding="utf-8") for p in (ws / ".sessions").glob("*.md")]
+    assert any("done 4" in text for text in texts)  # (it appended)
+    assert "mdmem.writes.safe_writer" in runs[1]
+    assert runs[1] & ({"markdown_it", "yaml"} | NEVER | IMPORT_NEVER) == set()
+
+
 def test_a_session_start_replayed_imports_neither_workspace_nor_configuration(
     workspace: tuple[Path, Path, Path],
 ) -> None:

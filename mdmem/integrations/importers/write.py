@@ -270,34 +270,58 @@ class Writer:
         raise FileExistsError(f"{SESSIONS_DIR}/{base}.md: too many sessions with this name")
 
     def _append(self, conv: Conversation, known: Known, turns: Sequence[Turn]) -> tuple[str, int]:
-        # One parse of the session file (kept by the workspace's documents, by its bytes):
-        # the record read below and where the new events go both come from it.
-        parsed = self.ws._w.documents.read(known.path)
-        record = self.ws.sessions.record(Path(known.path).stem)
-        started = dt.datetime.fromisoformat(record.started) if record.started else conv.start
+        # What the session file tells (its record, where the new events go) comes from what
+        # the last import remembered of the text it wrote (append_points.py), when the file is
+        # still exactly that text; else from one parse of it (kept by the workspace's
+        # documents, by its bytes), the record and the end of Events both read from it.
+        from mdmem.integrations.importers import append_points
+        from mdmem.writes.safe_writer import read_markdown
+
+        state = self.ws.files._state_dir
+        documents = self.ws._w.documents
+        stem = Path(known.path).stem
+        _, text_now = read_markdown(self.ws.root / known.path, known.path, documents.max_file_bytes)
+        point = append_points.recall(state, known.path, text_now)
+        parsed: Document | None = None
+        if point is None:
+            parsed = documents.read(known.path)
+            record = self.ws.sessions.record(stem)
+            point = append_points.AppendPoint(
+                record.title, record.agent, record.started, record.rounds, dict(record.tools), 0
+            )
+        started = dt.datetime.fromisoformat(point.started) if point.started else conv.start
+        resume = parsed if parsed is not None else (text_now, point.offset)
         before: list[str] = []
         masked: list[int] = []
+        built: list[str] = []
+        sessions: list[Session] = []
 
         def build(current: str) -> str:
             before[:] = [current]
             text, count = self._record(
                 current,
                 known.path,
-                record.id,
-                record.title,
-                record.agent,
+                stem,
+                point.title,
+                point.agent,
                 started,
                 turns,
-                tools=record.tools,
-                rounds=record.rounds,
-                parsed=parsed,
+                tools=point.tools,
+                rounds=point.rounds,
+                parsed=resume,
+                out=sessions,
             )
             masked[:] = [count]
-            return self._stamp(text, conv, known.messages + len(turns))
+            built[:] = [self._stamp(text, conv, known.messages + len(turns))]
+            return built[0]
 
         text = self.ws.files.edit(known.path, build, create=False)
-        delta = write_delta(self.folder, record.id, reverse_delta(before[0], text))
+        delta = write_delta(self.folder, stem, reverse_delta(before[0], text))
         self._note({"appended": known.path, "sha": _sha(text), "delta": delta})
+        after = None
+        if built and text == built[0] and sessions:
+            after = _point_after(sessions[0], point, text)
+        append_points.remember(state, known.path, text, after)
         return known.path, masked[0]
 
     def _record(
@@ -311,12 +335,13 @@ class Writer:
         turns: Sequence[Turn],
         tools: Any = None,
         rounds: int = 0,
-        parsed: Document | None = None,
+        parsed: Document | tuple[str, int] | None = None,
+        out: list[Session] | None = None,
     ) -> tuple[str, int]:
         """``current`` with ``turns`` recorded by a :class:`~mdmem.Session` (in memory: the
         file is written once, by the caller), and the number of secrets masked. ``parsed``:
-        the file as parsed before, which the session appends after when ``current`` is still
-        its text."""
+        the file as parsed before (or its text and where its events end), which the session
+        appends after when ``current`` is still that text. ``out`` receives the session."""
         from mdmem import Session
 
         buffer = [current]
@@ -338,13 +363,18 @@ class Writer:
         )
         session.tools = dict(tools or {})
         session.rounds = rounds
-        if parsed is not None and parsed.text == current:
+        if isinstance(parsed, tuple):
+            if parsed[0] == current:
+                session.resume_at(*parsed)
+        elif parsed is not None and parsed.text == current:
             session.resume(parsed)
         masked = 0
         for turn in turns:
             now[0] = turn.time or now[0]
             masked += record_turn(session, turn)
         session.close("completed")
+        if out is not None:
+            out[:] = [session]
         return buffer[0], masked
 
     def _stamp(self, text: str, conv: Conversation, count: int) -> str:
@@ -362,6 +392,29 @@ class Writer:
             handle.write(json.dumps(entry) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def _point_after(session: Session, was: Any, text: str) -> Any:
+    """Where the next import's events go in ``text`` (what was written: the session's last
+    text, then the import's frontmatter keys), and the record a parse of it would read; None
+    when the session does not know where its events end, or the stamp changed more than the
+    frontmatter."""
+    from mdmem.integrations.importers.append_points import AppendPoint
+    from mdmem.markdown.frontmatter import frontmatter_end
+
+    tail = session.append_point
+    if tail is None:
+        return None
+    wrote, offset = tail
+    old_end, new_end = frontmatter_end(wrote), frontmatter_end(text)
+    if old_end is None or new_end is None or offset < old_end or offset == 0:
+        return None
+    if text[new_end:] != wrote[old_end:]:
+        return None
+    tools = dict(session.tools)
+    return AppendPoint(
+        was.title, was.agent, was.started, session.rounds, tools, offset + new_end - old_end
+    )
 
 
 def record_turn(session: Session, turn: Turn) -> int:

@@ -1,0 +1,254 @@
+"""An import that appends to a session file it wrote takes where the new turns go (and the
+session's record) from what it remembered of the text it wrote (mdmem/integrations/importers/
+append_points.py) instead of parsing the file (issue 41: a Stop on a session of 2,400 records
+spent ~280 ms parsing it). It must write exactly what an import that parses writes.
+
+Two workspaces import the same Claude Code log step by step: one as a hook does (the memory
+kept between imports), the other with that memory removed before each import (the parse, as
+before). After every step their session files are byte for byte the same, but for the
+``imported:`` id (each workspace numbers its own imports by the second); and whenever the
+memory would be used, it holds what a parse of the file finds."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from mdmem import Workspace
+from mdmem.integrations.importers import append_points, import_path
+from mdmem.markdown import edits
+from mdmem.markdown.parse import parse_document
+from mdmem.memory.session_format import parse_session
+
+SESSION = "5e55a0f0-0000-4000-8000-00000000a11e"
+TEXT = st.lists(
+    st.sampled_from([*"ab #`<>-*_~=[]:!\n\t", "é", "<!--", "-->", "```", "word"]),
+    min_size=1,
+    max_size=30,
+).map("".join)
+TOOLS = st.sampled_from(["Bash", "Read", "yes", "0x1f", "mcp__x__y", "Edit"])
+
+
+@st.composite
+def records(draw: Any) -> dict[str, Any]:
+    """One user or assistant record's content (the rest is filled in by its position)."""
+    kind = draw(st.sampled_from(["user", "assistant", "tool", "thinking", "result"]))
+    text = draw(TEXT)
+    if kind == "user":
+        return {"type": "user", "content": text}
+    if kind == "assistant":
+        return {"type": "assistant", "content": [{"type": "text", "text": text}]}
+    if kind == "thinking":
+        return {"type": "assistant", "content": [{"type": "thinking", "thinking": text}]}
+    if kind == "tool":
+        block = {"type": "tool_use", "id": "t1", "name": draw(TOOLS), "input": {"q": text}}
+        return {"type": "assistant", "content": [block]}
+    block = {"type": "tool_result", "tool_use_id": "t1", "content": text}
+    return {"type": "user", "content": [block]}
+
+
+def line(n: int, record: dict[str, Any]) -> str:
+    kind = record["type"]
+    return json.dumps({
+        "sessionId": SESSION, "isSidechain": False, "type": kind, "uuid": f"u-{n}",
+        "parentUuid": f"u-{n - 1}", "timestamp": f"2026-03-01T08:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        "message": {"role": kind, "content": record["content"]},
+    }) + "\n"  # fmt: skip
+
+
+def stop(root: Path, log: Path, *, remember: bool) -> None:
+    """One Stop's import, in a workspace opened and closed as a hook process does."""
+    if not remember:
+        (root / ".mdmem" / append_points.STATE_FILE).unlink(missing_ok=True)
+    ws = Workspace.open(root)
+    try:
+        import_path(ws, log, "claude-code", agent="claude-code")
+    finally:
+        ws.close()
+
+
+def sessions(root: Path) -> dict[str, str]:
+    """Each session file's text, the import's id masked (each workspace numbers its own)."""
+    return {
+        p.name: re.sub(r"(?m)^imported: .*$", "imported: …", p.read_text(encoding="utf-8"))
+        for p in sorted((root / ".sessions").glob("*.md"))
+    }
+
+
+def check_memory(root: Path) -> bool:
+    """Whenever the remembered point would be used, it is what a parse finds; True if it would
+    be used for a session file now."""
+    used = False
+    for path in (root / ".sessions").glob("*.md"):
+        rel = f".sessions/{path.name}"
+        text = path.read_text(encoding="utf-8")
+        point = append_points.recall(root / ".mdmem", rel, text)
+        if point is None:
+            continue
+        used = True
+        doc = parse_document(rel, text)
+        record = parse_session(doc)
+        assert point.offset == edits.append_point(doc, "Events")
+        assert (point.title, point.agent, point.started) == (
+            record.title,
+            record.agent,
+            record.started,
+        )
+        assert (point.rounds, point.tools) == (record.rounds, record.tools)
+    return used
+
+
+class Twins:
+    """The two workspaces and the log they import."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="mdmem-append-points-"))
+        kept = Workspace.init(self.tmp / "kept", mode="full", agent="coder")
+        kept.close()
+        shutil.copytree(self.tmp / "kept", self.tmp / "parsed")
+        self.kept, self.parsed = self.tmp / "kept", self.tmp / "parsed"
+        self.log = self.tmp / f"{SESSION}.jsonl"
+        self.lines: list[str] = []
+        self.next = 0
+        self.write()
+
+    def append(self, items: list[dict[str, Any]]) -> None:
+        for record in items:
+            self.lines.append(line(self.next, record))
+            self.next += 1
+        self.write()
+
+    def write(self) -> None:
+        self.log.write_text("".join(self.lines), encoding="utf-8")
+
+    def stop(self) -> None:
+        stop(self.kept, self.log, remember=True)
+        stop(self.parsed, self.log, remember=False)
+
+    def edit_both(self, edit: Any) -> None:
+        for root in (self.kept, self.parsed):
+            for path in (root / ".sessions").glob("*.md"):
+                path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+    def same(self) -> bool:
+        assert sessions(self.kept) == sessions(self.parsed)
+        return check_memory(self.kept)
+
+
+HAND_EDITS = {
+    "a line at the end": lambda t: t + "\nA note by hand.\n",
+    "an event by hand": lambda t: t.replace("## Events\n\n", "## Events\n\n- by hand\n", 1),
+    "a frontmatter key": lambda t: t.replace("---\n", "---\nnote: mine\n", 1),
+    "the title": lambda t: t.replace("# Session: ", "# Session: renamed ", 1),
+    "the Events heading gone": lambda t: t.replace("## Events", "## Happenings", 1),
+}
+
+
+class AppendPointsModel(RuleBasedStateMachine):
+    """Actors: Claude Code appending to its log (and, rarely, rewriting or truncating it), the
+    Stop hook importing it, a person editing the session file between Stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.twins = Twins()
+
+    @rule(items=st.lists(records(), min_size=1, max_size=4))
+    def claude_code_appends(self, items: list[dict[str, Any]]) -> None:
+        self.twins.append(items)
+
+    @precondition(lambda self: self.twins.lines)
+    @rule(data=st.data())
+    def the_log_is_rewritten(self, data: Any) -> None:
+        n = data.draw(st.integers(0, len(self.twins.lines) - 1))
+        self.twins.lines[n] = line(n, data.draw(records()))
+        self.twins.write()
+
+    @precondition(lambda self: self.twins.lines)
+    @rule(data=st.data())
+    def the_log_is_truncated(self, data: Any) -> None:
+        keep = data.draw(st.integers(0, len(self.twins.lines) - 1))
+        del self.twins.lines[keep:]
+        self.twins.write()
+
+    @rule()
+    def stop(self) -> None:
+        self.twins.stop()
+
+    @rule(what=st.sampled_from(sorted(HAND_EDITS)))
+    def a_person_edits_the_session(self, what: str) -> None:
+        self.twins.edit_both(HAND_EDITS[what])
+
+    @invariant()
+    def the_same_files(self) -> None:
+        self.twins.same()
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.twins.tmp, ignore_errors=True)
+
+
+TestAppendPointsModel = AppendPointsModel.TestCase
+
+
+def _twins_after_stops(*batches: list[dict[str, Any]]) -> Twins:
+    twins = Twins()
+    for batch in batches:
+        twins.append(batch)
+        twins.stop()
+        twins.same()
+    return twins
+
+
+USER = {"type": "user", "content": "fix the login test"}
+ANSWER = {"type": "assistant", "content": [{"type": "text", "text": "# done, see `x`"}]}
+TOOL = {
+    "type": "assistant",
+    "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"q": "ls"}}],
+}
+
+
+def test_a_stop_after_a_stop_uses_what_the_last_one_wrote() -> None:
+    """Created, appended (parsed: remembered), appended again from the memory: the same bytes
+    as the parse's, and the memory is there to be used."""
+    twins = _twins_after_stops([USER, ANSWER], [TOOL, USER], [ANSWER, TOOL])
+    twins.append([USER])
+    assert twins.same()  # (the next Stop would use it)
+    twins.stop()
+    assert twins.same()
+    shutil.rmtree(twins.tmp)
+
+
+def test_a_hand_edit_between_stops_makes_the_next_one_parse() -> None:
+    for edit in HAND_EDITS.values():
+        twins = _twins_after_stops([USER, ANSWER], [TOOL, USER])
+        twins.edit_both(edit)
+        assert not check_memory(twins.kept)  # another text: not used
+        twins.append([ANSWER, USER])
+        twins.stop()
+        twins.same()
+        twins.append([TOOL])
+        twins.stop()
+        twins.same()
+        shutil.rmtree(twins.tmp)
+
+
+def test_a_truncated_or_rewritten_log_writes_what_a_parse_writes() -> None:
+    twins = _twins_after_stops([USER, ANSWER], [TOOL, USER], [ANSWER])
+    del twins.lines[-2:]
+    twins.write()
+    twins.stop()
+    twins.same()
+    twins.lines[0] = line(0, {"type": "user", "content": "another start"})
+    twins.write()
+    twins.stop()
+    twins.same()
+    twins.append([USER, ANSWER])
+    twins.stop()
+    twins.same()
+    shutil.rmtree(twins.tmp)
