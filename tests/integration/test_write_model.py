@@ -599,10 +599,11 @@ WritePath.TestCase.settings = settings(
 )
 test_write_path_model = pytest.mark.slow(
     pytest.mark.xfail(
-        reason="open (docs/writes.md, What remains): with two agents and a stale copy saved "
-        "between their writes, later ci examples still lose an acknowledged supersede or "
-        "remember (the first example's loss is fixed and pinned in test_write_scenarios.py); "
-        "the loss depends on timing, so it is not strict",
+        reason="open (docs/writes.md, What remains): two agents update one entry, one of them "
+        "on a person's stale save lacking the other's update, and the person saves again; the "
+        "merge-backs clash on that entry and the first merged stays, which may be the older "
+        "update (the second ci example ends so; the first example's losses are fixed and "
+        "replayed below). The loss depends on timing, so it is not strict",
         strict=False,
     )(WritePath.TestCase)
 )
