@@ -435,7 +435,7 @@ class LateSaveGuard:
         known = [v for w in ordered for v in (w.before, w.after)]
         if not any(
             kept(_text(_lf(k)), lines) >= MIN_KEPT for k in reversed(known)
-        ) and not self._in_history(target.rel, ordered, version):
+        ) and not self._in_history(target.rel, ordered, version, made):
             return None
         made_on = made is not None  # the save a write was just made on, not the path now
         found = (
@@ -464,19 +464,25 @@ class LateSaveGuard:
         # after logging itself, a full disk) must not turn a person's edit into a copy
         return made >= 0 and left > made
 
-    def _in_history(self, rel: str, ordered: list[_Write], version: bytes) -> bool:
+    def _in_history(
+        self, rel: str, ordered: list[_Write], version: bytes, made: bytes | None
+    ) -> bool:
         """Whether ``version`` is a copy of the path's own history, though far from every one
-        of this guard's writes: a program write was made on these very bytes, or it is near a
-        version the path held (a person's copy of their own earlier save, after other agents'
-        writes), not another file put in its place."""
-        key = digest(version)
-        if any(key in link for link in self.writer.lineage(rel).links()):
+        of this guard's writes: a program write was made on these very bytes before (not
+        ``made``, the one just made on it), or it is near a version the path held (a person's
+        copy of their own earlier save, after other agents' writes), not another file put in
+        its place."""
+        key, just = digest(version), None if made is None else digest(made)
+        if any(p == key and c != just for p, c in self.writer.lineage(rel).links()):
             return True
         lines = _text(_lf(version))
         return any(
             kept(_text(_lf(known)), lines) >= MIN_KEPT
             for step in self._history(rel, ordered)
             for known in step[:2]
+            # (not the version itself, nor the write just made on it; every file keeps all of
+            # an empty one's lines)
+            if known.strip() and known not in (version, made)
         )
 
     def _built_on_holder(self, rel: str, ancestors: set[str], write: _Write) -> bool:
