@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -194,6 +195,16 @@ class AppendPointsModel(RuleBasedStateMachine):
 
 
 TestAppendPointsModel = AppendPointsModel.TestCase
+TestAppendPointsModel.settings = settings(
+    settings.default,
+    # each step imports into two workspaces (two writes, two journals): bounded so that the ci
+    # profile's run stays near half a minute on a 2-core machine; `deep`
+    # (HYPOTHESIS_PROFILE=deep) runs 2000 examples of 50 steps
+    max_examples=min(settings.default.max_examples, 40)
+    if settings.default.max_examples <= 100
+    else settings.default.max_examples,
+    stateful_step_count=20 if settings.default.max_examples <= 100 else 50,
+)
 
 
 def _twins_after_stops(*batches: list[dict[str, Any]]) -> Twins:
