@@ -408,7 +408,8 @@ class LateSaveGuard:
         person's copy, saved with their changes: :meth:`_copied_from`); None when it lacks
         nothing, or is no copy of ours but another file put in its place (a ``git
         checkout``: it kept little of every one). Line endings aside: a CRLF editor's copy of
-        an LF file is still a copy."""
+        an LF file is still a copy. With it, the person's copy that ``version`` is program
+        writes made on, if it is (:meth:`_copied_from`), else None."""
         latest = writes[-1].after if writes else None
         if latest is None or version == latest:
             return None
