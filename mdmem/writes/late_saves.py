@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,7 +39,7 @@ from mdmem.writes.file_state import (
     save_in_progress,
     settled_bytes,
 )
-from mdmem.writes.line_merge import kept, matching_blocks, merge_text
+from mdmem.writes.line_merge import Newer, kept, matching_blocks, merge_text
 from mdmem.writes.lineage import Lineage, digest
 
 log = logging.getLogger("mdmem")
@@ -206,8 +206,11 @@ class LateSaveGuard:
         if found is not None:
             base, under = found
             latest, save = earlier[-1].after, before if under is None else under
+            newer = self._newer(self._history(target.rel, self._ordered(target.rel, earlier)))
             self._merge(
-                target, lambda current: self._restore(base, latest, save, current), locked=True
+                target,
+                lambda current: self._restore(base, latest, save, current, newer),
+                locked=True,
             )
 
     def _remember(self, rel: str, write: _Write) -> None:
@@ -334,7 +337,10 @@ class LateSaveGuard:
             base, under = found
             if under is None:
                 return self._combine(base, writes[-1].after, current)
-            return self._restore(base, writes[-1].after, under, current)
+            newer = self._newer(
+                self._history(watch.target.rel, self._ordered(watch.target.rel, writes))
+            )
+            return self._restore(base, writes[-1].after, under, current, newer)
 
         # Most changes at the path hold every recent write: a look without the lock says so.
         # A save still being written is looked at again when done (or, at the window's end,
@@ -444,7 +450,8 @@ class LateSaveGuard:
         )
         if found is None or _lf(found[0]) == _lf(latest):
             return None
-        if _lf(_layered(*found, latest, version)) == _lf(version):
+        newer = None if found[1] is None else self._newer(self._history(target.rel, ordered))
+        if _lf(_layered(*found, latest, version, newer)) == _lf(version):
             return None
         return found
 
@@ -572,12 +579,13 @@ class LateSaveGuard:
             return None  # the history shows no write the save lacks: a person's own change
         added = self._program_lines(steps, latest, version)
         theirs = set(_text(_lf(version)).splitlines())
+        newer = self._newer(steps)
 
         def harm(base: bytes) -> tuple[int, int]:
             """(program lines the merge on ``base`` loses, other lines it brings back)."""
             text = _text(_lf(version))
             if under is not None:
-                text = _text(_layered(base, under, latest, version))
+                text = _text(_layered(base, under, latest, version, newer))
             else:
                 merged = merge_text(_text(_lf(base)), _text(_lf(latest)), text)
                 text = text if merged.conflicts else merged.text  # as _combine does
@@ -741,13 +749,39 @@ class LateSaveGuard:
             current = self._combine(write.before, write.after, current, copy=True)
         return current
 
-    def _restore(self, base: bytes, latest: bytes, save: bytes, current: bytes) -> bytes:
+    def _restore(
+        self, base: bytes, latest: bytes, save: bytes, current: bytes, newer: Newer
+    ) -> bytes:
         """A program write was made on a person's ``save`` (``current`` is the file now) that
         lacked the program's changes ``base`` -> ``latest``: those go back into the save (the
-        person's lines win where both changed the same ones), and under the write made on it
-        (which wins over them: it is the newer program write, and no person made it)."""
+        person's lines win where both changed the same ones), and under the writes made on it.
+        Where those changed the same lines, no person made either: the newer program line
+        wins (``newer``). Two agents updating one entry, one on a stale save lacking the
+        other's update, and a second stale save that both guards merged back into: the first
+        guard's merge-back of the older update must not outrank the newer one."""
         restored = self._combine(base, latest, save)
-        return self._combine(save, restored, current, warn=False)
+        return self._combine(save, restored, current, warn=False, newer=newer)
+
+    def _newer(self, steps: list[tuple[bytes, bytes, bool]]) -> Newer:
+        """Whether some lines are newer program lines than others, by the ``steps`` (the
+        path's history, oldest first) in which a program write first added each: a line a
+        merge-back restored keeps the age of the write that first made it."""
+        ages: dict[str, int] = {}
+        for i, (before, after, program) in enumerate(steps):
+            if program:
+                for line in self._added_lines(before, after):
+                    ages.setdefault(line, i)
+
+        def age(lines: Sequence[str]) -> list[int | None]:
+            return [ages.get(line.rstrip("\r\n")) for line in lines if line.strip()]
+
+        def newer(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+            ours, others = age(mine), age(theirs)
+            if not ours or not others or None in ours or None in others:
+                return False  # a person's line (or a deletion) is never outranked
+            return min(a for a in ours if a is not None) > max(a for a in others if a is not None)
+
+        return newer
 
     def _combine(
         self,
@@ -757,6 +791,7 @@ class LateSaveGuard:
         *,
         copy: bool = False,
         warn: bool = True,
+        newer: Newer | None = None,
     ) -> bytes:
         """``program``'s changes since ``base`` applied to ``person``'s version (theirs win
         where both changed the same lines; the program's version stays in the journal).
@@ -769,10 +804,12 @@ class LateSaveGuard:
         """
         crlf = _crlf(person)
         if crlf == _crlf(base) == _crlf(program):
-            merged = merge_text(_text(base), _text(program), _text(person))
+            merged = merge_text(_text(base), _text(program), _text(person), newer=newer)
             text = merged.text.encode("utf-8", errors="surrogateescape")
         else:
-            merged = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person)))
+            merged = merge_text(
+                _text(_lf(base)), _text(_lf(program)), _text(_lf(person)), newer=newer
+            )
             text = merged.text.encode("utf-8", errors="surrogateescape")
             if text == _lf(person):
                 text = person
@@ -818,19 +855,21 @@ class LateSaveGuard:
         return state
 
 
-def _merged(base: bytes, program: bytes, person: bytes) -> bytes:
+def _merged(base: bytes, program: bytes, person: bytes, newer: Newer | None = None) -> bytes:
     """The merge, line endings aside (LF)."""
-    text = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person))).text
+    text = merge_text(_text(_lf(base)), _text(_lf(program)), _text(_lf(person)), newer=newer).text
     return text.encode("utf-8", errors="surrogateescape")
 
 
-def _layered(base: bytes, under: bytes | None, latest: bytes, version: bytes) -> bytes:
+def _layered(
+    base: bytes, under: bytes | None, latest: bytes, version: bytes, newer: Newer | None = None
+) -> bytes:
     """What the merge of ``version`` gives (LF): the changes ``base`` -> ``latest`` in it; when
     ``version`` is program writes made on a person's copy ``under``, in that copy, under those
     writes (as :meth:`LateSaveGuard._restore` merges)."""
     if under is None:
         return _merged(base, latest, version)
-    return _merged(under, _merged(base, latest, under), version)
+    return _merged(under, _merged(base, latest, under), version, newer)
 
 
 def _after(steps: list[tuple[bytes, bytes, bool]], at: int, latest: bytes) -> bool:

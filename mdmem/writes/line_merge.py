@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 _ENTRY_ID = re.compile(r"<!--\s*mdmem\b[^>]*?\bid=([\w-]+)")
 """An entry's id in its metadata comment: the same entry, whatever its text now."""
+_ARCHIVED = re.compile(r"<!--\s*mdmem\b[^>]*?\bsuperseded=")
+"""An entry's metadata once it was superseded (moved to the archive)."""
 _KEY = re.compile(
     r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*)?([A-Za-z][\w .-]{0,40}?)(?:\*\*)?[ \t]*:(?:[ \t]|$)"
 )
@@ -33,8 +35,14 @@ class Merged:
     """Regions both sides changed differently (the person's side was taken)."""
 
 
-def merge_text(base: str, program: str, person: str) -> Merged:
-    """Merge ``program``'s and ``person``'s changes to ``base``; the person wins conflicts."""
+Newer = Callable[[Sequence[str], Sequence[str]], bool]
+"""Whether the program's lines are newer program lines than the person-side lines they clash
+with (the "person" side is then itself program writes, made on a person's stale save)."""
+
+
+def merge_text(base: str, program: str, person: str, *, newer: Newer | None = None) -> Merged:
+    """Merge ``program``'s and ``person``'s changes to ``base``; the person wins conflicts,
+    except where ``newer`` says the program's lines are the newer program lines."""
     if program in (person, base):
         return Merged(person, 0)
     if person == base:
@@ -43,6 +51,8 @@ def merge_text(base: str, program: str, person: str) -> Merged:
     regions = _sync_regions(base_lines, _lines(program), person_lines)
     their_ids = _edited_ids(base_lines, person_lines)
     lines, conflicts = _merge_regions(base_lines, _lines(program), person_lines, regions, their_ids)
+    if newer is not None:
+        lines = _upgraded(lines, _lines(program), newer)
     return Merged("".join(lines), conflicts)
 
 
@@ -114,6 +124,38 @@ def _side_by_side(
             out += lines
     out += base[at:]
     return out, clashes
+
+
+def _upgraded(lines: list[str], program: Sequence[str], newer: Newer) -> list[str]:
+    """``lines`` with each entry the program holds in a newer form (by ``newer``) in that
+    form: wherever the merge kept the other side's form of it (a clash of the same lines, an
+    insertion not made twice, a move). Entries the program does not hold, and any form that is
+    not an older program line (a person's edit), stay as they are; so does an entry archived
+    on one side and live on the other (where it stands is not one line's to decide)."""
+    ours: dict[str, str] = {}
+    for line in program:
+        if ids := _ENTRY_ID.findall(line):
+            ours.setdefault(ids[0], line)
+
+    def older(line: str) -> str | None:
+        """Our form of the entry ``line`` is an older program form of, if it is."""
+        ids = _ENTRY_ID.findall(line)
+        mine = ours.get(ids[0]) if ids else None
+        if mine is None or mine == line:
+            return None
+        same_place = bool(_ARCHIVED.search(mine)) == bool(_ARCHIVED.search(line))
+        return mine if same_place and newer([mine], [line]) else None
+
+    out: list[str] = []
+    held = set(lines)
+    for line in lines:
+        mine = older(line)
+        if mine is None:
+            out.append(line)
+        elif mine not in held:  # in its place; where the merge kept ours too, ours alone
+            out.append(mine)
+            held.add(mine)
+    return out
 
 
 def _hunks(base: Sequence[str], side: Sequence[str]) -> list[tuple[int, int, list[str]]]:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,40 @@ def test_the_person_wins_where_both_changed_the_same_line() -> None:
     base = "- one\n- two\n- three\n"
     merged = merge_text(base, "- one\n- TWO by program\n- three\n", "- one\n- 2 by hand\n- three\n")
     assert merged.text == "- one\n- 2 by hand\n- three\n" and merged.conflicts == 1
+
+
+def test_a_newer_program_line_replaces_only_older_forms_of_its_own_entry() -> None:
+    """Where the "person" side is program writes too (made on a person's stale save), an
+    entry both sides hold takes the newer program line; anything else of theirs stays."""
+    x1, x2, x3 = (f"- x v{n} <!-- mdmem id=m-x -->\n" for n in (1, 2, 3))
+    y, z = "- y <!-- mdmem id=m-y -->\n", "- z new <!-- mdmem id=m-z -->\n"
+    ages = {x2: 1, x3: 2, z: 0}
+
+    def newer(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+        if any(x not in ages for x in (*mine, *theirs)):
+            return False  # as the guard's: a line no program wrote is a person's
+        return min(ages[x] for x in mine) > max(ages[x] for x in theirs)
+
+    # a clash on the entry's line
+    assert merge_text(x1 + y, x3 + y, x2 + y, newer=newer).text == x3 + y
+    # the entry new to the base on both sides: next to each other (not inserted twice), and
+    # each at its own place (both kept by the merge): once, in the newer form
+    assert merge_text(y, y + x3, y + x2, newer=newer).text == y + x3
+    assert merge_text(y, x3 + y, y + x2, newer=newer).text == x3 + y
+    # the other way round (their line is the newer one), and without ages: theirs stay
+    assert merge_text(x1 + y, x2 + y, x3 + y, newer=newer).text == x3 + y
+    assert merge_text(x1 + y, x3 + y, x2 + y).text == x2 + y
+    # another entry where ours updated one: older, but no form of ours
+    merged = merge_text(x1 + y, x3 + y, z + y, newer=newer)
+    assert (merged.text, merged.conflicts) == (z + y, 1)
+    # a person's form of it (no program wrote that line), or archived on one side only
+    assert (
+        merge_text(x1 + y, x3 + y, "- x by hand <!-- mdmem id=m-x -->\n" + y, newer=newer).text[:6]
+        == "- x by"
+    )
+    archived = "- x v2 <!-- mdmem id=m-x superseded=2026-11-29 -->\n"
+    ages[archived] = 1
+    assert merge_text(x1 + y, x3 + y, archived + y, newer=newer).text == archived + y
 
 
 def test_a_changed_line_next_to_a_line_the_other_side_added_is_no_conflict() -> None:
