@@ -572,6 +572,17 @@ class LateSaveGuard:
             # before it was first saved (writes made on it that it was saved over since count
             # as writes it lacks, not as what it was made from)
             evidence, at = self._search(steps[: save + 1], under, True)
+        for _ in range(CHAIN_WRITES):
+            # made from a person's earlier save that came after this guard's latest write (so
+            # lacked it): made, as far as the merge goes, from what that save was made from
+            # (merged against the save itself, the changes since it read as the program's: a
+            # line the person edited in the copy came back beside its edit)
+            if evidence is None or _after(steps, at, latest):
+                break
+            saved = [i for i, s in enumerate(steps) if s[1] == evidence and not s[2]]
+            if not saved:
+                break
+            evidence, at = self._search(steps[: saved[0] + 1], evidence, True)
         if evidence is None or not _after(steps, at, latest):
             steps, under = own, None
             evidence = self._search(own, version, made_on)[0]
@@ -595,6 +606,8 @@ class LateSaveGuard:
         if harm(evidence) == (0, 0):
             return evidence, under
         candidates = [evidence, *self._nearest(steps, version)]
+        if under is not None:  # and what the save itself is nearest to (it is the copy)
+            candidates += [c for c in self._nearest(steps, under) if c not in candidates]
         best = min(candidates, key=lambda known: (*harm(known), candidates.index(known)))
         return best, under
 
