@@ -68,6 +68,8 @@ _PLAIN = re.compile(r"[ \t]*(?:[^\s#>\-+*=_~`<|\[:\d]|\d+(?![\d.)]))")
 
 @dataclass(frozen=True)
 class Heading:
+    """A Markdown heading and the line it is on."""
+
     level: int
     title: str
     line: int
@@ -89,6 +91,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class Document:
+    """One file parsed: its frontmatter, headings, entries and what is wrong in it."""
+
     path: str
     text: str
     frontmatter: Mapping[str, Any] = field(compare=False)

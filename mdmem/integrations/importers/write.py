@@ -152,6 +152,8 @@ class ImportReport:
 
 @dataclass(frozen=True)
 class UndoReport:
+    """What undoing one import moved, restored and left alone."""
+
     id: str
     moved: tuple[str, ...]
     """Session files the import created, now in ``.trash/imports/<id>/``."""
@@ -181,6 +183,9 @@ class UndoReport:
 
 @dataclass(frozen=True)
 class Known:
+    """A conversation imported before, as its session file's frontmatter says: where, how
+    many turns, and their digest."""
+
     path: str
     messages: int
     digest: str
