@@ -555,6 +555,11 @@ def _frontmatter(
     else:
         return {}, 0  # an opening --- alone is a thematic break, not frontmatter
     yaml_text = "".join(lines[1:n])
+    from mdmem.markdown.plain_yaml import typed_frontmatter
+
+    plain = typed_frontmatter(yaml_text)
+    if plain is not None:  # (as YAML reads it, without YAML: a session's head is such)
+        return plain, n + 1
     import yaml  # only for a file with frontmatter (most memory files have none)
     from frontmatter.default_handlers import YAMLHandler
 

@@ -125,6 +125,9 @@ def test_session_start_imports_no_writer_no_lock_no_cli(
     assert "mdmem.context.build" in modules  # it did build the context, on the fast path
     assert modules & (NEVER | READ_ONLY_NEVER) == set()
     assert undocumented_dataclasses(modules) == []
+    # the sessions' frontmatter (all the example's files it reads have) read without PyYAML:
+    # its import and its reader's first check cost ~40-60 ms (mdmem/markdown/plain_yaml.py)
+    assert modules & {"yaml", "frontmatter"} == set()
 
 
 def test_stop_and_precompact_import_only_the_claude_code_reader(
