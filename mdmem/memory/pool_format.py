@@ -97,6 +97,9 @@ class Section:
 
 @dataclass(frozen=True)
 class PoolFile:
+    """A shared pool's file read: its lines, headings, and the sections of live and archived
+    keys."""
+
     path: str
     text: str
     lines: list[str]

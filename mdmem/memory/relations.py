@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # reading relations (context, search) writes nothing: no writ
 
 @dataclass(frozen=True)
 class Relation:
+    """One link written in an entry's metadata: its source supports, contradicts or refines
+    its target."""
+
     source: str
     kind: str
     target: str

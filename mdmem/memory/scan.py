@@ -32,6 +32,8 @@ _OUTSIDE = "symlink leads outside the workspace; skipped"
 
 @dataclass(frozen=True)
 class FileStat:
+    """One workspace file as a scan found it: its path, size and modification time."""
+
     path: str
     """Workspace-relative POSIX path."""
     size: int
@@ -40,6 +42,8 @@ class FileStat:
 
 @dataclass(frozen=True)
 class ScanResult:
+    """The files of a scan, and what it could not read."""
+
     files: tuple[FileStat, ...]
     problems: tuple[Problem, ...]
 

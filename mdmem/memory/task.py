@@ -64,6 +64,8 @@ _ORDERED = re.compile(r"^([ \t]*)(\d{1,9})([.)])([ \t]+)")
 
 @dataclass(frozen=True)
 class TaskItem:
+    """One item of the task's TODO list."""
+
     n: int
     """1-based position in the TODO list (done items count too, so numbers are stable)."""
     text: str
@@ -88,6 +90,8 @@ class Instruction:
 
 @dataclass(frozen=True)
 class TaskState:
+    """task_process.md read: the task's title, phase, TODO list and instructions."""
+
     title: str
     phase: str
     pointer: int

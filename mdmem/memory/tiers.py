@@ -90,6 +90,8 @@ def with_marks(body: str, evicted: Iterable[int] = (), promoted: str | None = No
 
 @dataclass(frozen=True)
 class EventItem:
+    """An event of the live session in tiers L1 or L2, with its token count."""
+
     position: int
     """1-based position among the session's events."""
     event: Event
@@ -102,6 +104,8 @@ class EventItem:
 
 @dataclass(frozen=True)
 class SummaryItem:
+    """A summary in tier L3: a compacted session's, or a key event of the compact memory."""
+
     path: str
     """The session file, or ``.compact_memory.md``."""
     session: str | None
@@ -113,6 +117,8 @@ class SummaryItem:
 
 @dataclass(frozen=True)
 class Tier:
+    """One tier's tokens against its budget, and when its next promotion runs."""
+
     name: str
     tokens: int
     budget: int
@@ -133,6 +139,8 @@ class Tier:
 
 @dataclass(frozen=True)
 class TierView:
+    """The memory tiers of one agent: what each holds now."""
+
     live: SessionRecord | None
     """The agent's newest session, if it is still running (else L1 and L2 are empty)."""
     evicted: frozenset[int]

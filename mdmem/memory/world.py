@@ -35,6 +35,8 @@ _KEY_PART = re.compile(r"^(?:\*\*[^*\n]+?\*\*\s*:|[^:\n*`]{1,60}?\s*:)")
 
 @dataclass(frozen=True)
 class WorldFact:
+    """One key and value of world_state.md, with its section and line."""
+
     key: str
     value: str
     section: str

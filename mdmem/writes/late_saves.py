@@ -89,6 +89,8 @@ class _Write:
 
 @dataclass
 class _PathWatch:
+    """One path watched for late saves: the program writes made to it, and the saves exposed."""
+
     target: Target
     writes: list[_Write] = field(default_factory=list)
     exposed: list[_Write] = field(default_factory=list)

@@ -30,6 +30,8 @@ _KEY = re.compile(
 
 @dataclass(frozen=True)
 class Merged:
+    """The three-way merge's text, and how many regions clashed."""
+
     text: str
     conflicts: int
     """Regions both sides changed differently (the person's side was taken)."""

@@ -169,6 +169,8 @@ def _check_regular(rel: str, mode: int) -> None:
 
 @dataclass(frozen=True)
 class WriteResult:
+    """What a safe write left on disk, and how many tries it took."""
+
     path: Path
     text: str
     """The text now on disk."""
@@ -596,6 +598,8 @@ class _Read:
 
 @dataclass(frozen=True)
 class _Outcome:
+    """What a swap found at the path, and whether the write is in place."""
+
     clean: bool
     """The path held what was expected: the write is in place."""
     state: FileState | None

@@ -62,6 +62,26 @@ NOTHING_NEW_NEVER = {
 """Modules a PreCompact / Stop that finds nothing new does not import."""
 
 
+def undocumented_dataclasses(modules: set[str]) -> list[str]:
+    """The dataclasses without a docstring of their own in mdmem's ``modules``: for such a
+    class ``dataclasses`` writes one from ``inspect.signature`` as the class is made, ~1 ms
+    each on every hook (the configuration's 16 sections alone cost a hook ~20 ms that way)."""
+    import ast
+
+    out = []
+    for name in sorted(m for m in modules if m == "mdmem" or m.startswith("mdmem.")):
+        base = ROOT.joinpath(*name.split("."))
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+            named = {getattr(d, "id", None) or getattr(d, "attr", None) for d in decorators}
+            if "dataclass" in named and ast.get_docstring(node) is None:
+                out.append(f"{name}.{node.name}")
+    return out
+
+
 def hook(ws: Path, action: str, debug: Path, home: Path, payload: str = "") -> set[str]:
     """Run one hook as Claude Code runs it; the modules its process imported."""
     env = {
@@ -104,6 +124,10 @@ def test_session_start_imports_no_writer_no_lock_no_cli(
     modules = hook(ws, "session-start", debug, home, payload)
     assert "mdmem.context.build" in modules  # it did build the context, on the fast path
     assert modules & (NEVER | READ_ONLY_NEVER) == set()
+    assert undocumented_dataclasses(modules) == []
+    # the sessions' frontmatter (all the example's files it reads have) read without PyYAML:
+    # its import and its reader's first check cost ~40-60 ms (mdmem/markdown/plain_yaml.py)
+    assert modules & {"yaml", "frontmatter"} == set()
 
 
 def test_stop_and_precompact_import_only_the_claude_code_reader(
@@ -123,8 +147,10 @@ def test_stop_and_precompact_import_only_the_claude_code_reader(
     for modules in (first, again):
         assert modules & (NEVER | IMPORT_NEVER) == set()
     assert again & NOTHING_NEW_NEVER == set()
+    assert undocumented_dataclasses(first) == []
     start = hook(ws, "session-start", debug, home)
     assert start & (NEVER | READ_ONLY_NEVER) == set()
+    assert undocumented_dataclasses(start) == []
 
 
 def _record(n: int) -> str:
@@ -156,6 +182,7 @@ def test_a_stop_with_new_records_loads_neither_markdown_it_nor_yaml(
     assert any("done 4" in text for text in texts)  # (it appended)
     assert "mdmem.writes.safe_writer" in runs[1]
     assert runs[1] & ({"markdown_it", "yaml"} | NEVER | IMPORT_NEVER) == set()
+    assert undocumented_dataclasses(runs[1]) == []
 
 
 def test_a_session_start_replayed_imports_neither_workspace_nor_configuration(

@@ -58,6 +58,8 @@ def test_a_plain_frontmatter_reads_as_yaml_reads_it(pairs: list[tuple[str, str]]
 def test_not_a_number_only_where_yaml_reads_no_number(text: str) -> None:
     if not frontmatter._SAFE_SCALAR.match(text) or text.endswith(":"):
         return  # (yaml_value quotes these without asking)
+    if text.lower() in frontmatter._YAML_WORDS:
+        return  # (a boolean or null word ("NO"): YAML is asked before this question is)
     if frontmatter._not_a_number(text):
         try:
             loaded = yaml.safe_load(text)
@@ -77,3 +79,98 @@ def test_what_a_session_head_holds_needs_no_yaml() -> None:
         assert frontmatter._not_a_number(value)
     for value in ("0x1f", "1_000", "1:20", "1.5", "0b101", ".inf", "017"):
         assert not frontmatter._not_a_number(value)
+
+
+# fmt: off
+TYPED_BARE = st.one_of(
+    st.text(alphabet=st.sampled_from([*"aZ09_.:+-xbeETtzZnoy"]), min_size=1, max_size=10),
+    st.sampled_from(
+        [
+            "yes",
+            "No",
+            "ON",
+            "off",
+            "null",
+            "NULL",
+            "true",
+            "False",
+            "y",
+            "n",
+            "0",
+            "007",
+            "12",
+            "1_000",
+            "1:20",
+            "1.5",
+            "1.",
+            "1e5",
+            "1.5e+3",
+            "0x1f",
+            "0b101",
+            "2026-03-01",
+            "2026-3-1",
+            "2026-03-01T08:00:05",
+            "2026-13-45",
+            "2026-03-01T25:00:00",
+            "20261129",
+            "2026-03-01T08:00:05Z",
+            "2026-03-01t08:00:05",
+            "7a1b2c3d-0000-4000-8000-0000000000cc",
+            "20261128_235054_import",
+            "9312.0",
+            "_x",
+            "x.y",
+            "a:b",
+            "inf",
+            "nan",
+        ]
+    ),
+)
+TYPED_VALUE = st.one_of(
+    TYPED_BARE,
+    st.lists(st.tuples(TYPED_BARE, TYPED_BARE), max_size=3).map(
+        lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+    ),
+    st.sampled_from(['"quoted"', "", "a b", "[1, 2]", "x #c", "'q'", "~"]),
+)
+TYPED_KEY = st.one_of(KEY, st.sampled_from(["yes", "on", "null", "No", "_k", "n"]))
+
+
+@given(st.lists(st.tuples(TYPED_KEY, TYPED_VALUE), min_size=1, max_size=5))
+def test_a_typed_plain_frontmatter_reads_as_the_markdown_reader_reads_it(
+    pairs: list[tuple[str, str]],
+) -> None:
+    """The Markdown reader's frontmatter (python-frontmatter's YAML handler: SafeLoader) read
+    without YAML (mdmem/markdown/plain_yaml.py) gives what SafeLoader gives, types included."""
+    from frontmatter.default_handlers import YAMLHandler
+
+    from mdmem.markdown.plain_yaml import typed_frontmatter
+
+    block = "".join(f"{k}: {v}\n" for k, v in pairs)
+    typed = typed_frontmatter(block)
+    if typed is None:
+        return
+    loaded = YAMLHandler().load(block)
+    assert typed == loaded
+    assert [type(v) for v in typed.values()] == [type(v) for v in loaded.values()]
+    for key, value in typed.items():
+        if isinstance(value, dict):
+            inner = loaded[key]
+            assert [(type(k), type(v)) for k, v in value.items()] == [
+                (type(k), type(v)) for k, v in inner.items()
+            ]
+
+
+def test_a_session_head_is_read_without_yaml_as_yaml_reads_it() -> None:
+    from frontmatter.default_handlers import YAMLHandler
+
+    from mdmem.markdown.plain_yaml import typed_frontmatter
+
+    head = (
+        "agent: claude-code\nstarted: 2026-03-01T08:00:05\nstatus: completed\nrounds: 31\n"
+        "source: claude-code\nconversation: 7a1b2c3d-0000-4000-8000-0000000000cc\n"
+        "tools: {Bash: 1, Task: 1}\nended: 2026-03-01T10:35:17\nduration_s: 9312.0\n"
+        "imported: 20261129_024426_import\nsource_messages: 72\nsource_digest: 05c4d5f0a3f9a61c\n"
+    )
+    typed = typed_frontmatter(head)
+    assert typed is not None and typed == YAMLHandler().load(head)

@@ -89,7 +89,21 @@ def import_path(
         writer = None if dry_run else Writer(ws, new_id(ws), agent)
         problems: list[BadRecord] = []
         outcomes: list[Outcome] = []
-        for conv in read_conversations(Path(path), source, problems.append, progress):
+        log = _resumable_log(Path(path), source, dry_run, progress)
+        resumed = None
+        if log is not None:
+            from mdmem.integrations.importers import log_resume
+
+            state_dir = ws.files._state_dir
+            resumed = log_resume.read(log, state_dir, problems.append)
+            if resumed.resumed and not _goes_on(resumed.conversation, known):
+                # the session does not go on from where the log's memory stops: read it all
+                problems.clear()
+                resumed = log_resume.read(log, state_dir, problems.append, fresh=True)
+            conversations: Any = [resumed.conversation] if resumed.conversation else []
+        else:
+            conversations = read_conversations(Path(path), source, problems.append, progress)
+        for conv in conversations:
             status, turns = plan(conv, known.get((conv.source, conv.id)))
             previous = known.get((conv.source, conv.id))
             if writer is None or status not in ("created", "appended"):
@@ -104,6 +118,10 @@ def import_path(
             outcomes.append(outcome)
             if outcome.path:  # the same conversation twice in one import: append the second
                 known[(conv.source, conv.id)] = _known_after(conv, outcome, previous)
+        if log is not None and resumed is not None:
+            whole = [o.status in ("created", "appended", "unchanged") for o in outcomes]
+            kept = resumed if whole == [True] else log_resume.Read(None, False, None)
+            log_resume.remember(ws.files._state_dir, log, kept)
         if writer is not None and writer.used:
             prune(ws.files._state_dir / IMPORTS_DIR, newest=writer.id)
     extractions: list[Any] = []
@@ -117,6 +135,30 @@ def import_path(
         time.perf_counter() - started,
         tuple(extractions),
     )
+
+
+def _resumable_log(
+    path: Path, source: str | None, dry_run: bool, progress: Progress | None
+) -> Path | None:
+    """``path`` when it is one Claude Code log that an import may read from where the last
+    one stopped (:mod:`.log_resume`): a plain file (not an archive), the format given, a real
+    import without a progress bar."""
+    if source != "claude-code" or dry_run or progress is not None or not path.is_file():
+        return None
+    from mdmem.integrations.importers.export_files import is_zip
+
+    return None if path.suffix.lower() == ".zip" or is_zip(path) else path
+
+
+def _goes_on(conv: Conversation | None, known: dict[tuple[str, str], Any]) -> bool:
+    """Whether a conversation read on from a remembered point goes on from its session file:
+    the file counts no fewer turns than were skipped, and its digest is theirs."""
+    if conv is None:
+        return False
+    before = known.get((conv.source, conv.id))
+    if before is None or not conv.skipped <= before.messages <= conv.count:
+        return False
+    return bool(conv.digest(before.messages) == before.digest)
 
 
 def read_conversations(
@@ -173,7 +215,7 @@ def _known_after(conv: Conversation, outcome: Outcome, previous: Any) -> Any:
     count = (
         previous.messages if previous and outcome.status == "appended" else 0
     ) + outcome.messages
-    return Known(outcome.path or "", count, conv.digest(count))
+    return Known(outcome.path or "", count, conv.digest(count) or "")
 
 
 def _lock(ws: Workspace) -> Any:

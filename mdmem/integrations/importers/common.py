@@ -111,26 +111,58 @@ class Conversation:
     started: dt.datetime | None
     where: str
     """``file:line`` where it starts, for messages."""
+    skipped: int = 0
+    """Turns of the conversation before ``turns`` that were not read again (an import that
+    resumed a log where the last one stopped: :mod:`.log_resume`); ``turns`` are the rest."""
+    chain_before: bytes = b""
+    """The digest chain's state after the skipped turns (:meth:`chain`)."""
 
-    def digest(self, count: int) -> str:
-        """A short hash of the first ``count`` turns: re-imports compare it to see that what
-        was imported before is still the start of the conversation."""
+    @property
+    def count(self) -> int:
+        """Turns in the whole conversation, the skipped ones included."""
+        return self.skipped + len(self.turns)
+
+    def chain(self, count: int) -> bytes | None:
+        """The digest chain's state after the first ``count`` turns (0 ≤ count ≤
+        :attr:`count`): ``c(0) = b""``, ``c(n) = sha256(c(n-1) + fingerprint(n) + b"\0")``.
+        A chain, not one hash of them all, so that a later import can go on from its last
+        state without the turns before (a hash's own state cannot be kept); None for a
+        count among the skipped turns, or out of range."""
+        if count < self.skipped or count > self.count:
+            return None
         # An import asks for two or three prefixes, each longer than the last (what was
-        # imported, then all): one pass over the turns, the hash's state kept between them.
-        count = len(range(len(self.turns))[:count])  # (as turns[:count] counts them)
-        cache = self.__dict__.get("_digests")
-        if cache is None or cache[0] is not self.turns or cache[2] > count:
-            fresh: dict[int, str] = {}
-            cache = (self.turns, hashlib.sha256(), 0, fresh)
-        turns, hasher, done, known = cache
-        if count not in known:
-            for turn in turns[done:count]:
-                hasher.update(turn.fingerprint())
-                hasher.update(b"\0")
-            known[count] = hasher.hexdigest()[:16]
-            cache = (turns, hasher, count, known)
-        object.__setattr__(self, "_digests", cache)  # (no field: not compared, not copied)
-        return known[count]
+        # imported, then all): one pass over the turns, the chain's state kept between them.
+        cache = self.__dict__.get("_chain")
+        if cache is None or cache[0] is not self.turns or cache[1] > count:
+            cache = (self.turns, self.skipped, self.chain_before)
+        turns, done, state = cache
+        for turn in turns[done - self.skipped : count - self.skipped]:
+            state = hashlib.sha256(state + turn.fingerprint() + b"\0").digest()
+        object.__setattr__(self, "_chain", (turns, count, state))  # (no field: not compared)
+        return state
+
+    def digest(self, count: int) -> str | None:
+        """A short hash of the first ``count`` turns (as ``turns[:count]`` counts them):
+        re-imports compare it with a session's ``source_digest`` to see that what was imported
+        before is still the start of the conversation. None when those turns were skipped."""
+        if not self.skipped:
+            count = len(range(len(self.turns))[:count])
+        state = self.chain(min(count, self.count))
+        if state is None:
+            return None
+        return hashlib.sha256(state).hexdigest()[:16]
+
+    def legacy_digest(self, count: int) -> str | None:
+        """The digest imports wrote before the chain (one SHA-256 of the first ``count`` turns'
+        fingerprints): a session stamped so is still recognized, and stamped anew at its next
+        append. None when turns were skipped."""
+        if self.skipped:
+            return None
+        hasher = hashlib.sha256()
+        for turn in self.turns[:count]:
+            hasher.update(turn.fingerprint())
+            hasher.update(b"\0")
+        return hasher.hexdigest()[:16]
 
     @property
     def start(self) -> dt.datetime:
@@ -183,10 +215,13 @@ def session_heads(root: Path, marker: str) -> Iterator[tuple[str, dict[str, Any]
 # ---- streaming readers -----------------------------------------------------------------------
 
 
-def jsonl(stream: IO[str], name: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl(
+    stream: IO[str], name: str, report: Report, first: int = 1
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each line that holds a JSON object; blank lines pass,
-    anything else is reported and skipped."""
-    for number, line in enumerate(stream, 1):
+    anything else is reported and skipped. ``first``: the number of the stream's first line
+    (a log read on from where an import stopped; its :class:`CheckedText` counts from it)."""
+    for number, line in enumerate(stream, first):
         if not line.strip():
             continue
         if undecodable_line(stream, number, number) is not None:
@@ -358,11 +393,11 @@ class CheckedText(io.TextIOBase):
     skipped instead of imported with the replacement character and no word. Lines count as
     the readers count them: by ``readline`` call, or by ``\\n`` in what ``read`` returned."""
 
-    def __init__(self, inner: IO[str]) -> None:
+    def __init__(self, inner: IO[str], first: int = 1) -> None:
         super().__init__()
         self._inner = inner
         self.bad: dict[int, str] = {}
-        self._line = 1
+        self._line = first
         self._column = 1
 
     def readable(self) -> bool:

@@ -65,7 +65,7 @@ def inputs(path: Path, stack: contextlib.ExitStack) -> list[Input]:
 
 
 def _file_inputs(path: Path, stack: contextlib.ExitStack, explicit: bool = False) -> list[Input]:
-    if path.suffix.lower() == ".zip" or (explicit and _is_zip(path)):
+    if path.suffix.lower() == ".zip" or (explicit and is_zip(path)):
         import zipfile
 
         archive = stack.enter_context(zipfile.ZipFile(path))
@@ -81,7 +81,7 @@ def _file_inputs(path: Path, stack: contextlib.ExitStack, explicit: bool = False
     return [Input(str(path), path.stat().st_size, lambda: open(path, "rb"))]
 
 
-def _is_zip(path: Path) -> bool:
+def is_zip(path: Path) -> bool:
     import zipfile  # (here: the importers of other formats never need it)
 
     return zipfile.is_zipfile(path)

@@ -8,7 +8,7 @@ frontmatter naming where it came from::
     conversation: 6790f0c4-8a1c-8003-b1a4-6f0e1d2c3b4a   # the source's id: the idempotence key
     imported: 20261122_141519_import                    # the import that last wrote it
     source_messages: 42                                 # turns imported so far
-    source_digest: 3f9a2c71d0e4b5a6                     # hash of those turns
+    source_digest: 3f9a2c71d0e4b5a6                     # hash of those turns (a chain)
 
 Importing the same conversation again writes nothing; when it has grown (a Claude Code log
 still being written), only the new turns are appended. Every turn passes the secret redactor.
@@ -152,6 +152,8 @@ class ImportReport:
 
 @dataclass(frozen=True)
 class UndoReport:
+    """What undoing one import moved, restored and left alone."""
+
     id: str
     moved: tuple[str, ...]
     """Session files the import created, now in ``.trash/imports/<id>/``."""
@@ -181,6 +183,9 @@ class UndoReport:
 
 @dataclass(frozen=True)
 class Known:
+    """A conversation imported before, as its session file's frontmatter says: where, how
+    many turns, and their digest."""
+
     path: str
     messages: int
     digest: str
@@ -202,11 +207,18 @@ def plan(conv: Conversation, known: Known | None) -> tuple[str, Sequence[Turn]]:
     """The status an import gives ``conv``, and the turns it writes."""
     if known is None:
         return ("created", conv.turns) if conv.turns else ("empty", ())
-    if known.messages > len(conv.turns) or conv.digest(known.messages) != known.digest:
+    n = known.messages
+    if not conv.skipped <= n <= conv.count or not same_start(conv, n, known.digest):
         return "changed", ()
-    if known.messages == len(conv.turns):
+    if n == conv.count:
         return "unchanged", ()
-    return "appended", conv.turns[known.messages :]
+    return "appended", conv.turns[n - conv.skipped :]
+
+
+def same_start(conv: Conversation, count: int, digest: str) -> bool:
+    """Whether ``digest`` (a session's ``source_digest``) is that of ``conv``'s first
+    ``count`` turns, by the chain imports write now or the single hash they wrote before."""
+    return conv.digest(count) == digest or conv.legacy_digest(count) == digest
 
 
 # ---- writing ----------------------------------------------------------------------------------
@@ -381,7 +393,7 @@ class Writer:
         values = {
             "imported": self.id,
             "source_messages": count,
-            "source_digest": conv.digest(count),
+            "source_digest": conv.digest(count) or "",
         }
         return set_frontmatter(text, values)
 
