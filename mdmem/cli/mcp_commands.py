@@ -66,18 +66,9 @@ def mcp_serve(
         config = load_config(root)  # a bad mdmem.toml or --agent: said at once, before the SDK
         if agent is not None:
             check_name(agent, "agent")
-    background = None
-    if root is not None:  # the workspace and the query encoder load while the SDK imports
-        from mdmem.integrations.mcp_background import in_background
-
-        log_to_stderr()
-        background = in_background(root, agent=agent, config=config)
-        background.start()
     try:
         from mdmem.integrations import mcp_server
     except ImportError as exc:
-        if background is not None:
-            background.settle()
         fail(
             f"mdmem mcp needs the MCP SDK ({exc.name}): install mdmem's mcp extra (in mdmem's "
             "clone: pip install -c constraints.txt '.[mcp]')"
@@ -85,8 +76,8 @@ def mcp_serve(
     log_to_stderr()
     if root is None:
         server: Any = _remote_mcp(remote)
-    else:
-        server = mcp_server.build_server(root, background=background)
+    else:  # the workspace opens in the background, once `initialize` is answered
+        server = mcp_server.build_server(root, agent=agent, config=config)
     if http:
         typer.echo(f"mdmem: MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
         mcp_server.serve_http(server, host, port, token, allow_host or [])

@@ -39,9 +39,8 @@ from pydantic import Field
 from mdmem.errors import MdmemError
 from mdmem.index.request import SearchRequest
 from mdmem.index.search_params import MODES, PARAMETER, SEARCH_OPTIONS
-from mdmem.integrations.mcp_background import Background, WorkspaceUnavailable, in_background
 from mdmem.integrations.viewer import capped, masked_lines, numbered
-from mdmem.integrations.warm import warm_search
+from mdmem.integrations.warm import warm_search, warm_server_running
 from mdmem.paths import client_glob, client_name, client_path
 
 if TYPE_CHECKING:  # imported in the background, once the client is past `initialize`
@@ -63,6 +62,8 @@ KEYWORD_ONLY = (
 SEARCH_HIT_KEYS = ("heading", "text", "score", "type", "importance", "created", "id", "session")
 LIVE_TITLE = "MCP session"
 READ_AGAIN = "read again with start_line={next} for the rest"
+SETTLE_S = 60.0
+"""At exit, how long to wait for a query encoder still loading (seconds; it takes one or two)."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -164,6 +165,115 @@ def _citation(path: str, start: int, end: int) -> str:
     return f"{path}:{start}-{end}" if end > start else f"{path}:{start}"
 
 
+class Background:
+    """The workspace, opened in a background thread once the client is past ``initialize``,
+    then the model warmed up (unless a warm server answers searches): a client's first calls
+    never wait for imports it does not need, and ``initialize`` waits for none.
+
+    ``vectors`` is set once a query can be embedded without waiting for the model's load: the
+    model embedded once, or the configured model needs no torch for a query (no model, or the
+    default model's ONNX export: a search then waits at most for that export's load)."""
+
+    def __init__(
+        self,
+        root: Path,
+        opener: Callable[[], Workspace],
+        *,
+        warm_up: bool,
+        prefetch: Callable[[], threading.Thread | None] | None = None,
+    ) -> None:
+        """``prefetch``: called first on the background thread, to start what loads on a
+        thread of its own beside the workspace's imports (the query encoder); it returns that
+        thread, which the process waits for before it exits (:meth:`settle`)."""
+        self.root = root
+        self._opener = opener
+        self._warm_up = warm_up
+        self._prefetch = prefetch
+        self._started = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loading: threading.Thread | None = None
+        self._opened = threading.Event()
+        self._ws: Workspace | None = None
+        self._error: BaseException | None = None
+        self.vectors = threading.Event()
+        if not warm_up:  # (a server in a test, or a host's: the model loads at the first search)
+            self.vectors.set()
+
+    def start(self) -> None:
+        with self._started:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="mdmem-open-workspace", daemon=True
+                )
+                self._thread.start()
+
+    def workspace(self) -> Workspace:
+        """The workspace, waiting for it to open (started here if it was not yet)."""
+        self.start()
+        self._opened.wait()
+        if self._ws is None:
+            raise ToolError(f"the workspace {self.root} could not be opened: {self._error}")
+        return self._ws
+
+    def opened(self) -> Workspace | None:
+        """The workspace if it was opened (or is being opened: then once it is), else None."""
+        if self._thread is None:
+            return None
+        self._opened.wait()
+        return self._ws
+
+    def settle(self, timeout: float = SETTLE_S) -> None:
+        """Wait for the query encoder's load, if one runs: a process that exits while
+        onnxruntime is inside its native load is aborted ("terminate called without an active
+        exception"), as a client that leaves right after the handshake would see."""
+        if self._thread is not None:
+            self._opened.wait(timeout)  # (the prefetch has started by then, if there is one)
+        loading = self._loading
+        if loading is not None:
+            loading.join(timeout)
+
+    def _run(self) -> None:
+        if self._prefetch is not None:
+            try:
+                self._loading = self._prefetch()
+            except Exception as exc:  # (the search that loads it again says what is wrong)
+                log.info("loading the query encoder ahead failed: %s", exc)
+        try:
+            self._ws = self._opener()
+            if not self.vectors.is_set() and _light_queries(self._ws):
+                self.vectors.set()  # a query waits at most for the ONNX export's load
+        except BaseException as exc:  # said by every call that needs the workspace
+            self._error = exc
+            log.warning("the workspace %s could not be opened: %s", self.root, exc)
+        finally:
+            self._opened.set()
+        if self._ws is None or not self._warm_up:
+            return
+        try:
+            if warm_server_running(self.root):
+                return  # it answers searches; its model is loaded there
+            # what a search imports, while the encoder loads: not at the first search
+            import mdmem.index.federated
+            import mdmem.index.search  # noqa: F401
+
+            embedder = self._ws.index.embedder()
+            if embedder is not None:
+                embedder.embed(["warm up"])
+        except Exception as exc:  # the search that needs the model says what went wrong
+            log.info("warming up the embedding model failed: %s", exc)
+        finally:
+            self.vectors.set()
+
+
+def _light_queries(ws: Workspace) -> bool:
+    """Whether this process embeds a query of the workspace's model without importing torch or
+    litellm (no model, or the default model's current ONNX export)."""
+    from mdmem.index.embed import queries_without_torch
+
+    cfg = ws.config.embedding
+    return queries_without_torch(cfg.model, cfg.provider, cfg.device)
+
+
 class Tools:
     """The tools, over one workspace; one live session for ``session_event``."""
 
@@ -179,10 +289,7 @@ class Tools:
     @property
     def ws(self) -> Workspace:
         """The workspace, once open (the first call may wait for the background's imports)."""
-        try:
-            return self.background.workspace()
-        except WorkspaceUnavailable as exc:
-            raise ToolError(str(exc)) from None
+        return self.background.workspace()
 
     # ---- reading --------------------------------------------------------------------------
 
@@ -593,17 +700,16 @@ def description(tool: Any) -> str:
 
 
 class _AfterHandshake:
-    """Middleware that tells the background the handshake is done at the first message after
-    ``initialize`` (``notifications/initialized``, or any request), starting it if it was not:
-    the answer to ``initialize`` is out by then, so a model that needs torch or litellm loads
-    without competing with it for the interpreter."""
+    """Middleware that starts the background's work at the first message after ``initialize``
+    (``notifications/initialized``, or any request): the answer to ``initialize`` is out by
+    then, so its imports never compete with it for the interpreter."""
 
     def __init__(self, background: Background) -> None:
         self.background = background
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method != "initialize":
-            self.background.handshake_done()
+            self.background.start()
         return await call_next(ctx)
 
 
@@ -649,19 +755,40 @@ def build_server(
     agent: str | None = None,
     warm_up: bool = True,
     config: Any = None,
-    background: Background | None = None,
 ) -> MdmemMCPServer:
     """The MCP server over a workspace; ``agent`` names the writer of its sessions.
 
     ``workspace``: an open :class:`~mdmem.Workspace`, or the folder of one (``config``, its
     mdmem.toml as already read, else read then), opened in the background once the client is
-    past ``initialize``, or ``background`` (:func:`~mdmem.integrations.mcp_background.in_background`
-    over it, started before this module's import: ``mdmem mcp``). ``warm_up``: load the model
-    in the background too (else at the first search that needs it, and searches are never
-    answered by keyword alone for want of it)."""
-    if background is None:
-        background = in_background(workspace, agent=agent, config=config, warm_up=warm_up)
-    tools = Tools(background)
+    past ``initialize``. ``warm_up``: load the model in the background too (else at the first
+    search that needs it, and searches are never answered by keyword alone for want of it)."""
+    checked = None
+    if agent is not None:
+        from mdmem.config import check_name
+
+        checked = check_name(agent, "agent")
+
+    def opened() -> Workspace:
+        if isinstance(workspace, Path):
+            from mdmem.workspace import Workspace
+
+            ws = Workspace(workspace, config)
+        else:
+            ws = workspace
+        if checked is not None:
+            ws.config = dataclasses.replace(ws.config, agent=checked)
+        return ws
+
+    def prefetch() -> threading.Thread | None:
+        from mdmem.config import load_config
+        from mdmem.index.embed import prefetch_query_encoder
+
+        cfg = (config if config is not None else load_config(root)).embedding
+        return prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
+
+    root = workspace if isinstance(workspace, Path) else workspace.root
+    ahead = prefetch if isinstance(workspace, Path) and warm_up else None
+    tools = Tools(Background(root, opened, warm_up=warm_up, prefetch=ahead))
     server = MdmemMCPServer(tools)
     for name in ("search", "read", "context", "sessions", "pool_read"):
         tool = getattr(tools, name)

@@ -9,11 +9,6 @@ one form of the command itself — exactly the typer command's options for it (a
 the agent's name), and serves over stdio. Anything else (``--http``, a remote index, ``--help``,
 a usage error) and anything that fails a check goes to the typer command, which then says what
 is wrong as it always does.
-
-Once the checks pass, the workspace starts opening and the query encoder loading on a
-background thread, before the SDK's import (:mod:`mdmem.integrations.mcp_background`): the
-encoder's load runs on the other core while the SDK imports, so a search sent right after
-``initialize`` waits for neither.
 """
 
 from __future__ import annotations
@@ -71,21 +66,12 @@ def serve(argv: list[str]) -> int | None:
     if checked is None:
         return None
     root, config = checked
-    import importlib.util
-
-    if importlib.util.find_spec("mcp") is None:
-        return None  # typer's command names the missing SDK
-    _log_to_stderr()
-    from mdmem.integrations.mcp_background import in_background
-
-    background = in_background(root, agent=agent, config=config)
-    background.start()  # the workspace and the query encoder load while the SDK imports
     try:
         from mdmem.integrations import mcp_server
-    except ImportError:  # typer's command names what is missing
-        background.settle()
+    except ImportError:  # typer's command names the missing SDK
         return None
-    mcp_server.serve_stdio(mcp_server.build_server(root, background=background))
+    _log_to_stderr()
+    mcp_server.serve_stdio(mcp_server.build_server(root, agent=agent, config=config))
     return 0
 
 
