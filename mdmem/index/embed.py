@@ -273,19 +273,22 @@ def queries_without_torch(model: str, provider: str, device: str) -> bool:
     return export_current(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)
 
 
-def prefetch_query_encoder(model: str, provider: str, device: str, threads: int = 0) -> None:
+def prefetch_query_encoder(
+    model: str, provider: str, device: str, threads: int = 0
+) -> threading.Thread | None:
     """Start loading the ONNX export of the configured model now, on a thread of its own,
     when that is what embeds its queries (:func:`mdmem.index.onnx_encoder.prefetch`): a
     short-lived process that will search calls it first, so the load overlaps its imports.
-    Nothing for any other model."""
+    Returns that thread, which must end before the process exits. Nothing for any other
+    model (None)."""
     if provider != "sentence-transformers" or device != "cpu" or _onnx_off():
-        return
+        return None
     source = _packaged_source(model)
     if source is None:
-        return
+        return None
     from mdmem.index.onnx_encoder import prefetch
 
-    prefetch(DEFAULT_MODEL, source, DEFAULT_MODEL_ID, threads)
+    return prefetch(DEFAULT_MODEL, source, DEFAULT_MODEL_ID, threads)
 
 
 def _onnx_off() -> bool:

@@ -168,15 +168,18 @@ class _Prefetch:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.result: tuple[OnnxEncoder | None, str] = (None, "")
+        self.thread = threading.Thread()  # (replaced by the loading thread before any use)
 
 
 _prefetched: dict[tuple[str, ...], _Prefetch] = {}
 _prefetch_lock = threading.Lock()
 
 
-def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> None:
+def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> threading.Thread:
     """Start :func:`load_export` now, on a daemon thread; the next ``load_export`` of the same
-    export takes its result (waiting for it to finish), and a later one loads afresh.
+    export takes its result (waiting for it to finish), and a later one loads afresh. Returns
+    the loading thread (a second call while a load is pending: that load's): a process must
+    not exit while it runs, onnxruntime would abort it.
 
     Why: a first search of the day, or an MCP server's first, spent ~0.5 s (on a quiet
     2-core machine) reading, checking and loading the export after the workspace's and the
@@ -185,18 +188,20 @@ def prefetch(name: str, source: Path, model_id: str, threads: int = 0) -> None:
     key = _prefetch_key(name, source, model_id, threads)
     with _prefetch_lock:
         if key in _prefetched:
-            return
+            return _prefetched[key].thread
         pending = _prefetched[key] = _Prefetch()
 
-    def run() -> None:
-        try:
-            pending.result = _load_export(name, source, model_id, threads)
-        except BaseException as exc:  # (never raised on this thread: the next load says it)
-            pending.result = (None, str(exc))
-        finally:
-            pending.done.set()
+        def run() -> None:
+            try:
+                pending.result = _load_export(name, source, model_id, threads)
+            except BaseException as exc:  # (never raised on this thread: the next load says it)
+                pending.result = (None, str(exc))
+            finally:
+                pending.done.set()
 
-    threading.Thread(target=run, name="mdmem-onnx-prefetch", daemon=True).start()
+        pending.thread = threading.Thread(target=run, name="mdmem-onnx-prefetch", daemon=True)
+        pending.thread.start()  # (under the lock: a second caller joins a started thread)
+    return pending.thread
 
 
 def load_export(

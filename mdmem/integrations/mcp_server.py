@@ -62,6 +62,8 @@ KEYWORD_ONLY = (
 SEARCH_HIT_KEYS = ("heading", "text", "score", "type", "importance", "created", "id", "session")
 LIVE_TITLE = "MCP session"
 READ_AGAIN = "read again with start_line={next} for the rest"
+SETTLE_S = 60.0
+"""At exit, how long to wait for a query encoder still loading (seconds; it takes one or two)."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -178,16 +180,18 @@ class Background:
         opener: Callable[[], Workspace],
         *,
         warm_up: bool,
-        prefetch: Callable[[], None] | None = None,
+        prefetch: Callable[[], threading.Thread | None] | None = None,
     ) -> None:
         """``prefetch``: called first on the background thread, to start what loads on a
-        thread of its own beside the workspace's imports (the query encoder)."""
+        thread of its own beside the workspace's imports (the query encoder); it returns that
+        thread, which the process waits for before it exits (:meth:`settle`)."""
         self.root = root
         self._opener = opener
         self._warm_up = warm_up
         self._prefetch = prefetch
         self._started = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._loading: threading.Thread | None = None
         self._opened = threading.Event()
         self._ws: Workspace | None = None
         self._error: BaseException | None = None
@@ -218,10 +222,20 @@ class Background:
         self._opened.wait()
         return self._ws
 
+    def settle(self, timeout: float = SETTLE_S) -> None:
+        """Wait for the query encoder's load, if one runs: a process that exits while
+        onnxruntime is inside its native load is aborted ("terminate called without an active
+        exception"), as a client that leaves right after the handshake would see."""
+        if self._thread is not None:
+            self._opened.wait(timeout)  # (the prefetch has started by then, if there is one)
+        loading = self._loading
+        if loading is not None:
+            loading.join(timeout)
+
     def _run(self) -> None:
         if self._prefetch is not None:
             try:
-                self._prefetch()
+                self._loading = self._prefetch()
             except Exception as exc:  # (the search that loads it again says what is wrong)
                 log.info("loading the query encoder ahead failed: %s", exc)
         try:
@@ -502,6 +516,7 @@ class Tools:
         ws = self.background.opened()
         if ws is not None:
             ws.close()
+        self.background.settle()
 
     def task(
         self,
@@ -764,12 +779,12 @@ def build_server(
             ws.config = dataclasses.replace(ws.config, agent=checked)
         return ws
 
-    def prefetch() -> None:
+    def prefetch() -> threading.Thread | None:
         from mdmem.config import load_config
         from mdmem.index.embed import prefetch_query_encoder
 
         cfg = (config if config is not None else load_config(root)).embedding
-        prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
+        return prefetch_query_encoder(cfg.model, cfg.provider, cfg.device, cfg.threads)
 
     root = workspace if isinstance(workspace, Path) else workspace.root
     ahead = prefetch if isinstance(workspace, Path) and warm_up else None

