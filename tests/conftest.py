@@ -47,7 +47,9 @@ settings.register_profile(
     derandomize=True,
     database=None,
     print_blob=True,
-    deadline=dt.timedelta(seconds=10),  # a slow, shared 2-core machine
+    # no deadline: one example's time on a loaded shared machine is no result (an MCP
+    # search that loads the encoder took 14 s once under a full parallel run)
+    deadline=None,
     suppress_health_check=_SLOW_MACHINE,
 )
 settings.register_profile(
