@@ -332,7 +332,7 @@ class LateSaveGuard:
             writes, exposed = self._unseen(watch), list(watch.exposed)
 
         def combine(current: bytes) -> bytes:
-            current = self._reapply(exposed, current)  # a person's lines first
+            current = self._reapply(watch.target.rel, writes, exposed, current)  # theirs first
             found = self._made_from(watch.target, writes, current)
             if found is None:
                 return current
@@ -759,9 +759,21 @@ class LateSaveGuard:
             chain = list(self._chains.get(rel, []))
         return sorted({id(w): w for w in (*chain, *writes)}.values(), key=lambda w: w.deadline)
 
-    def _reapply(self, writes: list[_Write], current: bytes) -> bytes:
-        for write in writes:  # oldest first
-            current = self._combine(write.before, write.after, current, copy=True)
+    def _reapply(
+        self, rel: str, writes: list[_Write], exposed: list[_Write], current: bytes
+    ) -> bytes:
+        """The person's saves a swap found (``exposed``, oldest first) applied to ``current``
+        (a copy saved from ours in the moment ours was at the path lacks them), except one
+        whose change would take away lines program writes made: that save was a stale copy,
+        not a person's edit of what our write read, and what it lacked is no one's deletion."""
+        if not exposed:
+            return current
+        steps = self._history(rel, self._ordered(rel, writes))
+        for write in exposed:
+            merged = self._combine(write.before, write.after, current, copy=True)
+            lines = set(_text(_lf(merged)).splitlines())
+            if not self._program_lines(steps, current, current) - lines:
+                current = merged
         return current
 
     def _restore(

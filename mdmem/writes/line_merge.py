@@ -97,15 +97,23 @@ def _side_by_side(
     are next to each other: a person fixed one entry, the program updated the next): each
     side's changes in place, and where both changed the same lines, the person's alone; with
     the number of such clashes. Insertions of both at one place are kept as :func:`_both`
-    keeps them; a program line the person holds in another form is not inserted again."""
+    keeps them; a program line the person holds in another form is not inserted again. Both
+    replacing the same lines with runs that begin or end alike (the same entries, then each
+    its own) is no clash: what each added besides is kept, as insertions are."""
     others = _hunks(base, theirs)
     ours = [h for h in _hunks(base, mine) if h not in others]  # the same change made by both
-    kept_ours = [
-        (a0, a1, lines)
-        for a0, a1, lines in ours
-        if not any(a0 < b1 and b0 < a1 for b0, b1, _ in others)
-    ]
-    clashes = len(ours) - len(kept_ours)
+    kept_ours, clashes = [], 0
+    for a0, a1, lines in ours:
+        over = [i for i, (b0, b1, _) in enumerate(others) if a0 < b1 and b0 < a1]
+        woven = None
+        if len(over) == 1 and others[over[0]][:2] == (a0, a1):
+            woven = _alike(lines, others[over[0]][2], their_ids)
+        if not over:
+            kept_ours.append((a0, a1, lines))
+        elif woven is not None:
+            others[over[0]] = (a0, a1, woven)
+        else:
+            clashes += 1
     ours = kept_ours
     here = {line.strip() for line in theirs if line.strip()}
     keys = {k for line in theirs if (k := _key(line))}
@@ -158,6 +166,20 @@ def _upgraded(lines: list[str], program: Sequence[str], newer: Newer) -> list[st
             out.append(mine)
             held.add(mine)
     return out
+
+
+def _alike(mine: Sequence[str], theirs: Sequence[str], their_ids: set[str]) -> list[str] | None:
+    """Two runs that replaced the same lines, woven when they begin or end with the same
+    (non-blank) lines: those once, and between them what each added besides, as
+    :func:`_both` keeps insertions of both at one place; None when they share neither end."""
+    n = min(len(mine), len(theirs))
+    head = next((k for k in range(n) if mine[k] != theirs[k]), n)
+    tail = next((k for k in range(n - head) if mine[-1 - k] != theirs[-1 - k]), n - head)
+    same = [*mine[:head], *mine[len(mine) - tail :]]
+    if not any(line.strip() for line in same):
+        return None
+    middle = _both(mine[head : len(mine) - tail], theirs[head : len(theirs) - tail], their_ids)
+    return [*mine[:head], *middle, *mine[len(mine) - tail :]]
 
 
 def _hunks(base: Sequence[str], side: Sequence[str]) -> list[tuple[int, int, list[str]]]:

@@ -138,6 +138,28 @@ def test_a_newer_program_line_replaces_only_older_forms_of_its_own_entry() -> No
     assert merge_text(x1 + y, x3 + y, archived + y, newer=newer).text == archived + y
 
 
+def test_both_replacing_a_line_with_the_same_entries_keep_what_each_added_besides() -> None:
+    """A stale save's entry superseded on both sides by the same merged-back entries, then
+    each side's own new ones (what the write-path model found: two remembers lost)."""
+    base = "# M\n- old <!-- mdmem id=m-o -->\n## Archive\n"
+    same = "- a <!-- mdmem id=m-a -->\n- b <!-- mdmem id=m-b -->\n"
+    mine = base.replace("- old <!-- mdmem id=m-o -->\n", same + "- mine <!-- mdmem id=m-m -->\n")
+    theirs = base.replace(
+        "- old <!-- mdmem id=m-o -->\n", same + "- theirs <!-- mdmem id=m-t -->\n"
+    )
+    merged = merge_text(base, mine, theirs)
+    assert merged.conflicts == 0
+    for line in (
+        *same.splitlines(True),
+        "- mine <!-- mdmem id=m-m -->\n",
+        "- theirs <!-- mdmem id=m-t -->\n",
+    ):
+        assert merged.text.count(line) == 1, merged.text
+    # different runs (an edit by hand against an update) still clash, the person's kept
+    merged = merge_text("- x\n", "- x updated\n- y\n", "- x by hand\n")
+    assert (merged.text, merged.conflicts) == ("- x by hand\n", 1)
+
+
 def test_a_changed_line_next_to_a_line_the_other_side_added_is_no_conflict() -> None:
     base = "- a\n- old\n- z\n"
     program = "- a\n- new\n- z\n"  # a supersede replaced the line
