@@ -22,6 +22,7 @@ os.environ.setdefault(
 
 import contextlib
 import datetime as dt
+import fcntl
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,12 +132,32 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
-def indexed_template(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
-    """example_workspace/ indexed once with the real model; tests get copies of it."""
-    target = tmp_path_factory.mktemp("template") / "indexed"
-    shutil.copytree(EXAMPLE, target)
-    with Workspace.open(target, embedder=embedder) as ws:
-        ws.index.update()
+def indexed_template(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """example_workspace/ indexed once with the real model; tests get copies of it.
+
+    Once per test run, not per pytest-xdist worker: embedding its 191 chunks costs about 12 s
+    of CPU, which each of `make test`'s workers paid on a shared 2-core machine. The first
+    worker to need it builds it in the run's shared temporary folder (under a lock, renamed
+    into place when complete); the others wait for it and use it. Nothing of a worker's own
+    goes into it: the index holds relative paths and the model's vectors, the same in every
+    process, and tests only ever copy it. A worker that uses it without the model (``make
+    demo``'s copy) need not load the model at all."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        shared = tmp_path_factory.mktemp("template")
+    else:  # the workers' folders (popen-gw0, ...) are in the run's folder
+        shared = tmp_path_factory.getbasetemp().parent
+    target = shared / "indexed"
+    with open(shared / "indexed.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not target.exists():
+            building = shared / "indexed.building"
+            shutil.rmtree(building, ignore_errors=True)
+            shutil.copytree(EXAMPLE, building)
+            with Workspace.open(building, embedder=request.getfixturevalue("embedder")) as ws:
+                ws.index.update()
+            building.rename(target)
     return target
 
 
