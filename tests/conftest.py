@@ -2,6 +2,11 @@ from __future__ import annotations
 
 import os
 
+from run_folders import folder_of_this_process, tmpdir_for_tests, unless_set
+
+# The tests' files on a RAM disk where there is one (tests/run_folders.py says why): before the
+# first temporary folder is made, here or by pytest.
+os.environ.update(tmpdir_for_tests())
 # Tests never touch the network: set before anything imports litellm or transformers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -10,15 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["MDMEM_SERVER_AUTO"] = "0"
 # The user's GLOBAL workspace is read by every search: never the real user's in a test (each
 # test gets its own below; this covers session fixtures).
-os.environ["MDMEM_GLOBAL"] = os.path.join(
-    __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
-)
+os.environ["MDMEM_GLOBAL"] = os.path.join(folder_of_this_process("mdmem-tests-global-"), "global")
 # The default model's ONNX export (mdmem/index/onnx_encoder.py) goes to a cache of the test run,
 # shared by its processes (made once, by the first that loads sentence-transformers), never the
-# user's.
-os.environ.setdefault(
-    "MDMEM_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="mdmem-tests-cache-")
-)
+# user's; removed when that process exits.
+os.environ.update(unless_set("MDMEM_CACHE_DIR", "mdmem-tests-cache-"))
 
 import contextlib
 import datetime as dt
