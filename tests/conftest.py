@@ -2,11 +2,8 @@ from __future__ import annotations
 
 import os
 
-from run_folders import folder_of_this_process, tmpdir_for_tests, unless_set
+from run_folders import folder_of_this_process, unless_set
 
-# The tests' files on a RAM disk where there is one (tests/run_folders.py says why): before the
-# first temporary folder is made, here or by pytest.
-os.environ.update(tmpdir_for_tests())
 # Tests never touch the network: set before anything imports litellm or transformers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
