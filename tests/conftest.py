@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 
+from run_folders import folder_of_this_process, unless_set
+
 # Tests never touch the network: set before anything imports litellm or transformers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -10,19 +12,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["MDMEM_SERVER_AUTO"] = "0"
 # The user's GLOBAL workspace is read by every search: never the real user's in a test (each
 # test gets its own below; this covers session fixtures).
-os.environ["MDMEM_GLOBAL"] = os.path.join(
-    __import__("tempfile").mkdtemp(prefix="mdmem-tests-global-"), "global"
-)
+os.environ["MDMEM_GLOBAL"] = os.path.join(folder_of_this_process("mdmem-tests-global-"), "global")
 # The default model's ONNX export (mdmem/index/onnx_encoder.py) goes to a cache of the test run,
 # shared by its processes (made once, by the first that loads sentence-transformers), never the
-# user's.
-os.environ.setdefault(
-    "MDMEM_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="mdmem-tests-cache-")
-)
+# user's; removed when that process exits.
+os.environ.update(unless_set("MDMEM_CACHE_DIR", "mdmem-tests-cache-"))
 
 import contextlib
 import datetime as dt
+import fcntl
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,6 +99,26 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "example_workspace"
 
 
+def _compile_mdmem() -> None:
+    """mdmem's bytecode, made once before the tests start, for every process they start.
+
+    Under PYTHONDONTWRITEBYTECODE (as CI's environment sets it) Python compiles a package it
+    has no .pyc for at every start, and writes none: each of the suite's hundreds of ``mdmem``
+    processes and ``python -c`` children compiled mdmem's ~150 modules again, about 0.3 s of
+    CPU each. It still reads a .pyc that is there (checked against the source's mtime, so an
+    edit is never missed): compiled here once, by the run's first process (xdist's controller,
+    before its workers start), into mdmem's own ``__pycache__`` (git ignores it), what Python
+    does anyway without that variable. Without it this finds everything compiled already."""
+    if not sys.flags.dont_write_bytecode or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import compileall
+
+    compileall.compile_dir(REPO / "mdmem", quiet=2, workers=1)
+
+
+_compile_mdmem()
+
+
 @pytest.fixture(autouse=True)
 def _own_global_workspace(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -133,12 +153,32 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
-def indexed_template(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
-    """example_workspace/ indexed once with the real model; tests get copies of it."""
-    target = tmp_path_factory.mktemp("template") / "indexed"
-    shutil.copytree(EXAMPLE, target)
-    with Workspace.open(target, embedder=embedder) as ws:
-        ws.index.update()
+def indexed_template(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """example_workspace/ indexed once with the real model; tests get copies of it.
+
+    Once per test run, not per pytest-xdist worker: embedding its 191 chunks costs about 12 s
+    of CPU, which each of `make test`'s workers paid on a shared 2-core machine. The first
+    worker to need it builds it in the run's shared temporary folder (under a lock, renamed
+    into place when complete); the others wait for it and use it. Nothing of a worker's own
+    goes into it: the index holds relative paths and the model's vectors, the same in every
+    process, and tests only ever copy it. A worker that uses it without the model (``make
+    demo``'s copy) need not load the model at all."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        shared = tmp_path_factory.mktemp("template")
+    else:  # the workers' folders (popen-gw0, ...) are in the run's folder
+        shared = tmp_path_factory.getbasetemp().parent
+    target = shared / "indexed"
+    with open(shared / "indexed.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not target.exists():
+            building = shared / "indexed.building"
+            shutil.rmtree(building, ignore_errors=True)
+            shutil.copytree(EXAMPLE, building)
+            with Workspace.open(building, embedder=request.getfixturevalue("embedder")) as ws:
+                ws.index.update()
+            building.rename(target)
     return target
 
 

@@ -25,6 +25,7 @@ from mdmem import FileProblem, UnsafePathError, Workspace
 from mdmem.markdown.parse import NESTING_LIMIT, _parse, parse_document, split_lines
 from mdmem.memory.scan import ALWAYS_SKIPPED
 from mdmem.paths import name_problem, shown
+from mdmem.workspace.wiring import SEARCH_SYNC_MAX_BYTES
 
 BIN = Path(sys.executable).parent / "mdmem"
 
@@ -306,6 +307,9 @@ def test_ordinary_nesting_gives_no_warning() -> None:
 # ---- a big file does not hold up searches of the rest ------------------------------------------
 
 
+LINES = 40_000  # 2.1 MB
+
+
 @pytest.mark.slow
 def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) -> None:
     ws = keyword_only(ws)
@@ -313,9 +317,12 @@ def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) ->
     ws.index.update()
     big = ws.root / "notes" / "big.md"
     big.parent.mkdir()
-    lines = [f"- imported note {i} about the quarterly zebra audit\n" for i in range(120_000)]
+    # twice the size a search indexes itself (SEARCH_SYNC_MAX_BYTES), so it waits whatever a
+    # line's length: a bigger file takes the same path, only longer (6 MB, 120,000 lines, made
+    # this the clean-clone run's third-longest test, 70 s, mostly SQLite inserts of its chunks)
+    lines = [f"- imported note {i} about the quarterly zebra audit\n" for i in range(LINES)]
     big.write_text("# Import\n\n" + "".join(lines))
-    assert big.stat().st_size > 5_000_000
+    assert big.stat().st_size > 2 * SEARCH_SYNC_MAX_BYTES
 
     started = time.perf_counter()
     results = ws.search("Fly.io staging", k=3)
@@ -327,9 +334,9 @@ def test_search_answers_while_a_big_file_waits_for_the_indexer(ws: Workspace) ->
 
     report = ws.index.update()  # what `mdmem index` or the watcher does
     assert "notes/big.md" in report.paths
-    zebra = ws.search("zebra audit 119999", k=1)
+    zebra = ws.search(f"zebra audit {LINES - 1}", k=1)
     assert zebra.fresh and zebra[0].path == "notes/big.md"
-    assert zebra[0].citation == "notes/big.md:120002"
+    assert zebra[0].citation == f"notes/big.md:{LINES + 2}"  # (the heading, a blank line)
 
     cli_run = cli(ws.root, "search", "zebra", "--json")
     assert cli_run.returncode == 0 and json.loads(cli_run.stdout)["fresh"]
