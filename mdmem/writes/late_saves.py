@@ -582,9 +582,16 @@ class LateSaveGuard:
             if evidence is None or _after(steps, at, latest):
                 break
             saved = [i for i, s in enumerate(steps) if s[1] == evidence and not s[2]]
-            if not saved:
+            if saved:
+                evidence, at = self._search(steps[: saved[0] + 1], evidence, True)
+                continue
+            # or from another agent's writes on such a save: what the save lacked goes into
+            # it, under those writes (as for a version that is such writes itself)
+            below = self._save_under(steps, evidence) if under is None else None
+            if below is None:
                 break
-            evidence, at = self._search(steps[: saved[0] + 1], evidence, True)
+            under = steps[below][1]
+            evidence, at = self._search(steps[: below + 1], under, True)
         if evidence is None or not _after(steps, at, latest):
             steps, under = own, None
             evidence = self._search(own, version, made_on)[0]
