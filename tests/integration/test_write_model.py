@@ -63,6 +63,10 @@ class Editor:
     """The count of program writes to the file when the buffer was last in step with it."""
     mine: list[str] = field(default_factory=list)
     """The person's lines now in the buffer."""
+    read_at: float = 0.0
+    lacking: bool = False
+    """Read while the file lacked an acknowledged write (a stale save's, not yet merged back):
+    the merge-back is a program write after the read, within a window of it."""
 
 
 def _lines(text: str) -> list[str]:
@@ -278,7 +282,13 @@ class WritePath(RuleBasedStateMachine):
             return
         buffer = text.replace("\n", "\r\n") if crlf else text
         mine = [line for line in self.person.get(rel, set()) if line in _lines(text)]
-        self.editors[rel] = Editor(rel, crlf, buffer, self.writes.get(rel, 0), mine)
+        lacking = rel == MEMORY and any(
+            (line := _entry_line(text, i)) is None or acked not in line
+            for i, acked in self.live.items()
+        )
+        self.editors[rel] = Editor(
+            rel, crlf, buffer, self.writes.get(rel, 0), mine, time.monotonic(), lacking
+        )
 
     @rule(
         data=st.data(),
@@ -345,8 +355,11 @@ class WritePath(RuleBasedStateMachine):
         assert self.root is not None
         path = self.root / editor.path
         data = editor.buffer.encode("utf-8")
-        stale = editor.stale_since < self.writes.get(editor.path, 0)
-        since = time.monotonic() - self.last_write.get(editor.path, 0.0)
+        stale = editor.lacking or editor.stale_since < self.writes.get(editor.path, 0)
+        last = self.last_write.get(editor.path, 0.0)
+        if editor.lacking:  # the merge-back it lacked came after the read, as late as a window
+            last = max(last, editor.read_at + WINDOW_MS / 1000)
+        since = time.monotonic() - last
         if how == "rename":
             tmp = path.with_name(path.name + ".swp-save")
             tmp.write_bytes(data)
