@@ -612,10 +612,10 @@ WritePath.TestCase.settings = settings(
 )
 test_write_path_model = pytest.mark.slow(
     pytest.mark.xfail(
-        reason="open (docs/writes.md, What remains): under heavy load the model still loses "
-        "an acknowledged write now and then (an update or a remember next to a stale save), "
-        "not yet reduced to a scenario; the losses it found before are fixed and replayed "
-        "below. The loss depends on timing, so it is not strict",
+        reason="open (docs/writes.md, What remains): on a busy machine the model still fails "
+        "now and then (a line the person deleted or edited back, or an acknowledged write "
+        "lost), not yet reduced to scenarios; the losses it found before are fixed and "
+        "replayed below. The failures depend on timing, so it is not strict",
         strict=False,
     )(WritePath.TestCase)
 )
