@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -56,57 +55,7 @@ def merge_text(base: str, program: str, person: str, *, newer: Newer | None = No
     lines, conflicts = _merge_regions(base_lines, _lines(program), person_lines, regions, their_ids)
     if newer is not None:
         lines = _upgraded(lines, _lines(program), newer)
-    lines = _once(lines, _lines(program), person_lines)
     return Merged("".join(lines), conflicts)
-
-
-def _once(lines: list[str], program: Sequence[str], person: Sequence[str]) -> list[str]:
-    """What each side holds once, once: an entry line, or a ``## `` heading, that both sides
-    added at places of their own, which the merge kept both of (two guards' merge-backs of
-    one stale save each made the archive section it lacked). A later copy of such an entry
-    line goes; a later copy of such a heading goes, the lines of its section moving to the
-    end of the first one's."""
-
-    here, mine, theirs = Counter(lines), Counter(program), Counter(person)
-    more = {
-        line
-        for line, n in here.items()
-        if n > max(mine[line], theirs[line]) and (line.startswith("## ") or _ENTRY_ID.search(line))
-    }
-    if not more:
-        return lines
-
-    def twice(line: str) -> bool:
-        return line in more
-
-    out: list[str] = []
-    moved: dict[str, list[str]] = {}  # a heading -> the lines of its later copies' sections
-    seen: set[str] = set()
-    into: str | None = None  # the heading whose later copy's section is being moved
-    for line in lines:
-        if line.startswith(("## ", "# ")):
-            into = None
-            if line in seen and twice(line):
-                into = line
-                moved.setdefault(line, [])
-                continue
-        elif into is not None:
-            moved[into].append(line)
-            continue
-        elif line in seen and twice(line):
-            continue
-        seen.add(line)
-        out.append(line)
-    for heading, body in moved.items():
-        start = out.index(heading) + 1
-        end = next(
-            (i for i in range(start, len(out)) if out[i].startswith(("## ", "# "))), len(out)
-        )
-        while end > start and not out[end - 1].strip():
-            end -= 1
-        rest = [line for line in body if line.strip() and not (line in out and twice(line))]
-        out[end:end] = rest
-    return out
 
 
 def _merge_regions(

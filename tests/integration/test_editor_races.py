@@ -160,36 +160,6 @@ def test_both_replacing_a_line_with_the_same_entries_keep_what_each_added_beside
     assert (merged.text, merged.conflicts) == ("- x by hand\n", 1)
 
 
-def test_an_entry_or_heading_both_sides_added_at_places_of_their_own_is_there_once() -> None:
-    """Two guards' merge-backs of one stale save each added the remember it lacked and the
-    archive section it lacked, at places of their own (what a fast supersede exposed in
-    test_write_scenarios: the remember twice, ``## Archive`` twice)."""
-    top = "# Memory\n\n## Facts\n\n"
-    save = (
-        top + "- A <!-- mdmem id=m-a -->\n- B <!-- mdmem id=m-b -->\n\n## Patterns\n\n- P1\n- P2\n"
-    )
-    mine = (
-        top + "- A <!-- mdmem id=m-a -->\n- C <!-- mdmem id=m-c -->\n\n## Patterns\n\n- P1\n\n"
-        "## Archive\n\n- B <!-- mdmem id=m-b superseded=x -->\n- P2\n"
-    )
-    theirs = (
-        top + "- B <!-- mdmem id=m-b -->\n- C <!-- mdmem id=m-c -->\n\n## Patterns\n\n"
-        "## Archive\n\n- A <!-- mdmem id=m-a superseded=x -->\n- P1\n- P2\n"
-    )
-    text = merge_text(save, mine, theirs).text
-    assert text.count("- C <!-- mdmem id=m-c -->") == 1, text
-    assert text.count("## Archive") == 1, text
-    archive = text.split("## Archive")[1]
-    for line in (
-        "- A <!-- mdmem id=m-a superseded=x -->",
-        "- B <!-- mdmem id=m-b superseded=x -->",
-    ):
-        assert archive.count(line) == 1, text
-    # what a side holds twice itself stays twice
-    doubled = "## Notes\n- n\n## Notes\n- m\n"
-    assert merge_text("", doubled, "- other\n").text.count("## Notes") == 2
-
-
 def test_a_changed_line_next_to_a_line_the_other_side_added_is_no_conflict() -> None:
     base = "- a\n- old\n- z\n"
     program = "- a\n- new\n- z\n"  # a supersede replaced the line
